@@ -1,0 +1,245 @@
+//! `slidestream`: command-line front end (info, region, associated, tiles).
+//!
+//! Errors print one line `error: …` on stderr (naming the file, and the level and tile where
+//! relevant) and exit with status 1.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use slidestream::{Error, Slide};
+
+#[derive(Parser)]
+#[command(name = "slidestream", version, about = "Whole-slide image loader: slide info, regions, tile throughput")]
+struct Cli {
+    /// Worker threads for decoding (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print vendor, levels, properties and associated images of a slide.
+    Info {
+        /// Slide file.
+        path: PathBuf,
+        /// Print JSON (keys: vendor, level_count, level_dimensions, level_downsamples,
+        /// level_tile_sizes, properties, associated_images).
+        #[arg(long)]
+        json: bool,
+        /// Print why each format driver accepted or declined the file.
+        #[arg(long)]
+        why: bool,
+    },
+    /// Read a region and write it as an RGBA PNG.
+    Region {
+        /// Slide file.
+        path: PathBuf,
+        /// Top-left corner in level-0 pixels, "X,Y" (may be negative).
+        #[arg(long, value_parser = parse_pair_i64, allow_hyphen_values = true)]
+        location: (i64, i64),
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Size in pixels of that level, "W,H".
+        #[arg(long, value_parser = parse_pair_u64)]
+        size: (u64, u64),
+        /// Output PNG file.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Write an associated image (thumbnail, label, macro) as an RGBA PNG.
+    Associated {
+        /// Slide file.
+        path: PathBuf,
+        /// Associated image name.
+        name: String,
+        /// Output PNG file.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Read and decode every tile of a level through the pipeline; print throughput, bytes,
+    /// requests and cache statistics.
+    Tiles {
+        /// Slide file.
+        path: PathBuf,
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Tiles per batch handed to the pipeline.
+        #[arg(long, default_value_t = 512)]
+        batch: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
+    let (a, b) = s.split_once(',').ok_or_else(|| format!("expected two numbers \"A,B\", got {s:?}"))?;
+    let p = |v: &str| v.trim().parse::<T>().map_err(|_| format!("not a number: {v:?}"));
+    Ok((p(a)?, p(b)?))
+}
+fn parse_pair_i64(s: &str) -> Result<(i64, i64), String> {
+    parse_pair(s)
+}
+fn parse_pair_u64(s: &str) -> Result<(u64, u64), String> {
+    parse_pair(s)
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        eprintln!("error: internal error (please report): {msg}");
+    }));
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global();
+    }
+    match std::panic::catch_unwind(|| run(cli.cmd)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("error: {}", one_line(&e.to_string()));
+            ExitCode::from(1)
+        }
+        Err(_) => ExitCode::from(1),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+fn run(cmd: Cmd) -> Result<(), Error> {
+    match cmd {
+        Cmd::Info { path, json, why } => info(&path, json, why),
+        Cmd::Region { path, location, level, size, output } => {
+            let slide = Slide::open(&path)?;
+            let r = slide.read_region(location, level, size)?;
+            write_png(&output, r.width, r.height, r.data)
+        }
+        Cmd::Associated { path, name, output } => {
+            let slide = Slide::open(&path)?;
+            let r = slide.read_associated(&name)?;
+            write_png(&output, r.width, r.height, r.data)
+        }
+        Cmd::Tiles { path, level, batch, json } => tiles(&path, level, batch.max(1), json),
+    }
+}
+
+fn write_png(path: &Path, w: u64, h: u64, data: Vec<u8>) -> Result<(), Error> {
+    let at = slidestream::error::Location::file(path);
+    let (w32, h32) = match (u32::try_from(w), u32::try_from(h)) {
+        (Ok(a), Ok(b)) if a > 0 && b > 0 => (a, b),
+        _ => return Err(Error::Usage(format!("{}: cannot write a {w}x{h} PNG", path.display()))),
+    };
+    let img = image::RgbaImage::from_raw(w32, h32, data)
+        .ok_or_else(|| Error::Usage(format!("{}: buffer does not match {w}x{h}", path.display())))?;
+    img.save_with_format(path, image::ImageFormat::Png).map_err(|e| match e {
+        image::ImageError::IoError(io) => Error::io(&at, io),
+        other => Error::io(&at, std::io::Error::other(other.to_string())),
+    })
+}
+
+fn info(path: &Path, json: bool, why: bool) -> Result<(), Error> {
+    if why {
+        let report = Slide::detect(path)?;
+        print!("{report}");
+        if report.chosen().is_none() {
+            println!("=> no driver accepted {}", path.display());
+        }
+    }
+    let slide = Slide::open(path)?;
+    let props = slide.properties();
+    if json {
+        let v = serde_json::json!({
+            "vendor": slide.vendor(),
+            "level_count": slide.level_count(),
+            "level_dimensions": slide.level_dimensions().iter().map(|&(w, h)| [w, h]).collect::<Vec<_>>(),
+            "level_downsamples": slide.level_downsamples(),
+            "level_tile_sizes": slide.level_tile_sizes().iter().map(|&(w, h)| [w, h]).collect::<Vec<_>>(),
+            "properties": props,
+            "associated_images": slide.associated_images().into_iter().map(|(k, (w, h))| (k, [w, h])).collect::<std::collections::BTreeMap<_, _>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(());
+    }
+    let (w, h) = slide.dimensions();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "file:        {}", path.display());
+    let _ = writeln!(out, "vendor:      {}", slide.vendor());
+    let _ = writeln!(out, "dimensions:  {w} x {h} px");
+    if let Some((mx, my)) = slide.mpp() {
+        let _ = writeln!(out, "mpp:         {mx} x {my} µm/px");
+    }
+    let _ = writeln!(out, "levels:      {}", slide.level_count());
+    for (i, l) in slide.index().levels.iter().enumerate() {
+        let im = &l.image;
+        let _ = writeln!(
+            out,
+            "  [{i}] {} x {} px, downsample {:.4}, tiles {}x{} px ({} x {}), {}",
+            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across, im.tiles_down,
+            im.codec.compression.name()
+        );
+    }
+    for (name, (aw, ah)) in slide.associated_images() {
+        let _ = writeln!(out, "associated:  {name} {aw} x {ah} px");
+    }
+    let _ = writeln!(out, "properties:");
+    for (k, v) in props {
+        let _ = writeln!(out, "  {k} = {}", one_line(v));
+    }
+    Ok(())
+}
+
+fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Result<(), Error> {
+    let slide = Slide::open(path)?;
+    let img = &slide
+        .index()
+        .levels
+        .get(level)
+        .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist (level count {})", path.display(), slide.level_count())))?
+        .image;
+    let coords: Vec<(u64, u64)> = (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
+    let pb = indicatif::ProgressBar::new(coords.len() as u64);
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || json {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let t0 = Instant::now();
+    let mut decoded = 0usize;
+    for chunk in coords.chunks(batch) {
+        decoded += slide.read_tiles(level, chunk)?;
+        pb.inc(chunk.len() as u64);
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    pb.finish_and_clear();
+    let px = img.width * img.height;
+    let io = slide.io_counters();
+    let cs = slide.cache_stats();
+    let threads = rayon::current_num_threads();
+    if json {
+        let v = serde_json::json!({
+            "level": level, "tiles": coords.len(), "decoded_tiles": decoded, "seconds": secs,
+            "tiles_per_s": coords.len() as f64 / secs, "megapixels_per_s": px as f64 / 1e6 / secs,
+            "bytes_read": io.bytes, "requests": io.requests, "threads": threads,
+            "cache": {"hits": cs.hits, "misses": cs.misses, "evictions": cs.evictions, "resident_bytes": cs.resident_bytes, "capacity_bytes": cs.capacity_bytes},
+        });
+        println!("{v}");
+    } else {
+        println!("level {level}: {} tiles ({} decoded, {} missing) of {}x{} px in {:.3} s with {threads} threads",
+            coords.len(), decoded, coords.len() - decoded, img.tile_width, img.tile_height, secs);
+        println!("throughput: {:.0} tiles/s, {:.1} MP/s", coords.len() as f64 / secs, px as f64 / 1e6 / secs);
+        println!("io: {} bytes in {} requests ({:.1} MB/s)", io.bytes, io.requests, io.bytes as f64 / 1e6 / secs);
+        println!("cache: {} hits, {} misses, {} evictions, {} of {} bytes resident", cs.hits, cs.misses, cs.evictions, cs.resident_bytes, cs.capacity_bytes);
+    }
+    Ok(())
+}

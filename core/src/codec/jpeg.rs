@@ -1,0 +1,279 @@
+//! JPEG tiles on the CPU with libjpeg-turbo (TurboJPEG 3 API through `turbojpeg::raw`).
+//!
+//! TIFF JPEG (Compression 7, TIFF Technical Note 2): tiles may be "abbreviated", holding only
+//! the scan while the quantisation and Huffman tables live in the JPEGTables tag (347). We splice
+//! the tables into each tile's stream. The colour transform is decided by the TIFF
+//! PhotometricInterpretation alone: libjpeg otherwise guesses from markers and component ids
+//! (`jdapimin.c`, `default_decompress_parms`) and treats Aperio's RGB-coded tiles (ids 0,1,2,
+//! no Adobe marker) as YCbCr, which gives wrong colours without any error. The splice drops
+//! any JFIF (APP0) / Adobe (APP14) markers of the tile and writes an Adobe APP14 marker whose
+//! transform flag says what the photometric tag says (0 = RGB, 1 = YCbCr); libjpeg honours it.
+//! Subsampling comes from the SOF sampling factors.
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+
+use turbojpeg::raw;
+
+/// JPEG colour coding decided by the TIFF photometric tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JpegColor {
+    /// Components are R, G, B: no colour transform.
+    Rgb,
+    /// Components are Y, Cb, Cr: convert to RGB.
+    YCbCr,
+    /// One component.
+    Gray,
+}
+
+const SOI: [u8; 2] = [0xFF, 0xD8];
+
+/// Build a complete JPEG stream from the JPEGTables tag (if any) and one tile's bytes, with an
+/// Adobe APP14 marker stating the colour transform.
+///
+/// # Errors
+/// A message when the tile does not start with SOI or its marker segments are malformed.
+pub fn splice(tables: Option<&[u8]>, tile: &[u8], color: JpegColor, out: &mut Vec<u8>) -> Result<(), String> {
+    if tile.len() < 4 || tile[..2] != SOI {
+        let head: Vec<String> = tile.iter().take(2).map(|b| format!("0x{b:02X}")).collect();
+        return Err(format!("not a JPEG stream (starts with {} instead of 0xFF 0xD8)", head.join(" ")));
+    }
+    out.clear();
+    out.reserve(tile.len() + tables.map_or(0, |t| t.len()) + 16);
+    out.extend_from_slice(&SOI);
+    let transform = match color {
+        JpegColor::Rgb => Some(0u8),
+        JpegColor::YCbCr => Some(1u8),
+        JpegColor::Gray => None,
+    };
+    if let Some(t) = transform {
+        out.extend_from_slice(&[0xFF, 0xEE, 0x00, 0x0E, b'A', b'd', b'o', b'b', b'e', 0x00, 0x64, 0, 0, 0, 0, t]);
+    }
+    if let Some(tables) = tables {
+        if tables.len() >= 4 && tables[..2] == SOI {
+            let mut body = &tables[2..];
+            if body.ends_with(&[0xFF, 0xD9]) {
+                body = &body[..body.len() - 2];
+            }
+            out.extend_from_slice(body);
+        } else if !tables.is_empty() {
+            return Err("JPEGTables does not start with SOI".into());
+        }
+    }
+    // Copy the tile's segments after SOI, dropping APP0 (JFIF) and APP14 (Adobe); from SOS on,
+    // copy verbatim.
+    let mut i = 2;
+    loop {
+        // skip fill bytes
+        while i < tile.len() && tile[i] == 0xFF && tile.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if i + 4 > tile.len() || tile[i] != 0xFF {
+            return Err(format!("malformed JPEG marker at byte {i}"));
+        }
+        let marker = tile[i + 1];
+        if marker == 0xDA || marker == 0xD9 {
+            out.extend_from_slice(&tile[i..]);
+            return Ok(());
+        }
+        let len = u16::from_be_bytes([tile[i + 2], tile[i + 3]]) as usize;
+        if len < 2 || i + 2 + len > tile.len() {
+            return Err(format!("JPEG marker 0xFF{marker:02X} at byte {i} has bad length {len}"));
+        }
+        if marker != 0xE0 && marker != 0xEE {
+            out.extend_from_slice(&tile[i..i + 2 + len]);
+        }
+        i += 2 + len;
+    }
+}
+
+struct Handle(raw::tjhandle);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from tj3Init and is destroyed once.
+        unsafe { raw::tj3Destroy(self.0) }
+    }
+}
+
+impl Handle {
+    fn new() -> Result<Handle, String> {
+        // SAFETY: plain FFI constructor; null is checked.
+        let h = unsafe { raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as libc_int) };
+        if h.is_null() {
+            return Err("tj3Init failed".into());
+        }
+        let handle = Handle(h);
+        // Warnings (e.g. premature end of data) are errors: never return filler pixels.
+        // SAFETY: valid handle.
+        unsafe { raw::tj3Set(h, raw::TJPARAM_TJPARAM_STOPONWARNING as libc_int, 1) };
+        Ok(handle)
+    }
+
+    fn error(&self) -> String {
+        // SAFETY: valid handle; the returned string is owned by libjpeg-turbo.
+        let msg = unsafe { CStr::from_ptr(raw::tj3GetErrorStr(self.0)) };
+        msg.to_string_lossy().into_owned()
+    }
+}
+
+#[allow(non_camel_case_types)]
+type libc_int = std::os::raw::c_int;
+
+thread_local! {
+    static HANDLE: RefCell<Option<Handle>> = const { RefCell::new(None) };
+}
+
+fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, String>) -> Result<T, String> {
+    HANDLE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Handle::new()?);
+        }
+        f(slot.as_ref().expect("handle initialised above"))
+    })
+}
+
+/// Dimensions of a JPEG stream, from its SOF (via `tj3DecompressHeader`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JpegHeader {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// TurboJPEG subsampling code (TJSAMP_*; -1 unknown).
+    pub subsamp: i32,
+}
+
+/// A sub-rectangle to decode, in pixels of the JPEG image. `x` and `width` are widened by the
+/// decoder to iMCU boundaries; see [`decode_rgba`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crop {
+    /// Left edge.
+    pub x: u32,
+    /// Top edge.
+    pub y: u32,
+    /// Width.
+    pub width: u32,
+    /// Height.
+    pub height: u32,
+}
+
+/// Read the header of a complete JPEG stream.
+///
+/// # Errors
+/// libjpeg-turbo's message.
+pub fn read_header(stream: &[u8]) -> Result<JpegHeader, String> {
+    with_handle(|h| header_with(h, stream))
+}
+
+fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, String> {
+    // SAFETY: valid handle; buffer pointer/len from a slice.
+    let rc = unsafe { raw::tj3DecompressHeader(h.0, stream.as_ptr(), stream.len() as _) };
+    if rc != 0 {
+        return Err(h.error());
+    }
+    // SAFETY: valid handle.
+    let (w, hgt, ss, prec) = unsafe {
+        (
+            raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_JPEGWIDTH as libc_int),
+            raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_JPEGHEIGHT as libc_int),
+            raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_SUBSAMP as libc_int),
+            raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_PRECISION as libc_int),
+        )
+    };
+    if prec != 8 {
+        return Err(format!("{prec}-bit JPEG (only 8-bit is read)"));
+    }
+    if w <= 0 || hgt <= 0 {
+        return Err(format!("JPEG of size {w}x{hgt}"));
+    }
+    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss })
+}
+
+/// iMCU width and height in pixels for a TurboJPEG subsampling code.
+pub fn mcu_size(subsamp: i32) -> Option<(u32, u32)> {
+    Some(match subsamp {
+        0 | 3 => (8, 8),
+        1 => (16, 8),
+        2 => (16, 16),
+        4 => (8, 16),
+        5 => (32, 8),
+        6 => (8, 32),
+        _ => return None,
+    })
+}
+
+/// Decode `stream` to RGBA (alpha 255) into `dst`, rows `pitch` bytes apart.
+///
+/// Without `crop`, the whole image is decoded and `dst` must hold `pitch × height` bytes.
+/// With `crop`, only that rectangle is decoded: libjpeg-turbo skips the rows above and below
+/// and decodes only the iMCU columns covering it; `crop.x` must be a multiple of the iMCU width
+/// and `dst` receives `crop.width × crop.height` pixels.
+///
+/// `check` sees the header before any pixel work and may refuse the stream (size limits).
+///
+/// # Errors
+/// libjpeg-turbo's message (corrupt data, warnings included), or `check`'s.
+pub fn decode_rgba(
+    stream: &[u8],
+    crop: Option<Crop>,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), String>,
+) -> Result<JpegHeader, String> {
+    with_handle(|h| {
+        let hdr = header_with(h, stream)?;
+        check(&hdr)?;
+        let (w, hh) = match crop {
+            Some(c) => (c.width, c.height),
+            None => (hdr.width, hdr.height),
+        };
+        let region = match crop {
+            Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
+            None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
+        };
+        // SAFETY: valid handle, header read just above.
+        if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
+            return Err(h.error());
+        }
+        let pitch = w as usize * 4;
+        dst.clear();
+        dst.resize(pitch * hh as usize, 0);
+        // SAFETY: dst holds pitch × rows bytes as TurboJPEG requires for this region.
+        let rc = unsafe {
+            raw::tj3Decompress8(h.0, stream.as_ptr(), stream.len() as _, dst.as_mut_ptr(), pitch as _, raw::TJPF_TJPF_RGBA as _)
+        };
+        if rc != 0 {
+            return Err(h.error());
+        }
+        Ok(hdr)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_rejects_non_jpeg() {
+        let mut out = Vec::new();
+        let err = splice(None, &[0x11, 0x00, 0x00, 0x00, 0x00], JpegColor::Rgb, &mut out).unwrap_err();
+        assert!(err.contains("0x11 0x00"), "{err}");
+    }
+
+    #[test]
+    fn splice_inserts_tables_and_adobe_marker() {
+        let tables = [0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x03, 0x07, 0xFF, 0xD9];
+        let tile = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 1, 2, 0xFF, 0xDA, 0x00, 0x02, 9, 0xFF, 0xD9];
+        let mut out = Vec::new();
+        splice(Some(&tables), &tile, JpegColor::Rgb, &mut out).unwrap();
+        let expected: Vec<u8> = [
+            &[0xFF, 0xD8][..],
+            &[0xFF, 0xEE, 0x00, 0x0E, b'A', b'd', b'o', b'b', b'e', 0x00, 0x64, 0, 0, 0, 0, 0][..],
+            &[0xFF, 0xDB, 0x00, 0x03, 0x07][..],
+            &[0xFF, 0xDA, 0x00, 0x02, 9, 0xFF, 0xD9][..],
+        ]
+        .concat();
+        assert_eq!(out, expected);
+    }
+}

@@ -1,0 +1,252 @@
+//! Tile decoding on the CPU.
+//!
+//! [`decode_chunk`] turns the compressed bytes of one tile (or strip) into RGBA pixels of the
+//! part of the tile that lies inside the image: padding beyond the image edge never leaves this
+//! module. Codecs: JPEG (libjpeg-turbo, [`jpeg`]), JPEG 2000 (OpenJPEG, [`jp2k`]), deflate
+//! (`flate2`), LZW (`weezl`), zstd (`zstd`), WebP (`image-webp`), uncompressed; horizontal
+//! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA.
+
+pub mod jp2k;
+pub mod jpeg;
+
+use std::io::Read;
+
+use crate::error::{Error, Location, Result};
+use crate::index::{Alpha, CodecInfo, Compression, Photometric};
+
+/// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
+/// only the part of the tile inside the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedTile {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// `width × height × 4` bytes.
+    pub rgba: Vec<u8>,
+}
+
+impl DecodedTile {
+    /// Bytes held (for cache accounting).
+    pub fn byte_size(&self) -> usize {
+        self.rgba.len() + std::mem::size_of::<Self>()
+    }
+}
+
+/// Geometry of the chunk being decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkGeometry {
+    /// Nominal chunk width (TileWidth, or ImageWidth for strips).
+    pub tile_width: u32,
+    /// Nominal chunk height (TileLength, or RowsPerStrip).
+    pub tile_height: u32,
+    /// Width of the part inside the image.
+    pub valid_width: u32,
+    /// Height of the part inside the image.
+    pub valid_height: u32,
+}
+
+fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
+    match codec.photometric {
+        Photometric::Rgb => jpeg::JpegColor::Rgb,
+        Photometric::YCbCr => jpeg::JpegColor::YCbCr,
+        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
+    }
+}
+
+thread_local! {
+    static SPLICE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
+pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, String>) -> Result<T, String> {
+    SPLICE_BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        jpeg::splice(codec.jpeg_tables.as_deref(), tile, jpeg_color(codec), &mut buf)?;
+        f(&buf)
+    })
+}
+
+/// Decode one chunk. `planes` holds one byte slice per stored plane (one unless
+/// PlanarConfiguration = 2).
+///
+/// # Errors
+/// [`Error::Format`] naming `at` (file, level, tile) for corrupt data or a decoded size that
+/// does not cover the valid region; [`Error::Limits`] when a stream claims dimensions larger
+/// than the tile.
+pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &Location) -> Result<DecodedTile> {
+    let fmt_err = |m: String| Error::format(at, m);
+    match codec.compression {
+        Compression::Jpeg => {
+            let mut px = Vec::new();
+            let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
+                jpeg::decode_rgba(stream, None, &mut px, |h| check_dims(h.width, h.height, g))
+            })
+            .map_err(|m| fmt_err(format!("JPEG: {m}")))?;
+            Ok(crop_rgba(px, hdr.width, g))
+        }
+        Compression::Jpeg2000 { ycbcr } => {
+            let (w, h, _) = jp2k::siz(planes[0]).map_err(fmt_err)?;
+            check_dims(w, h, g).map_err(|m| Error::limits(at, m))?;
+            let (w, h, n, mut s) = jp2k::decode(planes[0]).map_err(fmt_err)?;
+            check_dims(w, h, g).map_err(fmt_err)?;
+            if ycbcr && n >= 3 {
+                jp2k::ycbcr_to_rgb(&mut s, n);
+            }
+            let comps = codec.samples_per_pixel as usize;
+            if n != comps {
+                return Err(fmt_err(format!("JPEG 2000 stream has {n} components, SamplesPerPixel is {comps}")));
+            }
+            Ok(samples_to_rgba(&s, w as usize * n, n, codec, g))
+        }
+        Compression::WebP => {
+            let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(planes[0]))
+                .map_err(|e| fmt_err(format!("WebP: {e}")))?;
+            let (w, h) = dec.dimensions();
+            check_dims(w, h, g).map_err(|m| Error::limits(at, m))?;
+            let n = if dec.has_alpha() { 4 } else { 3 };
+            let mut s = vec![0u8; w as usize * h as usize * n];
+            dec.read_image(&mut s).map_err(|e| fmt_err(format!("WebP: {e}")))?;
+            let mut info = codec.clone();
+            info.samples_per_pixel = n as u16;
+            info.photometric = Photometric::Rgb;
+            info.alpha = if n == 4 { Alpha::Unassociated } else { Alpha::None };
+            Ok(samples_to_rgba(&s, w as usize * n, n, &info, g))
+        }
+        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => {
+            let spp = codec.samples_per_pixel as usize;
+            let per_plane = if codec.planar_separate { 1 } else { spp };
+            let row_bytes = g.tile_width as usize * per_plane;
+            let needed = row_bytes * g.valid_height as usize;
+            let full = row_bytes * g.tile_height as usize;
+            let mut decoded: Vec<Vec<u8>> = Vec::with_capacity(planes.len());
+            for (p, data) in planes.iter().enumerate() {
+                let mut out = inflate(codec.compression, data, full).map_err(|m| fmt_err(format!("plane {p}: {m}")))?;
+                if out.len() < needed {
+                    return Err(fmt_err(format!(
+                        "{} data of plane {p} decodes to {} bytes, {needed} needed",
+                        codec.compression.name(),
+                        out.len()
+                    )));
+                }
+                out.truncate(needed);
+                if codec.predictor == 2 {
+                    for row in out.chunks_exact_mut(row_bytes) {
+                        for i in per_plane..row.len() {
+                            row[i] = row[i].wrapping_add(row[i - per_plane]);
+                        }
+                    }
+                }
+                decoded.push(out);
+            }
+            let (samples, stride) = if codec.planar_separate {
+                let mut s = vec![0u8; g.tile_width as usize * g.valid_height as usize * spp];
+                for (p, plane) in decoded.iter().enumerate() {
+                    for (i, &v) in plane.iter().enumerate() {
+                        s[i * spp + p] = v;
+                    }
+                }
+                (s, g.tile_width as usize * spp)
+            } else {
+                (decoded.pop().unwrap_or_default(), row_bytes)
+            };
+            Ok(samples_to_rgba(&samples, stride, spp, codec, g))
+        }
+    }
+}
+
+/// A decoded stream must cover the valid region and must not exceed the nominal chunk size.
+fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), String> {
+    if w > g.tile_width || h > g.tile_height {
+        return Err(format!("stream of {w}x{h} pixels is larger than the {}x{} tile", g.tile_width, g.tile_height));
+    }
+    if w < g.valid_width || h < g.valid_height {
+        return Err(format!(
+            "stream of {w}x{h} pixels does not cover the {}x{} pixels of the tile inside the image",
+            g.valid_width, g.valid_height
+        ));
+    }
+    Ok(())
+}
+
+/// Decompress a lossless chunk, producing at most `limit` bytes.
+fn inflate(c: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    match c {
+        Compression::None => Ok(data[..data.len().min(limit)].to_vec()),
+        Compression::Deflate => {
+            let mut out = Vec::with_capacity(limit);
+            flate2::read::ZlibDecoder::new(data)
+                .take(limit as u64)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("deflate: {e}"))?;
+            Ok(out)
+        }
+        Compression::Lzw => {
+            let mut out = vec![0u8; limit];
+            let mut dec = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
+            let (mut cin, mut cout) = (0, 0);
+            while cout < limit {
+                let r = dec.decode_bytes(&data[cin..], &mut out[cout..]);
+                cin += r.consumed_in;
+                cout += r.consumed_out;
+                match r.status {
+                    Ok(weezl::LzwStatus::Ok) if r.consumed_in == 0 && r.consumed_out == 0 => break,
+                    Ok(weezl::LzwStatus::Ok) => {}
+                    Ok(_) => break,
+                    Err(e) => return Err(format!("LZW: {e}")),
+                }
+            }
+            out.truncate(cout);
+            Ok(out)
+        }
+        Compression::Zstd => {
+            let mut out = Vec::with_capacity(limit);
+            zstd::stream::read::Decoder::new(data)
+                .map_err(|e| format!("zstd: {e}"))?
+                .take(limit as u64)
+                .read_to_end(&mut out)
+                .map_err(|e| format!("zstd: {e}"))?;
+            Ok(out)
+        }
+        other => Err(format!("{} is not a lossless byte codec", other.name())),
+    }
+}
+
+/// Keep the valid region of an RGBA buffer `width` pixels wide.
+fn crop_rgba(px: Vec<u8>, width: u32, g: ChunkGeometry) -> DecodedTile {
+    let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
+    if width as usize == vw && px.len() == vw * vh * 4 {
+        return DecodedTile { width: g.valid_width, height: g.valid_height, rgba: px };
+    }
+    let mut out = Vec::with_capacity(vw * vh * 4);
+    for row in px.chunks_exact(width as usize * 4).take(vh) {
+        out.extend_from_slice(&row[..vw * 4]);
+    }
+    DecodedTile { width: g.valid_width, height: g.valid_height, rgba: out }
+}
+
+/// Convert interleaved 8-bit samples (`n` per pixel, rows `stride` bytes apart) to RGBA for the
+/// valid region.
+fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: ChunkGeometry) -> DecodedTile {
+    let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
+    let mut out = vec![0u8; vw * vh * 4];
+    let gray = codec.photometric == Photometric::MinIsBlack;
+    for y in 0..vh {
+        let src = &s[y * stride..y * stride + vw * n];
+        let dst = &mut out[y * vw * 4..(y + 1) * vw * 4];
+        for (d, p) in dst.chunks_exact_mut(4).zip(src.chunks_exact(n)) {
+            let (r, gg, b) = if gray { (p[0], p[0], p[0]) } else { (p[0], p[1], p[2]) };
+            let a = match codec.alpha {
+                Alpha::None | Alpha::Ignored => 255,
+                _ => p[n - 1],
+            };
+            if codec.alpha == Alpha::Associated && a != 255 {
+                let un = |c: u8| if a == 0 { 0 } else { ((c as u32 * 255 + a as u32 / 2) / a as u32).min(255) as u8 };
+                d.copy_from_slice(&[un(r), un(gg), un(b), a]);
+            } else {
+                d.copy_from_slice(&[r, gg, b, a]);
+            }
+        }
+    }
+    DecodedTile { width: g.valid_width, height: g.valid_height, rgba: out }
+}

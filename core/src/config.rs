@@ -1,0 +1,54 @@
+//! Settings: built-in defaults, overridden by `SLIDESTREAM_*` environment variables, overridden
+//! by per-call options ([`crate::SlideOptions`]).
+//!
+//! | variable | default | unit | meaning |
+//! |---|---|---|---|
+//! | `SLIDESTREAM_CACHE_BYTES` | 268435456 (256 MiB) | bytes | capacity of the process-wide host tile cache |
+//! | `SLIDESTREAM_PLAN_MAX_GAP_BYTES` | 8192 | bytes | largest hole between two tiles read as one request |
+//! | `SLIDESTREAM_PLAN_MAX_REQUEST_BYTES` | 8388608 (8 MiB) | bytes | largest coalesced request |
+//! | `SLIDESTREAM_MAX_REGION_BYTES` | 4294967296 (4 GiB) | bytes | largest output of one region read |
+//!
+//! Unparseable values are ignored (the default stays) rather than failing an open.
+
+use crate::io::plan::PlanOptions;
+
+/// Resolved settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Host tile cache capacity in bytes.
+    pub cache_bytes: usize,
+    /// Read-plan coalescing knobs.
+    pub plan: PlanOptions,
+    /// Largest region output in bytes (width × height × 4).
+    pub max_region_bytes: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30 }
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+impl Config {
+    /// Defaults overridden by the environment.
+    pub fn from_env() -> Self {
+        let mut c = Config::default();
+        if let Some(v) = env_u64("SLIDESTREAM_CACHE_BYTES") {
+            c.cache_bytes = usize::try_from(v).unwrap_or(usize::MAX);
+        }
+        if let Some(v) = env_u64("SLIDESTREAM_PLAN_MAX_GAP_BYTES") {
+            c.plan.max_gap_bytes = v;
+        }
+        if let Some(v) = env_u64("SLIDESTREAM_PLAN_MAX_REQUEST_BYTES") {
+            c.plan.max_request_bytes = v.max(1);
+        }
+        if let Some(v) = env_u64("SLIDESTREAM_MAX_REGION_BYTES") {
+            c.max_region_bytes = v;
+        }
+        c
+    }
+}

@@ -1,0 +1,79 @@
+//! Generic pyramidal tiled TIFF / BigTIFF.
+//!
+//! Facts follow OpenSlide 4.0.1's `openslide-vendor-generic-tiff.c`:
+//! * detection: any TIFF or BigTIFF whose IFD 0 is tiled;
+//! * pyramid levels: every tiled IFD, ordered by decreasing width (untiled IFDs are skipped);
+//! * properties: `tiff.*` from IFD 0, `openslide.comment` = ImageDescription, and
+//!   `openslide.mpp-x/-y` from X/YResolution when ResolutionUnit is inch or centimeter.
+
+use std::collections::BTreeMap;
+
+use super::{add_standard_properties, build_levels, icc_of, is_tiled, tiff_properties, FormatDriver, Probe};
+use crate::error::{Error, Result};
+use crate::index::SlideIndex;
+use crate::tiff::tags;
+
+/// The generic tiled-TIFF driver (tried last).
+pub struct GenericTiff;
+
+impl FormatDriver for GenericTiff {
+    fn name(&self) -> &'static str {
+        "generic-tiff"
+    }
+
+    fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
+        let tf = probe.tiff.map_err(|e| e.message())?;
+        if !is_tiled(tf, 0) {
+            return Err("IFD 0 is not tiled".into());
+        }
+        Ok(())
+    }
+
+    fn open(&self, probe: &Probe<'_>) -> Result<SlideIndex> {
+        let (src, at) = (probe.src, probe.at);
+        let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
+        let mut level_ifds: Vec<usize> = (0..tf.ifds.len()).filter(|&i| is_tiled(tf, i)).collect();
+        // Order by decreasing width (stable: file order breaks ties).
+        let mut widths = Vec::with_capacity(level_ifds.len());
+        for &i in &level_ifds {
+            widths.push(tf.reader(src, at, i).uint(tags::IMAGE_WIDTH)?.unwrap_or(0));
+        }
+        let mut order: Vec<usize> = (0..level_ifds.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(widths[k]));
+        level_ifds = order.into_iter().map(|k| level_ifds[k]).collect();
+        let levels = build_levels(tf, src, at, &level_ifds)?;
+        let mut properties = BTreeMap::new();
+        tiff_properties(tf, src, at, level_ifds[0], &mut properties)?;
+        if let Some(desc) = properties.get("tiff.ImageDescription").cloned() {
+            properties.insert("openslide.comment".into(), desc);
+        }
+        let r = tf.reader(src, at, level_ifds[0]);
+        let unit_um = match r.uint(tags::RESOLUTION_UNIT)?.unwrap_or(2) {
+            2 => Some(25_400.0),
+            3 => Some(10_000.0),
+            _ => None,
+        };
+        if let Some(um) = unit_um {
+            for (tag, key) in [(tags::X_RESOLUTION, "openslide.mpp-x"), (tags::Y_RESOLUTION, "openslide.mpp-y")] {
+                if let Some(res) = r.float(tag)? {
+                    if res.is_finite() && res > 0.0 {
+                        properties.insert(key.into(), super::format_double(um / res));
+                    }
+                }
+            }
+        }
+        let mut idx = SlideIndex {
+            path: at.path.clone(),
+            file_len: src.len(),
+            vendor: "generic-tiff",
+            icc_profile: icc_of(tf, src, at, level_ifds[0])?,
+            levels,
+            associated: BTreeMap::new(),
+            properties,
+            associated_icc: BTreeMap::new(),
+        };
+        add_standard_properties(&mut idx);
+        super::quickhash::add_quickhash(tf, src, at, &mut idx)?;
+        Ok(idx)
+    }
+}

@@ -1,0 +1,61 @@
+//! A [`ByteSource`] wrapper that counts requests and bytes.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::ByteSource;
+
+/// Counters of one byte source: number of read requests and bytes returned.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IoCounters {
+    /// Read requests issued (one per `read_exact_at` call).
+    pub requests: u64,
+    /// Bytes requested and read.
+    pub bytes: u64,
+}
+
+/// Wraps a source and counts every request and byte that goes through it (relaxed atomics, so
+/// counting costs next to nothing on the read path).
+#[derive(Debug)]
+pub struct MetricsSource<S> {
+    inner: S,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl<S: ByteSource> MetricsSource<S> {
+    /// Wrap `inner` with zeroed counters.
+    pub fn new(inner: S) -> Self {
+        MetricsSource { inner, requests: AtomicU64::new(0), bytes: AtomicU64::new(0) }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> IoCounters {
+        IoCounters {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Zero the counters.
+    pub fn reset(&self) {
+        self.requests.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+    }
+
+    /// The wrapped source.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: ByteSource> ByteSource for MetricsSource<S> {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.inner.read_exact_at(buf, offset)
+    }
+}

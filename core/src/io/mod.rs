@@ -1,0 +1,71 @@
+//! Byte sources and read planning.
+//!
+//! A [`ByteSource`] is a positional, thread-safe reader (`&self` reads at an offset; no shared
+//! cursor), in the spirit of zarrs' storage traits: one required byte-range method plus a length.
+//! [`posix::FileSource`] reads a file with `pread` (`FileExt::read_exact_at`);
+//! [`MemSource`] serves bytes from memory (tests, fuzzing); [`metrics::MetricsSource`] wraps any
+//! source and counts requests and bytes so tests can assert what a read plan did.
+//! [`plan`] turns a set of tile byte ranges into few coalesced requests.
+
+pub mod metrics;
+pub mod plan;
+pub mod posix;
+
+use std::io;
+
+/// A positional, thread-safe source of bytes (a file, a memory buffer, a remote object).
+///
+/// Implementations must allow concurrent calls from many threads.
+pub trait ByteSource: Send + Sync + std::fmt::Debug {
+    /// Total length in bytes.
+    fn len(&self) -> u64;
+
+    /// `true` when the source holds no bytes.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Fill `buf` with the bytes at `[offset, offset + buf.len())`.
+    ///
+    /// # Errors
+    /// `UnexpectedEof` when the range runs past [`len`](Self::len); any OS error otherwise.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+}
+
+impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+}
+
+/// Bytes held in memory; used by tests and fuzz targets.
+#[derive(Debug, Clone)]
+pub struct MemSource {
+    data: std::sync::Arc<[u8]>,
+}
+
+impl MemSource {
+    /// Wrap a byte buffer.
+    pub fn new(data: impl Into<std::sync::Arc<[u8]>>) -> Self {
+        MemSource { data: data.into() }
+    }
+}
+
+impl ByteSource for MemSource {
+    fn len(&self) -> u64 {
+        self.data.len() as u64
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        match end {
+            Some(end) if end <= self.data.len() as u64 => {
+                buf.copy_from_slice(&self.data[offset as usize..end as usize]);
+                Ok(())
+            }
+            _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of data")),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The batch pipeline: tiles needed → cache lookup → read plan → positional reads → parallel
+//! decode → cache insert. Region assembly (cropping tiles into the output) lives in
+//! [`crate::slide`]; this module returns decoded tiles.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::cache::{TileCache, TileKey};
+use crate::codec::{decode_chunk, ChunkGeometry, DecodedTile};
+use crate::error::{Error, Location, Result};
+use crate::index::ImageIndex;
+use crate::io::plan::{plan_reads, PlanOptions, Want};
+use crate::io::ByteSource;
+
+/// Largest compressed chunk accepted, in bytes (a 16384² RGBA tile stored raw is 1 GiB).
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+
+/// Where decoded tiles may be cached: the cache and the key prefix (slide id, level).
+#[derive(Clone, Copy)]
+pub(crate) struct CacheSlot<'a> {
+    pub cache: &'a TileCache,
+    pub slide: u64,
+    pub level: u32,
+}
+
+/// Inputs shared by one batch.
+pub(crate) struct Batch<'a> {
+    pub src: &'a dyn ByteSource,
+    pub image: &'a ImageIndex,
+    /// Location of the image (file + level or associated name), for errors.
+    pub at: &'a Location,
+    pub plan: &'a PlanOptions,
+    pub cache: Option<CacheSlot<'a>>,
+}
+
+/// Decode the tiles at `coords` (column, row) of one image. Returns one entry per coordinate:
+/// `None` for a missing tile (offset 0 or byte count 0), else the decoded tile. Every tile is
+/// read and decoded at most once per call even if listed twice.
+///
+/// On a corrupt tile, the first error (naming file, level and tile) is returned; tiles that did
+/// decode are still cached.
+pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)]) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+    let img = b.image;
+    let planes = img.planes();
+    let mut out: Vec<Option<Arc<DecodedTile>>> = vec![None; coords.len()];
+    // Deduplicate: first index of each coordinate.
+    let mut first: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::with_capacity(coords.len());
+    let mut misses: Vec<usize> = Vec::new();
+    let mut wants: Vec<Want> = Vec::new();
+    for (i, &(col, row)) in coords.iter().enumerate() {
+        if col >= img.tiles_across || row >= img.tiles_down {
+            return Err(Error::Usage(format!("{}: tile ({col}, {row}) outside the {}x{} tile grid", b.at, img.tiles_across, img.tiles_down)));
+        }
+        if first.contains_key(&(col, row)) {
+            continue;
+        }
+        first.insert((col, row), i);
+        let locs: Vec<_> = img.tile_locs(col, row).collect();
+        if locs.iter().any(|l| l.is_missing()) {
+            continue; // missing → background
+        }
+        if let Some(slot) = b.cache {
+            if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
+                out[i] = Some(t);
+                continue;
+            }
+        }
+        let tile_at = || b.at.clone().with_tile(col, row);
+        for (p, l) in locs.iter().enumerate() {
+            if l.byte_count > MAX_CHUNK_BYTES {
+                return Err(Error::limits(&tile_at(), format!("compressed tile of {} bytes", l.byte_count)));
+            }
+            if l.offset.checked_add(l.byte_count).is_none_or(|e| e > b.src.len()) {
+                return Err(Error::format(
+                    &tile_at(),
+                    format!("tile data at offset {} (+{} bytes) lies past the end of the file ({} bytes)", l.offset, l.byte_count, b.src.len()),
+                ));
+            }
+            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.byte_count });
+        }
+        misses.push(i);
+    }
+    if !misses.is_empty() {
+        let plan = plan_reads(&wants, b.plan);
+        // Read every request (in parallel: positional reads on one descriptor are independent).
+        let buffers: Vec<Vec<u8>> = plan
+            .requests
+            .par_iter()
+            .map(|r| {
+                let mut buf = vec![0u8; r.len as usize];
+                b.src.read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| {
+                    let (id, _, _) = r.members[0];
+                    let (col, row) = coords[misses[id / planes]];
+                    Error::io(&b.at.clone().with_tile(col, row), e)
+                })
+            })
+            .collect::<Result<_>>()?;
+        // Where each (miss, plane) lives: (request, offset in request, len).
+        let mut slices = vec![(0usize, 0u64, 0u64); misses.len() * planes];
+        for (ri, r) in plan.requests.iter().enumerate() {
+            for &(id, off, len) in &r.members {
+                slices[id] = (ri, off, len);
+            }
+        }
+        let decoded: Vec<Result<Arc<DecodedTile>>> = misses
+            .par_iter()
+            .enumerate()
+            .map(|(m, &i)| {
+                let (col, row) = coords[i];
+                let parts: Vec<&[u8]> = (0..planes)
+                    .map(|p| {
+                        let (ri, off, len) = slices[m * planes + p];
+                        &buffers[ri][off as usize..(off + len) as usize]
+                    })
+                    .collect();
+                let (vw, vh) = img.valid_tile_size(col, row);
+                let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+                let t = Arc::new(decode_chunk(&img.codec, &parts, g, &b.at.clone().with_tile(col, row))?);
+                if let Some(slot) = b.cache {
+                    slot.cache.insert(TileKey { slide: slot.slide, level: slot.level, col, row }, t.clone());
+                }
+                Ok(t)
+            })
+            .collect();
+        let mut first_err = None;
+        for (&i, r) in misses.iter().zip(decoded) {
+            match r {
+                Ok(t) => out[i] = Some(t),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+    }
+    // Fill duplicates from their first occurrence.
+    for (i, c) in coords.iter().enumerate() {
+        let f = first[c];
+        if f != i {
+            out[i] = out[f].clone();
+        }
+    }
+    Ok(out)
+}
