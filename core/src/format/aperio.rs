@@ -11,7 +11,8 @@
 //!   "key = value" becomes `aperio.key` (later duplicates win); `openslide.mpp-x/-y` from
 //!   `aperio.MPP`, `openslide.objective-power` from `aperio.AppMag`;
 //! * JPEG tiles are RGB-coded when Photometric = RGB (component ids 0,1,2, no Adobe marker);
-//!   compression 33003 is JPEG 2000 holding YCbCr, 33005 JPEG 2000 holding RGB.
+//!   compression 33003 is JPEG 2000 holding YCbCr, 33005 JPEG 2000 holding RGB;
+//! * ICC: the profile of IFD 0 is the slide's and also that of associated images lacking one.
 
 use std::collections::BTreeMap;
 
@@ -77,11 +78,14 @@ impl FormatDriver for Aperio {
                 return Err(Error::format(at, "Aperio levels do not decrease in size"));
             }
         }
+        let slide_icc = icc_of(tf, src, at, level_ifds[0])?;
         let mut associated = BTreeMap::new();
         let mut associated_icc = BTreeMap::new();
         for (name, i) in assoc_ifds {
             let img = image_from_ifd(tf, src, at, i, ImageRef::Associated(name.clone()))?;
-            if let Some(icc) = icc_of(tf, src, at, i)? {
+            // An associated image without its own profile shares the slide's, as OpenSlide
+            // reports (`openslide.associated.thumbnail.icc-size` of the TCGA reference slide).
+            if let Some(icc) = icc_of(tf, src, at, i)?.or_else(|| slide_icc.clone()) {
                 associated_icc.insert(name.clone(), icc);
             }
             associated.insert(name, img);
@@ -107,7 +111,7 @@ impl FormatDriver for Aperio {
             path: at.path.clone(),
             file_len: src.len(),
             vendor: "aperio",
-            icc_profile: icc_of(tf, src, at, level_ifds[0])?,
+            icc_profile: slide_icc,
             levels,
             associated,
             properties,

@@ -1,0 +1,27 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// `../shared/testdata` beside the repository, or `None` (with a message) when absent.
+pub fn testdata() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata");
+    if p.join("MANIFEST.md").exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: {} not found; real-slide tests skipped", p.display());
+        None
+    }
+}
+
+/// Decode a PNG to RGBA8: (width, height, bytes).
+pub fn decode_png(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
+    let img = image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_rgba8();
+    (img.width(), img.height(), img.into_raw())
+}
+
+/// Largest per-byte absolute difference (panics on length mismatch).
+pub fn max_abs_diff(a: &[u8], b: &[u8]) -> u8 {
+    assert_eq!(a.len(), b.len(), "buffer sizes differ");
+    a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0)
+}
