@@ -7,13 +7,14 @@
 //! | `SLIDESTREAM_PLAN_MAX_GAP_BYTES` | 8192 | bytes | largest hole between two tiles read as one request |
 //! | `SLIDESTREAM_PLAN_MAX_REQUEST_BYTES` | 8388608 (8 MiB) | bytes | largest coalesced request |
 //! | `SLIDESTREAM_MAX_REGION_BYTES` | 4294967296 (4 GiB) | bytes | largest output of one region read |
+//! | `SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION` | 0.5 | fraction of a tile's area | a region needing at most this share of an uncached JPEG tile decodes only that part (iMCU columns, rows skipped) and does not cache it; 0 disables |
 //!
 //! Unparseable values are ignored (the default stays) rather than failing an open.
 
 use crate::io::plan::PlanOptions;
 
 /// Resolved settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
     /// Host tile cache capacity in bytes.
     pub cache_bytes: usize,
@@ -21,11 +22,14 @@ pub struct Config {
     pub plan: PlanOptions,
     /// Largest region output in bytes (width × height × 4).
     pub max_region_bytes: u64,
+    /// Largest share (0..=1) of an uncached tile's area a region may need for the tile to be
+    /// decoded partially instead of whole (JPEG only); 0 disables partial decoding.
+    pub partial_decode_max_fraction: f64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30 }
+        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5 }
     }
 }
 
@@ -48,6 +52,11 @@ impl Config {
         }
         if let Some(v) = env_u64("SLIDESTREAM_MAX_REGION_BYTES") {
             c.max_region_bytes = v;
+        }
+        if let Some(v) = std::env::var("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION").ok().and_then(|v| v.trim().parse::<f64>().ok()) {
+            if (0.0..=1.0).contains(&v) {
+                c.partial_decode_max_fraction = v;
+            }
         }
         c
     }

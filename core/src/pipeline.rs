@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::cache::{TileCache, TileKey};
-use crate::codec::{decode_chunk, ChunkGeometry, DecodedTile};
+use crate::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::ImageIndex;
 use crate::io::plan::{plan_reads, PlanOptions, Want};
@@ -38,9 +38,17 @@ pub(crate) struct Batch<'a> {
 /// `None` for a missing tile (offset 0 or byte count 0), else the decoded tile. Every tile is
 /// read and decoded at most once per call even if listed twice.
 ///
+/// `parts`, when given (one entry per coordinate), asks for only a sub-rectangle of a tile that
+/// is not cached: such tiles are decoded partially ([`decode_chunk_part`]) and not cached,
+/// since a random patch rarely reuses them; whole tiles are cached.
+///
 /// On a corrupt tile, the first error (naming file, level and tile) is returned; tiles that did
 /// decode are still cached.
-pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)]) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+pub(crate) fn fetch_tiles(
+    b: &Batch<'_>,
+    coords: &[(u64, u64)],
+    parts: Option<&[Option<PartRect>]>,
+) -> Result<Vec<Option<Arc<DecodedTile>>>> {
     let img = b.image;
     let planes = img.planes();
     let mut out: Vec<Option<Arc<DecodedTile>>> = vec![None; coords.len()];
@@ -108,7 +116,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)]) -> Result<Vec<Op
             .enumerate()
             .map(|(m, &i)| {
                 let (col, row) = coords[i];
-                let parts: Vec<&[u8]> = (0..planes)
+                let chunks: Vec<&[u8]> = (0..planes)
                     .map(|p| {
                         let (ri, off, len) = slices[m * planes + p];
                         &buffers[ri][off as usize..(off + len) as usize]
@@ -116,8 +124,14 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)]) -> Result<Vec<Op
                     .collect();
                 let (vw, vh) = img.valid_tile_size(col, row);
                 let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                let t = Arc::new(decode_chunk(&img.codec, &parts, g, &b.at.clone().with_tile(col, row))?);
-                if let Some(slot) = b.cache {
+                let tile_at = b.at.clone().with_tile(col, row);
+                let t = match parts.and_then(|p| p[i]) {
+                    Some(want) => decode_chunk_part(&img.codec, &chunks, g, want, &tile_at)?,
+                    None => decode_chunk(&img.codec, &chunks, g, &tile_at)?,
+                };
+                let whole = t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
+                let t = Arc::new(t);
+                if let (Some(slot), true) = (b.cache, whole) {
                     slot.cache.insert(TileKey { slide: slot.slide, level: slot.level, col, row }, t.clone());
                 }
                 Ok(t)

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::cache::{CacheStats, TileCache};
+use crate::codec::{DecodedTile, PartRect};
 use crate::config::Config;
 use crate::error::{Error, ImageRef, Location, Result};
 use crate::format::{self, DetectionReport, Probe};
@@ -260,10 +261,26 @@ impl Slide {
             plan: &self.config.plan,
             cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
         };
-        let tiles = fetch_tiles(&batch, &coords)?;
+        // The part of each tile the region needs; small parts are decoded partially.
+        let frac = self.config.partial_decode_max_fraction;
+        let parts: Vec<Option<PartRect>> = coords
+            .iter()
+            .map(|&(col, row)| {
+                let (tx, ty) = (col * img.tile_width as u64, row * img.tile_height as u64);
+                let (vw, vh) = img.valid_tile_size(col, row);
+                let x0 = (clip.x as u64).max(tx) - tx;
+                let y0 = (clip.y as u64).max(ty) - ty;
+                let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
+                let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
+                let area = (x1 - x0) * (y1 - y0);
+                (frac > 0.0 && (area as f64) <= frac * (vw as f64 * vh as f64))
+                    .then(|| PartRect { x: x0 as u32, y: y0 as u32, w: (x1 - x0) as u32, h: (y1 - y0) as u32 })
+            })
+            .collect();
+        let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
         for (&(col, row), tile) in coords.iter().zip(&tiles) {
             if let Some(t) = tile {
-                blit(t.width as u64, t.height as u64, &t.rgba, col * img.tile_width as u64, row * img.tile_height as u64, &rect, out);
+                blit_tile(t, col * img.tile_width as u64, row * img.tile_height as u64, &rect, out);
             }
         }
         Ok(())
@@ -284,7 +301,7 @@ impl Slide {
             plan: &self.config.plan,
             cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
         };
-        Ok(fetch_tiles(&batch, coords)?.iter().filter(|t| t.is_some()).count())
+        Ok(fetch_tiles(&batch, coords, None)?.iter().filter(|t| t.is_some()).count())
     }
 
     /// Read a whole associated image (`thumbnail`, `label`, `macro`) as RGBA, shape
@@ -308,10 +325,10 @@ impl Slide {
         let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None };
         let rect = Rect { x: 0, y: 0, w: img.width, h: img.height };
         for chunk in coords.chunks(64) {
-            let tiles = fetch_tiles(&batch, chunk)?;
+            let tiles = fetch_tiles(&batch, chunk, None)?;
             for (&(col, row), tile) in chunk.iter().zip(&tiles) {
                 if let Some(t) = tile {
-                    blit(t.width as u64, t.height as u64, &t.rgba, col * img.tile_width as u64, row * img.tile_height as u64, &rect, &mut data);
+                    blit_tile(t, col * img.tile_width as u64, row * img.tile_height as u64, &rect, &mut data);
                 }
             }
         }
@@ -328,6 +345,11 @@ fn report_line(r: &DetectionReport) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Copy a decoded tile (whole or part) whose tile origin is level position (`tx`, `ty`).
+fn blit_tile(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, out: &mut [u8]) {
+    blit(t.width as u64, t.height as u64, &t.rgba, tx + t.x as u64, ty + t.y as u64, rect, out);
 }
 
 /// Copy the part of a decoded tile (`tw × th` RGBA at level position `(tx, ty)`) that falls in

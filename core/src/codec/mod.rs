@@ -15,9 +15,14 @@ use crate::error::{Error, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Photometric};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
-/// only the part of the tile inside the image.
+/// only the part of the tile inside the image, or a sub-rectangle of it starting at (`x`, `y`)
+/// within the tile when only part was decoded ([`decode_chunk_part`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedTile {
+    /// Left edge of the decoded part within the tile, in pixels (0 for a whole tile).
+    pub x: u32,
+    /// Top edge of the decoded part within the tile, in pixels (0 for a whole tile).
+    pub y: u32,
     /// Width in pixels.
     pub width: u32,
     /// Height in pixels.
@@ -155,6 +160,50 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
     }
 }
 
+/// A sub-rectangle of a tile, in pixels relative to the tile's top-left corner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartRect {
+    /// Left edge.
+    pub x: u32,
+    /// Top edge.
+    pub y: u32,
+    /// Width (> 0).
+    pub w: u32,
+    /// Height (> 0).
+    pub h: u32,
+}
+
+/// Decode only the part `want` of a chunk (inside its valid region). For JPEG, libjpeg-turbo
+/// decodes just the iMCU columns covering `want` and skips the rows outside it, so the result
+/// may start left of `want.x` (at the iMCU boundary) and be wider; other codecs decode the whole
+/// chunk and return it whole. The result's `x`/`y` say where it sits in the tile.
+///
+/// # Errors
+/// As [`decode_chunk`].
+pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location) -> Result<DecodedTile> {
+    if codec.compression != Compression::Jpeg {
+        return decode_chunk(codec, planes, g, at);
+    }
+    let fmt_err = |m: String| Error::format(at, m);
+    let mut px = Vec::new();
+    let mut crop_used = None;
+    let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
+        let hdr = jpeg::read_header(stream)?;
+        check_dims(hdr.width, hdr.height, g)?;
+        let crop = jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
+            let x = want.x / mw * mw;
+            jpeg::Crop { x, y: want.y, width: want.x + want.w - x, height: want.h }
+        });
+        crop_used = crop;
+        jpeg::decode_rgba(stream, crop, &mut px, |_| Ok(()))
+    })
+    .map_err(|m| fmt_err(format!("JPEG: {m}")))?;
+    Ok(match crop_used {
+        Some(c) => DecodedTile { x: c.x, y: c.y, width: c.width, height: c.height, rgba: px },
+        None => crop_rgba(px, hdr.width, g),
+    })
+}
+
 /// A decoded stream must cover the valid region and must not exceed the nominal chunk size.
 fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), String> {
     if w > g.tile_width || h > g.tile_height {
@@ -216,13 +265,13 @@ fn inflate(c: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, String>
 fn crop_rgba(px: Vec<u8>, width: u32, g: ChunkGeometry) -> DecodedTile {
     let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
     if width as usize == vw && px.len() == vw * vh * 4 {
-        return DecodedTile { width: g.valid_width, height: g.valid_height, rgba: px };
+        return DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: px };
     }
     let mut out = Vec::with_capacity(vw * vh * 4);
     for row in px.chunks_exact(width as usize * 4).take(vh) {
         out.extend_from_slice(&row[..vw * 4]);
     }
-    DecodedTile { width: g.valid_width, height: g.valid_height, rgba: out }
+    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: out }
 }
 
 /// Convert interleaved 8-bit samples (`n` per pixel, rows `stride` bytes apart) to RGBA for the
@@ -248,5 +297,5 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
             }
         }
     }
-    DecodedTile { width: g.valid_width, height: g.valid_height, rgba: out }
+    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: out }
 }

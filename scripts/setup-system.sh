@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the system packages slidestream's build needs (cmake and nasm build the vendored
+# libjpeg-turbo; gcc builds OpenJPEG and zstd). Idempotent: does nothing when they are present.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v nasm >/dev/null 2>&1 || need+=(nasm)
+command -v cc >/dev/null 2>&1 || need+=(build-essential)
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "installing system packages: ${need[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
