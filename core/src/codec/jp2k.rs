@@ -50,18 +50,28 @@ pub fn decode(stream: &[u8]) -> Result<(u32, u32, usize, Vec<u8>), String> {
     Ok((w, h, n, out))
 }
 
-/// Convert interleaved YCbCr (ITU-R BT.601 full range, as JFIF) to RGB in place, with rounding
-/// and clamping.
+/// Convert interleaved YCbCr (ITU-R BT.601 full range) to RGB in place, with OpenSlide's
+/// integer tables (`make-tables.c`, `openslide-decode-jp2k.c`) so 33003 tiles match it bit for
+/// bit: R = Y + round(1.402 (Cr−128)), B = Y + round(1.772 (Cb−128)),
+/// G = Y + ((round(65536 (0.5 − 0.34414 (Cb−128))) + round(65536 (−0.71414 (Cr−128)))) >> 16),
+/// each clamped to 0..=255.
 pub fn ycbcr_to_rgb(samples: &mut [u8], components: usize) {
+    static TABLES: std::sync::OnceLock<[[i32; 256]; 4]> = std::sync::OnceLock::new();
+    let t = TABLES.get_or_init(|| {
+        let mut t = [[0i32; 256]; 4];
+        for i in 0..256 {
+            let c = i as f64 - 128.0;
+            t[0][i] = (1.402 * c).round() as i32; // R from Cr
+            t[1][i] = (1.772 * c).round() as i32; // B from Cb
+            t[2][i] = (65536.0 * (0.5 - 0.34414 * c)).round() as i32; // G from Cb
+            t[3][i] = (65536.0 * (-0.71414 * c)).round() as i32; // G from Cr
+        }
+        t
+    });
     for px in samples.chunks_exact_mut(components) {
-        let y = px[0] as f32;
-        let cb = px[1] as f32 - 128.0;
-        let cr = px[2] as f32 - 128.0;
-        let r = y + 1.402 * cr;
-        let g = y - 0.344_136 * cb - 0.714_136 * cr;
-        let b = y + 1.772 * cb;
-        px[0] = r.round().clamp(0.0, 255.0) as u8;
-        px[1] = g.round().clamp(0.0, 255.0) as u8;
-        px[2] = b.round().clamp(0.0, 255.0) as u8;
+        let (y, cb, cr) = (px[0] as i32, px[1] as usize, px[2] as usize);
+        px[0] = (y + t[0][cr]).clamp(0, 255) as u8;
+        px[1] = (y + ((t[2][cb] + t[3][cr]) >> 16)).clamp(0, 255) as u8;
+        px[2] = (y + t[1][cb]).clamp(0, 255) as u8;
     }
 }

@@ -4,9 +4,8 @@
 //! description format:
 //! * detection: a TIFF whose IFD 0 is tiled and whose ImageDescription starts with "Aperio";
 //! * pyramid levels: the tiled IFDs, in file order (largest first);
-//! * associated images: IFD 1 is the thumbnail when it is not tiled; other untiled IFDs are the
-//!   label or macro when the second line of their ImageDescription starts with "label " or
-//!   "macro ";
+//! * associated images (4.0.1 rules): IFD 1 is the thumbnail when it is not tiled; another
+//!   untiled IFD is the label when its NewSubfileType is 1 and the macro when it is 9;
 //! * properties: ImageDescription split on '|'; every part after the first that holds
 //!   "key = value" becomes `aperio.key` (later duplicates win); `openslide.mpp-x/-y` from
 //!   `aperio.MPP`, `openslide.objective-power` from `aperio.AppMag`;
@@ -58,35 +57,37 @@ impl FormatDriver for Aperio {
             let name = if i == 1 {
                 Some("thumbnail")
             } else {
-                let desc = tf.reader(src, at, i).ascii(tags::IMAGE_DESCRIPTION)?.unwrap_or_default();
-                let second = desc.split('\n').nth(1).unwrap_or("");
-                if second.starts_with("label ") {
-                    Some("label")
-                } else if second.starts_with("macro ") {
-                    Some("macro")
-                } else {
-                    None
+                match tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)? {
+                    Some(1) => Some("label"),
+                    Some(9) => Some("macro"),
+                    _ => None,
                 }
             };
             if let Some(n) = name {
                 assoc_ifds.push((n.to_string(), i));
             }
         }
-        let levels = build_levels(tf, src, at, &level_ifds)?;
-        for w in levels.windows(2) {
-            if w[1].image.width >= w[0].image.width && w[1].image.height >= w[0].image.height {
-                return Err(Error::format(at, "Aperio levels do not decrease in size"));
-            }
+        if level_ifds.is_empty() {
+            return Err(Error::format(at, "no tiled IFD"));
         }
+        let levels = build_levels(tf, src, at, &level_ifds)?;
         let slide_icc = icc_of(tf, src, at, level_ifds[0])?;
         let mut associated = BTreeMap::new();
         let mut associated_icc = BTreeMap::new();
         for (name, i) in assoc_ifds {
             let img = image_from_ifd(tf, src, at, i, ImageRef::Associated(name.clone()))?;
-            // An associated image without its own profile shares the slide's, as OpenSlide
-            // reports (`openslide.associated.thumbnail.icc-size` of the TCGA reference slide).
-            if let Some(icc) = icc_of(tf, src, at, i)?.or_else(|| slide_icc.clone()) {
-                associated_icc.insert(name.clone(), icc);
+            // OpenSlide 4.0.1 gives the thumbnail the slide's profile when its description names
+            // the same "ICC Profile" as level 0's; label and macro never get one.
+            if name == "thumbnail" {
+                let icc_name = |ifd: usize| -> Result<Option<String>> {
+                    let d = tf.reader(src, at, ifd).ascii(tags::IMAGE_DESCRIPTION)?.unwrap_or_default();
+                    Ok(aperio_fields(&d).into_iter().rev().find(|(k, _)| k == "ICC Profile").map(|(_, v)| v))
+                };
+                if let (Some(icc), Some(a), Some(b)) = (&slide_icc, icc_name(level_ifds[0])?, icc_name(i)?) {
+                    if a == b {
+                        associated_icc.insert(name.clone(), icc.clone());
+                    }
+                }
             }
             associated.insert(name, img);
         }
@@ -94,17 +95,15 @@ impl FormatDriver for Aperio {
         tiff_properties(tf, src, at, 0, &mut properties)?;
         let desc = properties.get("tiff.ImageDescription").cloned().unwrap_or_default();
         properties.insert("openslide.comment".into(), desc.clone());
-        for part in desc.split('|').skip(1) {
-            if let Some((k, v)) = part.split_once('=') {
-                properties.insert(format!("aperio.{}", k.trim()), v.trim().to_string());
-            }
+        for (k, v) in aperio_fields(&desc) {
+            properties.insert(format!("aperio.{k}"), v);
         }
-        if let Some(mpp) = properties.get("aperio.MPP").and_then(|v| v.parse::<f64>().ok()) {
+        if let Some(mpp) = properties.get("aperio.MPP").and_then(|v| super::parse_double(v)) {
             let s = super::format_double(mpp);
             properties.insert("openslide.mpp-x".into(), s.clone());
             properties.insert("openslide.mpp-y".into(), s);
         }
-        if let Some(mag) = properties.get("aperio.AppMag").and_then(|v| v.parse::<f64>().ok()) {
+        if let Some(mag) = properties.get("aperio.AppMag").and_then(|v| super::parse_double(v)) {
             properties.insert("openslide.objective-power".into(), super::format_double(mag));
         }
         let mut idx = SlideIndex {
@@ -121,4 +120,14 @@ impl FormatDriver for Aperio {
         super::quickhash::add_quickhash(tf, src, at, &mut idx)?;
         Ok(idx)
     }
+}
+
+/// The `key = value` fields of an Aperio ImageDescription: the parts after the first `|`, split
+/// at the first `=`, both sides trimmed of ASCII whitespace; parts without `=` are skipped.
+fn aperio_fields(desc: &str) -> Vec<(String, String)> {
+    desc.split('|')
+        .skip(1)
+        .filter_map(|part| part.split_once('='))
+        .map(|(k, v)| (k.trim_matches(|c: char| c.is_ascii_whitespace()).to_string(), v.trim_matches(|c: char| c.is_ascii_whitespace()).to_string()))
+        .collect()
 }

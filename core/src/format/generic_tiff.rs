@@ -2,7 +2,9 @@
 //!
 //! Facts follow OpenSlide 4.0.1's `openslide-vendor-generic-tiff.c`:
 //! * detection: any TIFF or BigTIFF whose IFD 0 is tiled;
-//! * pyramid levels: every tiled IFD, ordered by decreasing width (untiled IFDs are skipped);
+//! * pyramid levels: IFD 0 and every tiled IFD whose NewSubfileType has the reduced-image bit
+//!   (1) set, ordered by decreasing width (untiled IFDs and other tiled IFDs are skipped); the
+//!   downsamples must increase;
 //! * properties: `tiff.*` from IFD 0, `openslide.comment` = ImageDescription, and
 //!   `openslide.mpp-x/-y` from X/YResolution when ResolutionUnit is inch or centimeter.
 
@@ -32,7 +34,13 @@ impl FormatDriver for GenericTiff {
     fn open(&self, probe: &Probe<'_>) -> Result<SlideIndex> {
         let (src, at) = (probe.src, probe.at);
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
-        let mut level_ifds: Vec<usize> = (0..tf.ifds.len()).filter(|&i| is_tiled(tf, i)).collect();
+        let mut level_ifds = Vec::new();
+        for i in 0..tf.ifds.len() {
+            let reduced = tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)?.unwrap_or(0) & 1 == 1;
+            if is_tiled(tf, i) && (i == 0 || reduced) {
+                level_ifds.push(i);
+            }
+        }
         // Order by decreasing width (stable: file order breaks ties).
         let mut widths = Vec::with_capacity(level_ifds.len());
         for &i in &level_ifds {
@@ -48,18 +56,17 @@ impl FormatDriver for GenericTiff {
             properties.insert("openslide.comment".into(), desc);
         }
         let r = tf.reader(src, at, level_ifds[0]);
+        // mpp only when both resolutions are present and non-zero and the unit is inch (also the
+        // default) or centimeter (OpenSlide 4.0.1).
         let unit_um = match r.uint(tags::RESOLUTION_UNIT)?.unwrap_or(2) {
             2 => Some(25_400.0),
             3 => Some(10_000.0),
             _ => None,
         };
-        if let Some(um) = unit_um {
-            for (tag, key) in [(tags::X_RESOLUTION, "openslide.mpp-x"), (tags::Y_RESOLUTION, "openslide.mpp-y")] {
-                if let Some(res) = r.float(tag)? {
-                    if res.is_finite() && res > 0.0 {
-                        properties.insert(key.into(), super::format_double(um / res));
-                    }
-                }
+        if let (Some(um), Some(xr), Some(yr)) = (unit_um, r.float(tags::X_RESOLUTION)?, r.float(tags::Y_RESOLUTION)?) {
+            if xr != 0.0 && yr != 0.0 && xr.is_finite() && yr.is_finite() {
+                properties.insert("openslide.mpp-x".into(), super::format_double(um / xr));
+                properties.insert("openslide.mpp-y".into(), super::format_double(um / yr));
             }
         }
         let mut idx = SlideIndex {

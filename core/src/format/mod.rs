@@ -268,32 +268,27 @@ pub(crate) fn image_from_ifd(
     })
 }
 
-/// Format a float the way OpenSlide formats its double properties: `%g` when that reads back
-/// to the same double, else `%.17g` (round-trip exact). Matches OpenSlide 4.0.1's output, e.g.
-/// "1", "0.499", "4.0161290322580641".
+/// Format a float the way OpenSlide formats its double properties (GLib's `g_ascii_dtostr`,
+/// i.e. C `%.17g` in the C locale): e.g. "1", "0.499", "4.0161290322580641",
+/// "352.85814912343398".
 pub fn format_double(v: f64) -> String {
-    let short = g_style(v, 6);
-    if short.parse::<f64>().ok() == Some(v) {
-        short
-    } else {
-        g_style(v, 17)
+    if !v.is_finite() {
+        return if v.is_nan() { "nan".into() } else if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
+    g_style(v, 17)
 }
 
 fn g_style(v: f64, prec: usize) -> String {
-    // printf("%.{prec}g")
-    let exp = if v == 0.0 { 0 } else { v.abs().log10().floor() as i32 };
-    let s = if exp < -4 || exp >= prec as i32 {
-        let s = format!("{:.*e}", prec - 1, v);
-        let (mant, e) = s.split_once('e').unwrap_or((&s, "0"));
-        let mant = trim_zeros(mant);
-        let e: i32 = e.parse().unwrap_or(0);
-        format!("{mant}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+    // printf("%.{prec}g"): the exponent is that of the value rounded to `prec` digits.
+    let sci = format!("{:.*e}", prec - 1, v);
+    let (mant, e) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = e.parse().unwrap_or(0);
+    if exp < -4 || exp >= prec as i32 {
+        format!("{}e{}{:02}", trim_zeros(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
     } else {
         let decimals = (prec as i32 - 1 - exp).max(0) as usize;
         trim_zeros(&format!("{:.*}", decimals, v)).to_string()
-    };
-    s
+    }
 }
 
 fn trim_zeros(s: &str) -> &str {
@@ -344,12 +339,28 @@ pub(crate) fn build_levels(
         let downsample = match levels.first() {
             None => 1.0,
             Some(l0) => {
-                (l0.image.width as f64 / image.width as f64 + l0.image.height as f64 / image.height as f64) / 2.0
+                (l0.image.height as f64 / image.height as f64 + l0.image.width as f64 / image.width as f64) / 2.0
             }
         };
+        // OpenSlide (openslide.c) refuses pyramids whose downsamples do not increase.
+        if let Some(prev) = levels.last() {
+            if downsample <= prev.downsample {
+                return Err(Error::format(
+                    at,
+                    format!("level {k} (IFD {i}) has downsample {downsample} not above level {}'s {}", k - 1, prev.downsample),
+                ));
+            }
+        }
         levels.push(LevelIndex { image, downsample });
     }
     Ok(levels)
+}
+
+/// Parse a double property value as OpenSlide's `_openslide_parse_double`: commas become
+/// points, the whole (non-empty) string must parse, NaN is refused.
+pub(crate) fn parse_double(s: &str) -> Option<f64> {
+    let v: f64 = s.replace(',', ".").parse().ok()?;
+    (!v.is_nan()).then_some(v)
 }
 
 /// Read the ICC profile (tag 34675) of IFD `i`.
@@ -385,9 +396,17 @@ pub(crate) fn tiff_properties(
             }
         }
     }
-    for (tag, name) in [(tags::X_RESOLUTION, "XResolution"), (tags::Y_RESOLUTION, "YResolution")] {
+    for (tag, name) in [
+        (tags::X_RESOLUTION, "XResolution"),
+        (tags::Y_RESOLUTION, "YResolution"),
+        (tags::X_POSITION, "XPosition"),
+        (tags::Y_POSITION, "YPosition"),
+    ] {
         if let Some(v) = r.float(tag)? {
-            out.insert(format!("tiff.{name}"), format_double(v));
+            // A RATIONAL with denominator 0 (NaN or infinite) is not stored, as OpenSlide.
+            if v.is_finite() {
+                out.insert(format!("tiff.{name}"), format_double(v));
+            }
         }
     }
     if let Some(u) = r.uint(tags::RESOLUTION_UNIT)? {
@@ -395,7 +414,7 @@ pub(crate) fn tiff_properties(
             1 => "none".to_string(),
             2 => "inch".to_string(),
             3 => "centimeter".to_string(),
-            u => u.to_string(),
+            _ => "unknown".to_string(),
         };
         out.insert("tiff.ResolutionUnit".into(), s);
     } else {
@@ -417,5 +436,10 @@ mod tests {
         assert_eq!(format_double(8.086312118570184), "8.0863121185701843");
         assert_eq!(format_double(0.499), "0.499");
         assert_eq!(format_double(2.0005055500659967), "2.0005055500659967");
+        assert_eq!(format_double(10000.0 / 28.340000152587891), "352.85814912343398");
+        assert_eq!(format_double(1.0 / 3.0), "0.33333333333333331");
+        assert_eq!(format_double(1e-7), "9.9999999999999995e-08");
+        assert_eq!(format_double(123456789012345678.0), "1.2345678901234568e+17");
+        assert_eq!(format_double(0.0001), "0.0001");
     }
 }

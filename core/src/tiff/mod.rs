@@ -48,6 +48,8 @@ pub mod tags {
     pub const X_RESOLUTION: u16 = 282;
     pub const Y_RESOLUTION: u16 = 283;
     pub const PLANAR_CONFIGURATION: u16 = 284;
+    pub const X_POSITION: u16 = 286;
+    pub const Y_POSITION: u16 = 287;
     pub const RESOLUTION_UNIT: u16 = 296;
     pub const SOFTWARE: u16 = 305;
     pub const DATE_TIME: u16 = 306;

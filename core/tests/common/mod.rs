@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod tiffwriter;
+
 use std::path::PathBuf;
 
 /// `../shared/testdata` beside the repository, or `None` (with a message) when absent.

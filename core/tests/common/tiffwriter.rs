@@ -563,3 +563,52 @@ pub fn predict_horizontal(data: &mut [u8], row_len: usize, stride: usize) {
 pub fn cut_strips(pixels: &[u8], width: usize, spp: usize, rows_per_strip: usize) -> Vec<Vec<u8>> {
     pixels.chunks(width * spp * rows_per_strip).map(<[u8]>::to_vec).collect()
 }
+
+/// A file path under the system temp directory, unique per process and call, removed on drop.
+pub struct TempPath(pub std::path::PathBuf);
+
+impl TempPath {
+    /// A fresh path ending in `name` (nothing is created).
+    pub fn new(name: &str) -> TempPath {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        TempPath(std::env::temp_dir().join(format!("slidestream-test-{}-{n}-{name}", std::process::id())))
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Deterministic pseudo-random numbers (xorshift64*), so tests need no RNG crate.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from a non-zero seed.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `[lo, hi)` (hi > lo).
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next_u64() % (hi - lo) as u64) as i64
+    }
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| (self.next_u64() >> 56) as u8).collect()
+    }
+}
