@@ -164,9 +164,10 @@ impl ImageIndex {
         (w as u32, h as u32)
     }
 
-    /// Sum of the compressed byte counts of all chunks.
+    /// Sum of the compressed byte counts of all chunks (saturating: hostile counts cannot
+    /// overflow).
     pub fn total_bytes(&self) -> u64 {
-        self.tiles.iter().map(|t| t.byte_count).sum()
+        self.tiles.iter().fold(0u64, |a, t| a.saturating_add(t.byte_count))
     }
 }
 

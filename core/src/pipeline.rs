@@ -92,18 +92,21 @@ pub(crate) fn fetch_tiles(
     if !misses.is_empty() {
         let plan = plan_reads(&wants, b.plan);
         // Read every request (in parallel: positional reads on one descriptor are independent).
-        let buffers: Vec<Vec<u8>> = plan
-            .requests
-            .par_iter()
-            .map(|r| {
+        let read_one = |r: &crate::io::plan::Request| {
                 let mut buf = vec![0u8; r.len as usize];
                 b.src.read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| {
                     let (id, _, _) = r.members[0];
                     let (col, row) = coords[misses[id / planes]];
                     Error::io(&b.at.clone().with_tile(col, row), e)
                 })
-            })
-            .collect::<Result<_>>()?;
+        };
+        // Parallelism only pays when there is more than one unit of work: a single small read
+        // or decode is faster on the caller's thread than handed to the pool.
+        let buffers: Vec<Vec<u8>> = if plan.requests.len() > 1 {
+            plan.requests.par_iter().map(read_one).collect::<Result<_>>()?
+        } else {
+            plan.requests.iter().map(read_one).collect::<Result<_>>()?
+        };
         // Where each (miss, plane) lives: (request, offset in request, len).
         let mut slices = vec![(0usize, 0u64, 0u64); misses.len() * planes];
         for (ri, r) in plan.requests.iter().enumerate() {
@@ -111,10 +114,7 @@ pub(crate) fn fetch_tiles(
                 slices[id] = (ri, off, len);
             }
         }
-        let decoded: Vec<Result<Arc<DecodedTile>>> = misses
-            .par_iter()
-            .enumerate()
-            .map(|(m, &i)| {
+        let decode_one = |(m, &i): (usize, &usize)| -> Result<Arc<DecodedTile>> {
                 let (col, row) = coords[i];
                 let chunks: Vec<&[u8]> = (0..planes)
                     .map(|p| {
@@ -135,8 +135,12 @@ pub(crate) fn fetch_tiles(
                     slot.cache.insert(TileKey { slide: slot.slide, level: slot.level, col, row }, t.clone());
                 }
                 Ok(t)
-            })
-            .collect();
+        };
+        let decoded: Vec<Result<Arc<DecodedTile>>> = if misses.len() > 1 {
+            misses.par_iter().enumerate().map(decode_one).collect()
+        } else {
+            misses.iter().enumerate().map(decode_one).collect()
+        };
         let mut first_err = None;
         for (&i, r) in misses.iter().zip(decoded) {
             match r {

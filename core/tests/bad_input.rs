@@ -63,7 +63,7 @@ fn two_tiles(variant: Variant, compression: u16, bad: Chunk) -> TempPath {
     }
     // A valid, tiny, uncompressed level 1: the lowest level is read at open (for
     // openslide.quickhash-1), so the bad tile must not be there.
-    let l1 = Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(raster(16, 16))]);
+    let l1 = Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(raster(16, 16))]).tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![1]));
     let f = TempPath::new("bad.tif");
     Tiff::new(variant, vec![ifd, l1]).write(f.path());
     f
@@ -149,6 +149,23 @@ fn ndpi_is_unsupported() {
     assert_eq!(report.verdicts.len(), 2);
 }
 
+#[test]
+fn empty_missing_and_directory_paths() {
+    let f = TempPath::new("empty.svs");
+    std::fs::write(f.path(), b"").unwrap();
+    let e = expect_err(open_no_panic(f.path()), "empty file");
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    let f = TempPath::new("header-only.tif");
+    std::fs::write(f.path(), b"II*\0\0\0\0\0").unwrap();
+    let e = expect_err(open_no_panic(f.path()), "header without IFD");
+    assert!(matches!(e, Error::Format { .. } | Error::Unsupported { .. }), "{e}");
+    let missing = std::env::temp_dir().join("slidestream-test-no-such-file.svs");
+    let e = expect_err(open_no_panic(&missing), "missing file");
+    assert!(matches!(e, Error::Io { .. }) && e.to_string().contains("no-such-file"), "{e}");
+    let e = expect_err(open_no_panic(&std::env::temp_dir()), "directory");
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+}
+
 /// Every tile of every level either reads or fails with a Format error naming level and tile;
 /// tiles wholly inside the file must read. Returns (tiles read, tiles failed).
 fn check_tiles_against_cut(slide: &Slide, len: u64, what: &str) -> (usize, usize) {
@@ -203,14 +220,18 @@ fn truncated_real_slide() {
 
 #[test]
 fn truncated_pyramid_reads_tiles_before_the_cut() {
-    // IFDs first, then the data, smallest level first: cutting the file in the middle of
-    // level 0's data keeps the structure (and the lowest level) intact.
+    // IFDs first, then the data, smallest level first (IFDs 1 and 2 flagged as reduced images;
+    // levels are ordered by width): cutting the file in the middle of level 0's data keeps the
+    // structure (and the lowest level, hashed at open) intact.
     let mut ifds = Vec::new();
-    for (w, lvl) in [(64u64, 2u64), (128, 1), (256, 0)] {
+    for (i, w) in [64u64, 128, 256].into_iter().enumerate() {
         let img = raster(w, w);
         let tiles = cut_tiles(&img, w as usize, w as usize, 3, 64, 64, &[0, 0, 0]);
-        let _ = lvl;
-        ifds.push(Ifd::tiled(w as u32, w as u32, 64, 64, tiles.into_iter().map(Chunk::Data).collect()));
+        let mut ifd = Ifd::tiled(w as u32, w as u32, 64, 64, tiles.into_iter().map(Chunk::Data).collect());
+        if i > 0 {
+            ifd = ifd.tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![1]));
+        }
+        ifds.push(ifd);
     }
     let mut tiff = Tiff::new(Variant::Classic, ifds);
     tiff.ifds_first = true;
@@ -221,9 +242,7 @@ fn truncated_pyramid_reads_tiles_before_the_cut() {
     let cut = bytes.len() - (16 - 6) * tile + 100;
     std::fs::write(f.path(), &bytes[..cut]).unwrap();
     let slide = open_no_panic(f.path()).expect("structure is intact");
-    eprintln!("DBG {:?} {:?}", slide.level_dimensions(), slide.index().levels.iter().map(|l| l.image.ifd_index).collect::<Vec<_>>());
-    std::fs::copy(f.path(), "/tmp/dbg-cut.tif").unwrap();
-    assert_eq!(slide.level_count(), 3);
+    assert_eq!(slide.level_dimensions(), vec![(256, 256), (128, 128), (64, 64)]);
     let (ok, bad) = check_tiles_against_cut(&slide, cut as u64, "truncated pyramid");
     assert_eq!((ok, bad), (6 + 4 + 1, 10));
     // Tiles before the cut hold the right pixels.
@@ -303,6 +322,30 @@ fn truncated_jpeg_tile_is_an_error_not_grey_pixels() {
     assert_tile_error(&slide, (32, 0), (32, 32), (1, 0), &["format"], "truncated JPEG");
 }
 
+#[test]
+fn truncated_jpeg2000_tile_is_an_error() {
+    let Some(td) = testdata() else { return };
+    let path = td.join("tcga-cr-7395-01a-01-ts1.svs");
+    let slide = Slide::open(&path).unwrap();
+    let img = &slide.index().levels[0].image;
+    // The largest tile of level 0 (RGB-coded JPEG 2000, 33005).
+    let (i, loc) = img.tiles.iter().enumerate().max_by_key(|(_, t)| t.byte_count).unwrap();
+    let (col, row) = (i as u64 % img.tiles_across, i as u64 / img.tiles_across);
+    let data = std::fs::read(&path).unwrap();
+    let tile = &data[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+    let whole = slide.read_region((col as i64 * 256, row as i64 * 256), 0, (256, 256)).unwrap();
+    for frac in [0.5, 0.9] {
+        let cut = tile[..(tile.len() as f64 * frac) as usize].to_vec();
+        let ifd = Ifd::tiled(512, 256, 256, 256, vec![Chunk::Data(tile.to_vec()), Chunk::Data(cut)]).compression(33005);
+        let f = TempPath::new("j2k-cut.tif");
+        Tiff::new(Variant::Classic, vec![ifd]).write(f.path());
+        let s = open_no_panic(f.path()).unwrap();
+        // The intact copy decodes exactly as in the original slide.
+        assert_eq!(s.read_region((0, 0), 0, (256, 256)).unwrap().data, whole.data);
+        assert_tile_error(&s, (256, 0), (256, 256), (1, 0), &["format"], &format!("J2K tile cut to {frac}"));
+    }
+}
+
 const CODECS: [(u16, &str); 6] = [(7, "jpeg"), (8, "deflate"), (5, "lzw"), (50000, "zstd"), (33003, "jpeg2000"), (50001, "webp")];
 
 #[test]
@@ -330,6 +373,10 @@ fn garbage_tiles_are_typed_errors() {
                 33003 if len >= 4 => data[..4].copy_from_slice(&[0xFF, 0x4F, 0xFF, 0x51]),
                 50001 if len >= 16 => data[..16].copy_from_slice(b"RIFF\0\0\0\0WEBPVP8 "),
                 _ => {}
+            }
+            if c == 33003 && len >= 100 {
+                // A valid SIZ for the 32x32 tile, then garbage.
+                data = j2k_header(32, 32, 3, &data);
             }
             let f = two_tiles(Variant::Classic, c, Chunk::Data(data));
             let slide = open_no_panic(f.path()).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -99,7 +99,7 @@ fn encode(compression: u16, raw: &[u8]) -> Vec<u8> {
     match compression {
         1 => raw.to_vec(),
         5 => weezl::encode::Encoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8).encode(raw).unwrap(),
-        8 => {
+        8 | 32946 => {
             let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
             e.write_all(raw).unwrap();
             e.finish().unwrap()
@@ -113,6 +113,9 @@ struct Level {
     dims: (u64, u64),
     tile: (u32, u32),
 }
+
+/// A region read: (level, level-0 location, size in pixels of the level).
+type Read = (usize, (i64, i64), (u64, u64));
 
 const PYRAMID: [Level; 3] = [
     Level { dims: (200, 150), tile: (64, 64) },
@@ -168,7 +171,7 @@ fn uncompressed_pyramid_reads_exact_pixels_in_every_tiff_flavour() {
         assert_eq!(ds[1], 2.0);
         assert!((ds[2] - (200.0 / 37.0 + 150.0 / 28.0) / 2.0).abs() < 1e-12, "{ds:?}");
 
-        let fixed: &[(usize, (i64, i64), (u64, u64))] = &[
+        let fixed: &[Read] = &[
             (0, (0, 0), (64, 64)),      // exactly tile (0, 0)
             (0, (64, 64), (64, 64)),    // exactly tile (1, 1)
             (0, (10, 20), (100, 90)),   // unaligned, crosses 2x2 tiles
@@ -211,7 +214,7 @@ fn uncompressed_pyramid_reads_exact_pixels_in_every_tiff_flavour() {
 fn empty_and_outside_regions() {
     let file = pyramid(Variant::Classic, 1);
     let slide = open(file.path());
-    for size in [(0, 10), (10, 0), (0, 0)] {
+    for size in [(0, 10), (10, 0), (0, 0), (u64::MAX, 0), (0, u64::MAX)] {
         for level in 0..3 {
             let r = slide.read_region((5, 5), level, size).unwrap();
             assert_eq!((r.width, r.height), size);
@@ -291,7 +294,7 @@ fn missing_tiles_are_transparent_and_never_read() {
             _ => Chunk::Data(t.clone()),
         })
         .collect();
-    let l1 = Ifd::tiled(64, 64, 32, 32, vec![Chunk::Missing; 4]);
+    let l1 = Ifd::tiled(64, 64, 32, 32, vec![Chunk::Missing; 4]).tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![1]));
     let file = TempPath::new("missing.tif");
     Tiff::new(Variant::Classic, vec![Ifd::tiled(128, 128, 32, 32, chunks), l1]).write(file.path());
     let slide = open(file.path());
@@ -569,6 +572,109 @@ fn abbreviated_jpeg_with_jpeg_tables_matches_full_stream() {
     }
 }
 
+#[test]
+fn partial_jpeg_decoding_matches_whole_tile_decoding() {
+    // Small regions of an uncached JPEG tile are decoded partially (iMCU columns, skipped rows).
+    // Whatever part is decoded, the pixels must be those of the whole-tile decode: compare
+    // random regions, with partial decoding forced (fraction 1) and the cache off, against
+    // libjpeg-turbo's decode of each complete tile.
+    let (w, h, t) = (160usize, 128usize, 64usize);
+    let (gw, gh) = (192usize, 128usize);
+    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * 2 % 200, y) };
+    let grid = raster(gw as u64, gh as u64, |x, y| f(x, y).to_vec());
+    let tiles_rgb = cut_tiles(&grid, gw, gh, 3, t, t, &[0, 0, 0]);
+    let mut failures = Vec::new();
+    for (photometric, rgb_coded, ss) in [
+        (6u16, false, turbojpeg::Subsamp::Sub2x2),
+        (6, false, turbojpeg::Subsamp::Sub2x1),
+        (6, false, turbojpeg::Subsamp::None),
+        (2, true, turbojpeg::Subsamp::None),
+    ] {
+        let streams: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::compress(p, t, t, 85, ss, rgb_coded)).collect();
+        let reference = assemble(&streams.iter().map(|s| jpeg::decode(s).2).collect::<Vec<_>>(), gw, gh, t, t);
+        let file = jpeg_tiff(streams, w as u32, h as u32, t as u32, photometric, None);
+        let config = Config { partial_decode_max_fraction: 1.0, ..Config::default() };
+        let slide = Slide::open_with(file.path(), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), config: Some(config) }).unwrap();
+        let reff = |x: u64, y: u64| {
+            let i = (y as usize * gw + x as usize) * 4;
+            [reference[i], reference[i + 1], reference[i + 2], reference[i + 3]]
+        };
+        let mut rng = Rng::new(99);
+        #[allow(clippy::type_complexity)]
+        let mut regions: Vec<((i64, i64), (u64, u64))> = vec![((0, 0), (160, 128)), ((5, 7), (1, 1)), ((17, 33), (15, 2)), ((63, 63), (2, 2)), ((130, 100), (30, 28))];
+        for _ in 0..300 {
+            regions.push(((rng.range(-8, 160), rng.range(-8, 128)), (rng.range(1, 48) as u64, rng.range(1, 48) as u64)));
+        }
+        for (loc, size) in regions {
+            let got = slide.read_region(loc, 0, size).unwrap();
+            let want = expected_region((w as u64, h as u64), 1.0, loc, size, &reff);
+            if got.data != want {
+                let d = common::max_abs_diff(&got.data, &want);
+                failures.push(format!("{ss:?} photometric {photometric}: region {loc:?} {size:?}: max diff {d}, {}", first_diff(&got.data, &want, size.0)));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} partially decoded regions differ from the whole-tile decode, e.g.\n{}",
+        failures.len(),
+        failures.iter().take(6).cloned().collect::<Vec<_>>().join("\n")
+    );
+}
+
+#[test]
+fn region_pixels_do_not_depend_on_cache_state() {
+    // Default settings: a small region of an uncached tile is decoded partially; once the whole
+    // tile is cached the same region comes from the cache. Both reads must agree.
+    let (w, h, t) = (128usize, 128usize, 64usize);
+    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * 2 % 200, y) };
+    let img = raster(w as u64, h as u64, |x, y| f(x, y).to_vec());
+    let streams: Vec<Vec<u8>> =
+        cut_tiles(&img, w, h, 3, t, t, &[0, 0, 0]).iter().map(|p| jpeg::compress(p, t, t, 85, turbojpeg::Subsamp::Sub2x2, false)).collect();
+    let file = jpeg_tiff(streams, w as u32, h as u32, t as u32, 6, None);
+    let slide = open(file.path());
+    let regions = [((17i64, 33i64), (15u64, 2u64)), ((32, 33), (9, 25)), ((90, 70), (20, 20)), ((1, 1), (8, 8))];
+    let first: Vec<Vec<u8>> = regions.iter().map(|&(loc, size)| slide.read_region(loc, 0, size).unwrap().data).collect();
+    slide.read_region((0, 0), 0, (w as u64, h as u64)).unwrap(); // caches every tile whole
+    let mut differ = Vec::new();
+    for (&(loc, size), before) in regions.iter().zip(&first) {
+        let after = slide.read_region(loc, 0, size).unwrap().data;
+        if after != *before {
+            differ.push(format!("{loc:?} {size:?}: max diff {}, {}", common::max_abs_diff(&after, before), first_diff(before, &after, size.0)));
+        }
+    }
+    assert!(differ.is_empty(), "the same region read before and after its tiles were cached differs:\n{}", differ.join("\n"));
+}
+
+#[test]
+fn greyscale_jpeg_with_tables() {
+    let (w, h, t) = (80usize, 48usize, 32usize);
+    let grey: Vec<u8> = (0..w * h).map(|i| smooth((i % w) as u64, (i / w) as u64)[0]).collect();
+    let tiles = cut_tiles(&grey, w, h, 1, t, t, &[255]);
+    let mut tables = None;
+    let mut chunks = Vec::new();
+    let mut decoded = Vec::new();
+    for tile in &tiles {
+        let img = turbojpeg::Image { pixels: &tile[..], width: t, pitch: t, height: t, format: turbojpeg::PixelFormat::GRAY };
+        let full = turbojpeg::compress(img, 92, turbojpeg::Subsamp::Gray).unwrap().to_vec();
+        decoded.push(jpeg::decode(&full).2);
+        let (tb, abbreviated) = jpeg::split_tables(&full);
+        assert_eq!(tables.get_or_insert_with(|| tb.clone()), &tb);
+        chunks.push(Chunk::Data(abbreviated));
+    }
+    let mut ifd = Ifd::tiled(w as u32, h as u32, t as u32, t as u32, chunks).compression(7).color(1, 1);
+    ifd.jpeg_tables = tables;
+    let file = TempPath::new("grey-jpeg.tif");
+    Tiff::new(Variant::ClassicBigEndian, vec![ifd]).write(file.path());
+    let slide = open(file.path());
+    let got = slide.read_region((0, 0), 0, (w as u64, h as u64)).unwrap();
+    let want = assemble(&decoded, w, h, t, t);
+    assert!(got.data == want, "{}", first_diff(&got.data, &want, w as u64));
+    assert!(got.data.chunks_exact(4).all(|p| p[0] == p[1] && p[1] == p[2] && p[3] == 255));
+    let src: Vec<u8> = grey.iter().flat_map(|&v| [v, v, v, 255]).collect();
+    assert!(diff_stats(&got.data, &src).0 <= 6);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Lossless codecs
 // ---------------------------------------------------------------------------------------------
@@ -584,7 +690,7 @@ fn lossless_codecs_predictor_planar_and_alpha_are_bit_exact() {
     // (samples per pixel, photometric, extra samples)
     let colors: [(u16, u16, Option<u16>); 4] = [(1, 1, None), (2, 1, Some(2)), (3, 2, None), (4, 2, Some(2))];
     let mut checked = 0;
-    for compression in [1u16, 5, 8, 50000] {
+    for compression in [1u16, 5, 8, 32946, 50000] {
         for predictor in [1u16, 2] {
             for planar in [1u16, 2] {
                 for &(spp, photometric, extra) in &colors {
@@ -641,7 +747,7 @@ fn lossless_codecs_predictor_planar_and_alpha_are_bit_exact() {
             }
         }
     }
-    assert_eq!(checked, 64);
+    assert_eq!(checked, 80);
 }
 
 #[test]
@@ -723,6 +829,7 @@ fn aperio_style_file_with_stripped_associated_images() {
     let mut lab = Ifd::stripped(30, 20, 7, lstrips).compression(5).color(1, 1);
     lab.predictor = Some(2);
     lab.description = Some("Aperio Image Library vTEST\nlabel 30x20".into());
+    lab = lab.tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![1])); // label (macro would be 9)
     let file = TempPath::new("aperio.svs");
     Tiff::new(Variant::Classic, vec![l0, t, lab]).write(file.path());
     let slide = open(file.path());
@@ -747,6 +854,35 @@ fn aperio_style_file_with_stripped_associated_images() {
     match slide.read_associated("macro") {
         Err(Error::Usage(m)) => assert!(m.contains("macro"), "{m}"),
         other => panic!("expected Usage, got {other:?}"),
+    }
+}
+
+#[test]
+fn generic_tiff_levels_are_ifd0_and_reduced_images() {
+    // IFD 2 is tiled but not flagged as a reduced image (NewSubfileType 0): not a level.
+    let mk = |l: usize, w: u64, h: u64, flag: Option<u32>| {
+        let img = raster(w, h, |x, y| px(l, x, y).to_vec());
+        let tiles = cut_tiles(&img, w as usize, h as usize, 3, 32, 32, &MAGENTA);
+        let ifd = Ifd::tiled(w as u32, h as u32, 32, 32, tiles.into_iter().map(Chunk::Data).collect());
+        match flag {
+            Some(f) => ifd.tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![f])),
+            None => ifd,
+        }
+    };
+    let file = TempPath::new("levels.tif");
+    Tiff::new(Variant::Classic, vec![mk(0, 200, 150, None), mk(1, 100, 75, Some(1)), mk(9, 50, 50, Some(0)), mk(2, 37, 28, Some(1))])
+        .write(file.path());
+    let slide = open(file.path());
+    assert_eq!(slide.level_dimensions(), vec![(200, 150), (100, 75), (37, 28)]);
+    for (level, l) in PYRAMID.iter().enumerate() {
+        check_pyramid_region(&slide, level, (0, 0), l.dims);
+    }
+    // A "reduced" image as large as level 0: downsamples must increase.
+    let file = TempPath::new("levels-flat.tif");
+    Tiff::new(Variant::Classic, vec![mk(0, 100, 75, None), mk(1, 100, 75, Some(1))]).write(file.path());
+    match Slide::open(file.path()) {
+        Err(e @ Error::Format { .. }) => assert!(e.to_string().contains("downsample"), "{e}"),
+        other => panic!("expected Format, got {other:?}"),
     }
 }
 
@@ -822,6 +958,45 @@ fn read_plan_reads_each_tile_once_in_one_request_per_row() {
 }
 
 #[test]
+fn cache_entries_belong_to_one_open_slide() {
+    let file = pyramid(Variant::Classic, 8);
+    let cache = Arc::new(TileCache::new(64 << 20));
+    let opts = || SlideOptions { cache: Some(cache.clone()), config: Some(Config::default()) };
+    let a = Slide::open_with(file.path(), opts()).unwrap();
+    let b = Slide::open_with(file.path(), opts()).unwrap();
+    a.read_region((0, 0), 0, (200, 150)).unwrap(); // 12 tiles
+    assert_eq!(cache.stats().entries, 12);
+    // Another open of the same file does not see a's tiles: it reads them itself.
+    b.read_region((0, 0), 0, (64, 64)).unwrap();
+    assert!(b.io_counters().bytes > 0);
+    assert_eq!(cache.stats().entries, 13);
+    drop(a);
+    assert_eq!(cache.stats().entries, 1, "closing a slide purges its tiles");
+    // read_tiles outside the grid is the caller's mistake; inside, it decodes.
+    assert!(matches!(b.read_tiles(0, &[(4, 0)]), Err(Error::Usage(_))));
+    assert_eq!(b.read_tiles(0, &[(3, 2), (3, 2), (0, 0)]).unwrap(), 3);
+}
+
+#[test]
+fn tiles_sharing_bytes_are_read_once() {
+    // Every tile of a 4x4 grid points at the same 32x32 tile (as sparse writers do for blank
+    // tiles): one request, one tile's bytes, every tile decoded right.
+    let tile: Vec<u8> = raster(32, 32, |x, y| px(0, x, y).to_vec());
+    let n = tile.len() as u64;
+    let mut chunks = vec![Chunk::Data(tile)];
+    // Classic TIFF: the chunk data starts right after the 8-byte header.
+    chunks.extend((1..16).map(|_| Chunk::Raw { offset: 8, byte_count: n }));
+    let file = TempPath::new("shared.tif");
+    Tiff::new(Variant::Classic, vec![Ifd::tiled(128, 128, 32, 32, chunks)]).write(file.path());
+    let slide = open(file.path());
+    let got = slide.read_region((0, 0), 0, (128, 128)).unwrap();
+    let want = expected_region((128, 128), 1.0, (0, 0), (128, 128), &|x, y| rgba(px(0, x % 32, y % 32)));
+    assert!(got.data == want, "{}", first_diff(&got.data, &want, 128));
+    assert_eq!(slide.io_counters().bytes, n);
+    assert_eq!(slide.io_counters().requests, 1);
+}
+
+#[test]
 fn read_region_into_matches_read_region() {
     let file = pyramid(Variant::Classic, 8);
     let slide = open(file.path());
@@ -860,7 +1035,7 @@ fn concurrent_reads_match_single_threaded() {
     // A small cache (about 20 tiles of 64x64) so threads also race on eviction and re-decoding.
     let slide = open_private(file.path(), 20 * 64 * 64 * 4);
     let mut rng = Rng::new(42);
-    let reads: Vec<(usize, (i64, i64), (u64, u64))> = (0..8 * 200)
+    let reads: Vec<Read> = (0..8 * 200)
         .map(|_| {
             let level = rng.range(0, 3) as usize;
             (level, (rng.range(-100, 250), rng.range(-100, 200)), (rng.range(1, 90) as u64, rng.range(1, 90) as u64))

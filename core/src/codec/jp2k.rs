@@ -59,8 +59,7 @@ pub fn ycbcr_to_rgb(samples: &mut [u8], components: usize) {
     static TABLES: std::sync::OnceLock<[[i32; 256]; 4]> = std::sync::OnceLock::new();
     let t = TABLES.get_or_init(|| {
         let mut t = [[0i32; 256]; 4];
-        for i in 0..256 {
-            let c = i as f64 - 128.0;
+        for (i, c) in (0..256).map(|i| (i, i as f64 - 128.0)) {
             t[0][i] = (1.402 * c).round() as i32; // R from Cr
             t[1][i] = (1.772 * c).round() as i32; // B from Cb
             t[2][i] = (65536.0 * (0.5 - 0.34414 * c)).round() as i32; // G from Cb

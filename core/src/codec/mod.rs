@@ -78,7 +78,7 @@ pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]
 /// # Errors
 /// [`Error::Format`] naming `at` (file, level, tile) for corrupt data or a decoded size that
 /// does not cover the valid region; [`Error::Limits`] when a stream claims dimensions larger
-/// than the tile.
+/// than the tile (checked from the header, before any pixel buffer is allocated).
 pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &Location) -> Result<DecodedTile> {
     let fmt_err = |m: String| Error::format(at, m);
     match codec.compression {
@@ -87,14 +87,14 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
                 jpeg::decode_rgba(stream, None, &mut px, |h| check_dims(h.width, h.height, g))
             })
-            .map_err(|m| fmt_err(format!("JPEG: {m}")))?;
+            .map_err(|m| dims_or_format(at, m))?;
             Ok(crop_rgba(px, hdr.width, g))
         }
         Compression::Jpeg2000 { ycbcr } => {
             let (w, h, _) = jp2k::siz(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(|m| Error::limits(at, m))?;
+            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
             let (w, h, n, mut s) = jp2k::decode(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(fmt_err)?;
+            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
             if ycbcr && n >= 3 {
                 jp2k::ycbcr_to_rgb(&mut s, n);
             }
@@ -108,7 +108,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(planes[0]))
                 .map_err(|e| fmt_err(format!("WebP: {e}")))?;
             let (w, h) = dec.dimensions();
-            check_dims(w, h, g).map_err(|m| Error::limits(at, m))?;
+            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
             let n = if dec.has_alpha() { 4 } else { 3 };
             let mut s = vec![0u8; w as usize * h as usize * n];
             dec.read_image(&mut s).map_err(|e| fmt_err(format!("WebP: {e}")))?;
@@ -184,30 +184,46 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
     if codec.compression != Compression::Jpeg {
         return decode_chunk(codec, planes, g, at);
     }
-    let fmt_err = |m: String| Error::format(at, m);
     let mut px = Vec::new();
     let mut crop_used = None;
     let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
         let hdr = jpeg::read_header(stream)?;
         check_dims(hdr.width, hdr.height, g)?;
+        // Widen the crop by at least one pixel on each side, on iMCU boundaries: libjpeg-turbo's
+        // chroma upsampling treats the crop's outer columns as an image edge, so only columns
+        // with a real neighbour on both sides equal a whole-tile decode. Rows need no margin
+        // (skipped scanlines keep their context).
         let crop = jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
-            let x = want.x / mw * mw;
-            jpeg::Crop { x, y: want.y, width: want.x + want.w - x, height: want.h }
+            let x = want.x.saturating_sub(1) / mw * mw;
+            let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
+            jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
         });
         crop_used = crop;
         jpeg::decode_rgba(stream, crop, &mut px, |_| Ok(()))
     })
-    .map_err(|m| fmt_err(format!("JPEG: {m}")))?;
+    .map_err(|m| dims_or_format(at, m))?;
     Ok(match crop_used {
-        Some(c) => DecodedTile { x: c.x, y: c.y, width: c.width, height: c.height, rgba: px },
+        Some(c) => {
+            // Keep exactly the wanted columns.
+            let (skip, row_in, row_out) = (((want.x - c.x) * 4) as usize, (c.width * 4) as usize, (want.w * 4) as usize);
+            let mut out = Vec::with_capacity(row_out * want.h as usize);
+            for row in px.chunks_exact(row_in) {
+                out.extend_from_slice(&row[skip..skip + row_out]);
+            }
+            DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, rgba: out }
+        }
         None => crop_rgba(px, hdr.width, g),
     })
 }
 
-/// A decoded stream must cover the valid region and must not exceed the nominal chunk size.
+/// Prefix of messages for streams larger than their tile (mapped to [`Error::Limits`]).
+const TOO_LARGE: &str = "stream larger than the tile: ";
+
+/// A decoded stream must not exceed the nominal chunk size (else a `Limits` error: decoding it
+/// would allocate more than the tile) and must cover the valid region (else `Format`).
 fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), String> {
     if w > g.tile_width || h > g.tile_height {
-        return Err(format!("stream of {w}x{h} pixels is larger than the {}x{} tile", g.tile_width, g.tile_height));
+        return Err(format!("{TOO_LARGE}{w}x{h} pixels for a {}x{} tile", g.tile_width, g.tile_height));
     }
     if w < g.valid_width || h < g.valid_height {
         return Err(format!(
@@ -216,6 +232,14 @@ fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Map a decoder message to `Limits` (stream larger than the tile) or `Format` (anything else).
+fn dims_or_format(at: &Location, m: String) -> Error {
+    match m.strip_prefix(TOO_LARGE) {
+        Some(rest) => Error::limits(at, format!("{TOO_LARGE}{rest}")),
+        None => Error::format(at, m),
+    }
 }
 
 /// Decompress a lossless chunk, producing at most `limit` bytes.

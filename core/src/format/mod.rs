@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(format_double(8.086312118570184), "8.0863121185701843");
         assert_eq!(format_double(0.499), "0.499");
         assert_eq!(format_double(2.0005055500659967), "2.0005055500659967");
-        assert_eq!(format_double(10000.0 / 28.340000152587891), "352.85814912343398");
+        assert_eq!(format_double(10000.0 / 28.340_000_152_587_89), "352.85814912343398");
         assert_eq!(format_double(1.0 / 3.0), "0.33333333333333331");
         assert_eq!(format_double(1e-7), "9.9999999999999995e-08");
         assert_eq!(format_double(123456789012345678.0), "1.2345678901234568e+17");

@@ -31,6 +31,12 @@ pub(crate) fn add_quickhash(tf: &TiffFile, src: &dyn ByteSource, at: &Location, 
         if t.byte_count == 0 {
             continue;
         }
+        if t.offset.checked_add(t.byte_count).is_none_or(|e| e > src.len()) {
+            return Err(Error::format(
+                at,
+                format!("quickhash: chunk at offset {} (+{} bytes) lies past the end of the file", t.offset, t.byte_count),
+            ));
+        }
         buf.resize(t.byte_count as usize, 0);
         src.read_exact_at(&mut buf, t.offset).map_err(|e| {
             Error::format(at, format!("quickhash: chunk at offset {} (+{} bytes) unreadable: {e}", t.offset, t.byte_count))

@@ -76,7 +76,8 @@ pub fn plan_reads(wants: &[Want], opts: &PlanOptions) -> ReadPlan {
     let mut sorted: Vec<Want> = wants.iter().copied().filter(|w| w.len > 0).collect();
     sorted.sort_unstable_by_key(|w| (w.offset, w.len));
     let mut plan = ReadPlan::default();
-    let mut cur: Option<(u64, u64, Vec<(usize, u64, u64)>)> = None; // start, end, members
+    type Open = (u64, u64, Vec<(usize, u64, u64)>); // start, end, members
+    let mut cur: Option<Open> = None;
     for w in sorted {
         let w_end = w.offset.saturating_add(w.len);
         plan.needed_bytes = plan.needed_bytes.saturating_add(w.len);

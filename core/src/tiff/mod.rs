@@ -293,7 +293,7 @@ impl TiffFile {
     /// larger than [`MAX_TAG_BYTES`].
     pub fn raw(&self, src: &dyn ByteSource, at: &Location, e: &Entry) -> Result<Vec<u8>> {
         let tsize = type_size(e.field_type).unwrap_or(1);
-        let total = e.count.checked_mul(tsize).unwrap_or(u64::MAX);
+        let total = e.count.saturating_mul(tsize);
         if total > MAX_TAG_BYTES.min(self.file_len) {
             return Err(Error::limits(
                 at,
