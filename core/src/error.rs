@@ -163,6 +163,18 @@ impl Error {
         }
     }
 
+    /// The same error with its location narrowed to tile (`col`, `row`) (no-op for errors
+    /// without a location). Lets hot paths build locations only when something fails.
+    pub fn with_tile(mut self, col: u64, row: u64) -> Self {
+        match &mut self {
+            Error::Format { at, .. } | Error::Unsupported { at, .. } | Error::Io { at, .. } | Error::Limits { at, .. } => {
+                at.tile = Some((col, row));
+            }
+            Error::Usage(_) | Error::Gpu(_) => {}
+        }
+        self
+    }
+
     /// A short, stable name of the error kind (`format`, `unsupported`, `usage`, `io`,
     /// `limits`, `gpu`), used by the CLI and the Python bindings to map errors.
     pub fn kind_name(&self) -> &'static str {

@@ -100,9 +100,11 @@ pub(crate) fn fetch_tiles(
                     Error::io(&b.at.clone().with_tile(col, row), e)
                 })
         };
-        // Parallelism only pays when there is more than one unit of work: a single small read
-        // or decode is faster on the caller's thread than handed to the pool.
-        let buffers: Vec<Vec<u8>> = if plan.requests.len() > 1 {
+        // Parallelism only pays with more than one unit of work and more than one worker: a
+        // single small read or decode, or a one-thread pool, runs faster on the caller's thread
+        // than handed to the pool (no wake-up, no context switch).
+        let parallel = rayon::current_num_threads() > 1;
+        let buffers: Vec<Vec<u8>> = if parallel && plan.requests.len() > 1 {
             plan.requests.par_iter().map(read_one).collect::<Result<_>>()?
         } else {
             plan.requests.iter().map(read_one).collect::<Result<_>>()?
@@ -124,11 +126,11 @@ pub(crate) fn fetch_tiles(
                     .collect();
                 let (vw, vh) = img.valid_tile_size(col, row);
                 let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                let tile_at = b.at.clone().with_tile(col, row);
                 let t = match parts.and_then(|p| p[i]) {
-                    Some(want) => decode_chunk_part(&img.codec, &chunks, g, want, &tile_at)?,
-                    None => decode_chunk(&img.codec, &chunks, g, &tile_at)?,
-                };
+                    Some(want) => decode_chunk_part(&img.codec, &chunks, g, want, b.at),
+                    None => decode_chunk(&img.codec, &chunks, g, b.at),
+                }
+                .map_err(|e| e.with_tile(col, row))?;
                 let whole = t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
                 let t = Arc::new(t);
                 if let (Some(slot), true) = (b.cache, whole) {
@@ -136,7 +138,7 @@ pub(crate) fn fetch_tiles(
                 }
                 Ok(t)
         };
-        let decoded: Vec<Result<Arc<DecodedTile>>> = if misses.len() > 1 {
+        let decoded: Vec<Result<Arc<DecodedTile>>> = if parallel && misses.len() > 1 {
             misses.par_iter().enumerate().map(decode_one).collect()
         } else {
             misses.iter().enumerate().map(decode_one).collect()

@@ -61,6 +61,8 @@ fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
 
 thread_local! {
     static SPLICE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Scratch pixels for partial decodes (reused: large fresh allocations cost page faults).
+    static PART_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
@@ -184,35 +186,37 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
     if codec.compression != Compression::Jpeg {
         return decode_chunk(codec, planes, g, at);
     }
-    let mut px = Vec::new();
-    let mut crop_used = None;
-    let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
-        let hdr = jpeg::read_header(stream)?;
-        check_dims(hdr.width, hdr.height, g)?;
-        // Widen the crop by at least one pixel on each side, on iMCU boundaries: libjpeg-turbo's
-        // chroma upsampling treats the crop's outer columns as an image edge, so only columns
-        // with a real neighbour on both sides equal a whole-tile decode. Rows need no margin
-        // (skipped scanlines keep their context).
-        let crop = jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
-            let x = want.x.saturating_sub(1) / mw * mw;
-            let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
-            jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
-        });
-        crop_used = crop;
-        jpeg::decode_rgba(stream, crop, &mut px, |_| Ok(()))
-    })
-    .map_err(|m| dims_or_format(at, m))?;
-    Ok(match crop_used {
-        Some(c) => {
-            // Keep exactly the wanted columns.
-            let (skip, row_in, row_out) = (((want.x - c.x) * 4) as usize, (c.width * 4) as usize, (want.w * 4) as usize);
-            let mut out = Vec::with_capacity(row_out * want.h as usize);
-            for row in px.chunks_exact(row_in) {
-                out.extend_from_slice(&row[skip..skip + row_out]);
+    PART_BUF.with(|cell| {
+        let px = &mut *cell.borrow_mut();
+        let mut crop_used = None;
+        let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
+            let hdr = jpeg::read_header(stream)?;
+            check_dims(hdr.width, hdr.height, g)?;
+            // Widen the crop by at least one pixel on each side, on iMCU boundaries: libjpeg-turbo's
+            // chroma upsampling treats the crop's outer columns as an image edge, so only columns
+            // with a real neighbour on both sides equal a whole-tile decode. Rows need no margin
+            // (skipped scanlines keep their context).
+            let crop = jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
+                let x = want.x.saturating_sub(1) / mw * mw;
+                let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
+                jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
+            });
+            crop_used = crop;
+            jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+        })
+        .map_err(|m| dims_or_format(at, m))?;
+        Ok(match crop_used {
+            Some(c) => {
+                // Keep exactly the wanted columns.
+                let (skip, row_in, row_out) = (((want.x - c.x) * 4) as usize, (c.width * 4) as usize, (want.w * 4) as usize);
+                let mut out = Vec::with_capacity(row_out * want.h as usize);
+                for row in px.chunks_exact(row_in) {
+                    out.extend_from_slice(&row[skip..skip + row_out]);
+                }
+                DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, rgba: out }
             }
-            DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, rgba: out }
-        }
-        None => crop_rgba(px, hdr.width, g),
+            None => crop_rgba(std::mem::take(px), hdr.width, g),
+        })
     })
 }
 
