@@ -262,7 +262,6 @@ impl Slide {
             cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
         };
         // The part of each tile the region needs; small parts are decoded partially.
-        let frac = self.config.partial_decode_max_fraction;
         let parts: Vec<Option<PartRect>> = coords
             .iter()
             .map(|&(col, row)| {
@@ -272,9 +271,7 @@ impl Slide {
                 let y0 = (clip.y as u64).max(ty) - ty;
                 let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
                 let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
-                let area = (x1 - x0) * (y1 - y0);
-                (frac > 0.0 && (area as f64) <= frac * (vw as f64 * vh as f64))
-                    .then(|| PartRect { x: x0 as u32, y: y0 as u32, w: (x1 - x0) as u32, h: (y1 - y0) as u32 })
+                self.part_if_small(img, (col, row), (x0, y0, x1, y1))
             })
             .collect();
         let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
@@ -284,6 +281,125 @@ impl Slide {
             }
         }
         Ok(())
+    }
+
+    /// Read many same-sized patches of one level in one call, as RGB for ML pipelines.
+    ///
+    /// * `locations`: top-left corners in **level-0** pixels (may be negative).
+    /// * `size`: (width, height) of every patch in pixels of `level`.
+    /// * `background`: RGB written where a patch lies outside the image or on a missing tile;
+    ///   partly transparent pixels are composited over it (`c·a/255 + bg·(1 − a/255)`, rounded).
+    /// * `out`: `n × height × width × 3` bytes, row-major (n, height, width, 3), filled
+    ///   completely.
+    ///
+    /// Tiles shared by several patches are read and decoded once; patches are processed in
+    /// groups that need at most 512 distinct tiles (bounding memory), each group decoding its
+    /// tiles and assembling its patches in parallel.
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region); [`Error::Usage`] when `out` has the wrong length.
+    pub fn read_regions_rgb_into(
+        &self,
+        locations: &[(i64, i64)],
+        level: usize,
+        size: (u64, u64),
+        background: [u8; 3],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let patch_rgba = self.region_bytes(size)?;
+        let patch_bytes = patch_rgba / 4 * 3;
+        let total = patch_bytes.checked_mul(locations.len()).filter(|&t| t as u64 <= self.config.max_region_bytes.saturating_mul(4));
+        if total != Some(out.len()) {
+            return Err(Error::Usage(format!(
+                "output buffer holds {} bytes, {} patches of {}x{} RGB need {}",
+                out.len(),
+                locations.len(),
+                size.0,
+                size.1,
+                total.map_or("too many".to_string(), |t| t.to_string())
+            )));
+        }
+        let (img, at) = self.level_at(level)?;
+        let ds = self.index.levels[level].downsample;
+        let rects: Vec<Rect> = locations
+            .iter()
+            .map(|&(x, y)| Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 })
+            .collect();
+        let batch = Batch {
+            src: &*self.src,
+            image: img,
+            at: &at,
+            plan: &self.config.plan,
+            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
+        };
+        const MAX_GROUP_TILES: usize = 512;
+        let mut start = 0;
+        while start < rects.len() {
+            // Grow the group until it needs MAX_GROUP_TILES distinct tiles; record, per tile, the
+            // union of the parts its patches need.
+            let mut need: std::collections::HashMap<(u64, u64), (u64, u64, u64, u64)> = std::collections::HashMap::new();
+            let mut end = start;
+            while end < rects.len() && (need.len() < MAX_GROUP_TILES || end == start) {
+                if let Some(clip) = rects[end].clip(img.width, img.height) {
+                    let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
+                    for row in rows {
+                        for col in cols.clone() {
+                            let (tx, ty) = (col * img.tile_width as u64, row * img.tile_height as u64);
+                            let (vw, vh) = img.valid_tile_size(col, row);
+                            let x0 = (clip.x as u64).max(tx) - tx;
+                            let y0 = (clip.y as u64).max(ty) - ty;
+                            let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
+                            let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
+                            need.entry((col, row))
+                                .and_modify(|u| *u = (u.0.min(x0), u.1.min(y0), u.2.max(x1), u.3.max(y1)))
+                                .or_insert((x0, y0, x1, y1));
+                        }
+                    }
+                }
+                end += 1;
+            }
+            let coords: Vec<(u64, u64)> = need.keys().copied().collect();
+            let parts: Vec<Option<PartRect>> = coords.iter().map(|c| self.part_if_small(img, *c, need[c])).collect();
+            let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
+            let by_coord: std::collections::HashMap<(u64, u64), &Arc<DecodedTile>> =
+                coords.iter().zip(&tiles).filter_map(|(c, t)| t.as_ref().map(|t| (*c, t))).collect();
+            let assemble = |(k, dst): (usize, &mut [u8])| {
+                let rect = rects[start + k];
+                for px in dst.chunks_exact_mut(3) {
+                    px.copy_from_slice(&background);
+                }
+                if let Some(clip) = rect.clip(img.width, img.height) {
+                    let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
+                    for row in rows {
+                        for col in cols.clone() {
+                            if let Some(t) = by_coord.get(&(col, row)) {
+                                let (tx, ty) = (col * img.tile_width as u64 + t.x as u64, row * img.tile_height as u64 + t.y as u64);
+                                blit_rgb(t, tx, ty, &rect, background, dst);
+                            }
+                        }
+                    }
+                }
+            };
+            let group_out = &mut out[start * patch_bytes..end * patch_bytes];
+            if rayon::current_num_threads() > 1 && end - start > 1 {
+                use rayon::prelude::*;
+                group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble);
+            } else {
+                group_out.chunks_mut(patch_bytes).enumerate().for_each(assemble);
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// The part of tile `coord` given by `(x0, y0, x1, y1)` (tile pixels) when it is small
+    /// enough to decode partially under `partial_decode_max_fraction`.
+    fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), (x0, y0, x1, y1): (u64, u64, u64, u64)) -> Option<PartRect> {
+        let frac = self.config.partial_decode_max_fraction;
+        let (vw, vh) = img.valid_tile_size(coord.0, coord.1);
+        let area = (x1 - x0) * (y1 - y0);
+        (frac > 0.0 && (area as f64) <= frac * (vw as f64 * vh as f64))
+            .then(|| PartRect { x: x0 as u32, y: y0 as u32, w: (x1 - x0) as u32, h: (y1 - y0) as u32 })
     }
 
     /// Decode the tiles at `coords` (column, row) of `level` through the pipeline (cache, read
@@ -345,6 +461,38 @@ fn report_line(r: &DetectionReport) -> String {
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Composite the part of decoded tile `t` (placed at level position `tx`, `ty`) that falls in
+/// `rect` over `background` into an RGB patch `out` (`rect.w × rect.h × 3`).
+fn blit_rgb(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, background: [u8; 3], out: &mut [u8]) {
+    let (tw, th) = (t.width as i64, t.height as i64);
+    let x0 = (tx as i64).max(rect.x);
+    let y0 = (ty as i64).max(rect.y);
+    let x1 = (tx as i64 + tw).min(rect.x + rect.w as i64);
+    let y1 = (ty as i64 + th).min(rect.y + rect.h as i64);
+    if x1 <= x0 || y1 <= y0 {
+        return;
+    }
+    let n = (x1 - x0) as usize;
+    for y in y0..y1 {
+        let s = ((y - ty as i64) as usize * tw as usize + (x0 - tx as i64) as usize) * 4;
+        let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 3;
+        let src = &t.rgba[s..s + n * 4];
+        let dst = &mut out[d..d + n * 3];
+        for (p, q) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
+            match p[3] {
+                255 => q.copy_from_slice(&p[..3]),
+                0 => {}
+                a => {
+                    let a = a as u32;
+                    for c in 0..3 {
+                        q[c] = ((p[c] as u32 * a + background[c] as u32 * (255 - a) + 127) / 255) as u8;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Copy a decoded tile (whole or part) whose tile origin is level position (`tx`, `ty`).
