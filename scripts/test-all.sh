@@ -9,5 +9,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 export PATH="$PWD/.venv/bin:$PATH"
-cargo test --workspace --locked 2>&1
-.venv/bin/python -m pytest -q benches/tests
+# Rust: unit, integration and doc tests of the core.
+cargo test -p slidestream --locked 2>&1
+# Python: build the extension into the venv, then run the Python tests.
+VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m py/Cargo.toml
+.venv/bin/python -m pytest -q py/tests benches/tests

@@ -1,0 +1,52 @@
+"""slidestream: a whole-slide image loader for digital pathology.
+
+Quick start::
+
+    import slidestream
+    with slidestream.Slide("slide.svs") as s:
+        print(s.dimensions, s.level_count, s.properties["openslide.vendor"])
+        rgba = s.read_region((1000, 1000), 0, (256, 256))      # (256, 256, 4) uint8
+        rgb = s.read_regions([(0, 0), (512, 512)], 0, (256, 256))  # (2, 256, 256, 3) uint8
+
+Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` and
+``slidestream.deepzoom.DeepZoomGenerator``. PyTorch: :mod:`slidestream.torch`; Dask:
+:mod:`slidestream.dask` (both import their framework lazily).
+"""
+
+from ._errors import (
+    CorruptDataError,
+    GpuError,
+    InvalidArgumentError,
+    LimitsExceededError,
+    SlideError,
+    UnsupportedFormatError,
+)
+from ._slide import AssociatedImages, Slide
+from ._slidestream import core_version
+
+__version__ = core_version()
+
+__all__ = [
+    "Slide",
+    "AssociatedImages",
+    "SlideError",
+    "UnsupportedFormatError",
+    "CorruptDataError",
+    "LimitsExceededError",
+    "InvalidArgumentError",
+    "GpuError",
+    "OpenSlide",
+    "open_slide",
+    "OpenSlideError",
+    "OpenSlideUnsupportedFormatError",
+    "__version__",
+]
+
+
+def __getattr__(name):
+    # The OpenSlide-compatible layer imports Pillow lazily; load it on first use.
+    if name in ("OpenSlide", "open_slide", "OpenSlideError", "OpenSlideUnsupportedFormatError", "ImageSlide"):
+        from . import _compat
+
+        return getattr(_compat, name)
+    raise AttributeError(f"module 'slidestream' has no attribute {name!r}")

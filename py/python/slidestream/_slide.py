@@ -1,0 +1,110 @@
+"""The numpy-first :class:`Slide` (a thin Python layer over the Rust core)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from ._slidestream import Slide as _CoreSlide
+
+
+def _rebuild(cls: type, path: bytes, cache_bytes: Optional[int]) -> "Slide":
+    return cls(path, cache_bytes=cache_bytes, lazy=True)
+
+
+class AssociatedImages(Mapping):
+    """Lazy read-only mapping: associated image name → numpy uint8 array (height, width, 4),
+    RGBA. Images are decoded when looked up, not when the slide is opened."""
+
+    def __init__(self, slide: "Slide") -> None:
+        self._slide = slide
+        self._sizes = dict(slide._associated_sizes())
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._sizes:
+            raise KeyError(name)
+        return self._slide.read_associated(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+    def sizes(self) -> Mapping[str, Tuple[int, int]]:
+        """(width, height) in pixels of every associated image, without decoding."""
+        return MappingProxyType(self._sizes)
+
+    def __repr__(self) -> str:
+        return f"<AssociatedImages {list(self._sizes)}>"
+
+
+class Slide(_CoreSlide):
+    """An open whole-slide image (Aperio SVS, pyramidal tiled TIFF/BigTIFF).
+
+    ``Slide(path, *, cache_bytes=None)``; ``path`` is ``str``, ``bytes`` or ``os.PathLike``
+    (non-ASCII names work). ``cache_bytes`` gives this slide a private tile cache of that many
+    bytes; by default all slides of the process share one (``SLIDESTREAM_CACHE_BYTES``,
+    256 MiB).
+
+    Coordinates follow OpenSlide: ``location`` = (x, y) in level-0 pixels, ``size`` =
+    (width, height) in pixels of the level read. Arrays are ``uint8``, row-major, and own the
+    decoded buffer (no copy); they support ``__dlpack__`` (``torch.from_dlpack``,
+    ``np.from_dlpack``).
+
+    Thread-safe (reads release the GIL), picklable (path + options; the copy reopens lazily),
+    and fork-safe (state is re-created in a child process). Use as a context manager or call
+    :meth:`close`.
+
+    Raises :class:`FileNotFoundError` / :class:`PermissionError` / :class:`OSError`,
+    :class:`~slidestream.UnsupportedFormatError`, :class:`~slidestream.CorruptDataError`,
+    :class:`~slidestream.LimitsExceededError`.
+    """
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """Read-only mapping of properties with OpenSlide's names (``openslide.vendor``,
+        ``openslide.level-count``, ``openslide.mpp-x``, ``openslide.quickhash-1``, ...),
+        ``tiff.*`` tags and vendor keys (``aperio.*``)."""
+        return MappingProxyType(self._properties())
+
+    @property
+    def associated_images(self) -> AssociatedImages:
+        """Lazy mapping name → RGBA numpy array (height, width, 4) of the associated images
+        (``thumbnail``, ``label``, ``macro``)."""
+        return AssociatedImages(self)
+
+    def get_thumbnail(self, size: Tuple[int, int], *, background: Any = 255) -> np.ndarray:
+        """A thumbnail fitting in ``size`` = (max_width, max_height) pixels, aspect ratio kept:
+        numpy uint8 array (height, width, 3), RGB, transparent pixels composited over
+        ``background``. Reads the best level for the downsample, then resizes (Pillow's
+        Lanczos when Pillow is installed, else area averaging)."""
+        w0, h0 = self.dimensions
+        downsample = max(w0 / size[0], h0 / size[1])
+        level = self.get_best_level_for_downsample(downsample)
+        lw, lh = self.level_dimensions[level]
+        region = self.read_regions([(0, 0)], level, (lw, lh), background=background)[0]
+        tw = max(1, min(size[0], round(w0 / downsample)))
+        th = max(1, min(size[1], round(h0 / downsample)))
+        try:
+            from PIL import Image
+
+            img = Image.fromarray(region)
+            img.thumbnail((tw, th), Image.Resampling.LANCZOS)
+            return np.asarray(img)
+        except ImportError:
+            ys = (np.arange(th + 1) * lh / th).astype(int)
+            xs = (np.arange(tw + 1) * lw / tw).astype(int)
+            acc = np.add.reduceat(np.add.reduceat(region.astype(np.uint32), ys[:-1], axis=0), xs[:-1], axis=1)
+            counts = np.outer(np.diff(ys), np.diff(xs))[..., None]
+            return (acc / counts + 0.5).astype(np.uint8)
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), bytes(self.path_bytes), self.cache_bytes))
+
+    def __fspath__(self) -> str:  # pragma: no cover - convenience
+        return os.fsdecode(bytes(self.path_bytes))
