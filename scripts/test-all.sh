@@ -11,6 +11,8 @@ fi
 export PATH="$PWD/.venv/bin:$PATH"
 # Rust: unit, integration and doc tests of the core.
 cargo test -p slidestream --locked 2>&1
-# Python: build the extension into the venv, then run the Python tests.
+# The release CLI (used by the benchmark harness's smoke test) and, sharing its compiled
+# dependencies, the Python extension built into the venv; then the Python tests.
+cargo build --release -p slidestream --locked
 VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m py/Cargo.toml
 .venv/bin/python -m pytest -q py/tests benches/tests

@@ -10,9 +10,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SLIDE = ROOT / "assets" / "CMU-1-Small-Region.svs"
-BIN = ROOT / "target" / "release" / "slidestream"
-if not BIN.exists():
-    BIN = ROOT / "target" / "debug" / "slidestream"
+_target = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+BIN = next((p for p in (_target / "release" / "slidestream", _target / "debug" / "slidestream") if p.exists()),
+           _target / "release" / "slidestream")
 
 
 @pytest.mark.skipif(not BIN.exists(), reason="slidestream binary not built (run cargo build)")

@@ -164,6 +164,19 @@ impl ImageIndex {
         (w as u32, h as u32)
     }
 
+    /// The part of tile (`col`, `row`) covered by `clip` (a rectangle inside the image, level
+    /// pixels), as `(x0, y0, x1, y1)` in pixels relative to the tile's top-left corner,
+    /// half-open. The tile must intersect `clip`.
+    pub fn part_of_tile(&self, clip: &crate::geometry::Rect, col: u64, row: u64) -> (u64, u64, u64, u64) {
+        let (tx, ty) = (col * self.tile_width as u64, row * self.tile_height as u64);
+        let (vw, vh) = self.valid_tile_size(col, row);
+        let x0 = (clip.x as u64).max(tx) - tx;
+        let y0 = (clip.y as u64).max(ty) - ty;
+        let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
+        let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
+        (x0, y0, x1, y1)
+    }
+
     /// Sum of the compressed byte counts of all chunks (saturating: hostile counts cannot
     /// overflow).
     pub fn total_bytes(&self) -> u64 {

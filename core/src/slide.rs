@@ -254,26 +254,10 @@ impl Slide {
         let Some(clip) = rect.clip(img.width, img.height) else { return Ok(()) };
         let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
         let coords: Vec<(u64, u64)> = rows.flat_map(|r| cols.clone().map(move |c| (c, r))).collect();
-        let batch = Batch {
-            src: &*self.src,
-            image: img,
-            at: &at,
-            plan: &self.config.plan,
-            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
-        };
+        let batch = self.level_batch(img, &at, level);
         // The part of each tile the region needs; small parts are decoded partially.
-        let parts: Vec<Option<PartRect>> = coords
-            .iter()
-            .map(|&(col, row)| {
-                let (tx, ty) = (col * img.tile_width as u64, row * img.tile_height as u64);
-                let (vw, vh) = img.valid_tile_size(col, row);
-                let x0 = (clip.x as u64).max(tx) - tx;
-                let y0 = (clip.y as u64).max(ty) - ty;
-                let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
-                let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
-                self.part_if_small(img, (col, row), (x0, y0, x1, y1))
-            })
-            .collect();
+        let parts: Vec<Option<PartRect>> =
+            coords.iter().map(|&(c, r)| self.part_if_small(img, (c, r), img.part_of_tile(&clip, c, r))).collect();
         let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
         for (&(col, row), tile) in coords.iter().zip(&tiles) {
             if let Some(t) = tile {
@@ -325,13 +309,7 @@ impl Slide {
             .iter()
             .map(|&(x, y)| Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 })
             .collect();
-        let batch = Batch {
-            src: &*self.src,
-            image: img,
-            at: &at,
-            plan: &self.config.plan,
-            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
-        };
+        let batch = self.level_batch(img, &at, level);
         const MAX_GROUP_TILES: usize = 512;
         let mut start = 0;
         while start < rects.len() {
@@ -344,12 +322,7 @@ impl Slide {
                     let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
                     for row in rows {
                         for col in cols.clone() {
-                            let (tx, ty) = (col * img.tile_width as u64, row * img.tile_height as u64);
-                            let (vw, vh) = img.valid_tile_size(col, row);
-                            let x0 = (clip.x as u64).max(tx) - tx;
-                            let y0 = (clip.y as u64).max(ty) - ty;
-                            let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
-                            let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
+                            let (x0, y0, x1, y1) = img.part_of_tile(&clip, col, row);
                             need.entry((col, row))
                                 .and_modify(|u| *u = (u.0.min(x0), u.1.min(y0), u.2.max(x1), u.3.max(y1)))
                                 .or_insert((x0, y0, x1, y1));
@@ -392,6 +365,17 @@ impl Slide {
         Ok(())
     }
 
+    /// A pipeline batch over one level, cached in this slide's tile cache.
+    fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
+        Batch {
+            src: &*self.src,
+            image: img,
+            at,
+            plan: &self.config.plan,
+            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
+        }
+    }
+
     /// The part of tile `coord` given by `(x0, y0, x1, y1)` (tile pixels) when it is small
     /// enough to decode partially under `partial_decode_max_fraction`.
     fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), (x0, y0, x1, y1): (u64, u64, u64, u64)) -> Option<PartRect> {
@@ -410,13 +394,7 @@ impl Slide {
     /// As [`read_region`](Self::read_region).
     pub fn read_tiles(&self, level: usize, coords: &[(u64, u64)]) -> Result<usize> {
         let (img, at) = self.level_at(level)?;
-        let batch = Batch {
-            src: &*self.src,
-            image: img,
-            at: &at,
-            plan: &self.config.plan,
-            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
-        };
+        let batch = self.level_batch(img, &at, level);
         Ok(fetch_tiles(&batch, coords, None)?.iter().filter(|t| t.is_some()).count())
     }
 
