@@ -35,6 +35,8 @@
 //! immutable tile index; [`io`] has byte sources and the read planner; [`codec`] decodes tiles;
 //! [`cache`] is the tile cache; [`pipeline`] runs a batch; [`slide`] is the public handle.
 
+#![warn(missing_docs)]
+
 pub mod cache;
 pub mod codec;
 pub mod config;
