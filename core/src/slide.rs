@@ -14,6 +14,7 @@ use crate::geometry::{best_level_for_downsample, level_origin, tile_span, Rect};
 use crate::index::{ImageIndex, SlideIndex};
 use crate::io::metrics::{IoCounters, MetricsSource};
 use crate::io::posix::FileSource;
+use crate::io::ByteSource;
 
 use crate::pipeline::{fetch_tiles, Batch, CacheSlot};
 use crate::tiff::TiffFile;
@@ -49,7 +50,7 @@ static NEXT_SLIDE_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct Slide {
     index: Arc<SlideIndex>,
-    src: Arc<MetricsSource<FileSource>>,
+    src: Arc<MetricsSource<Box<dyn ByteSource>>>,
     id: u64,
     cache: Arc<TileCache>,
     config: Config,
@@ -79,7 +80,15 @@ impl Slide {
     /// Open a slide with explicit options. Errors as [`Slide::open`].
     pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
         let path = path.as_ref();
-        let src = Arc::new(MetricsSource::new(open_source(path)?));
+        Slide::from_source(path, Box::new(open_source(path)?), opts)
+    }
+
+    /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's
+    /// input). `name` is used in error messages and as the slide's path. Errors as
+    /// [`Slide::open`] (except opening the file).
+    pub fn from_source(name: impl AsRef<Path>, source: Box<dyn ByteSource>, opts: SlideOptions) -> Result<Slide> {
+        let path = name.as_ref();
+        let src = Arc::new(MetricsSource::new(source));
         let at = Location::file(path);
         let tiff = TiffFile::parse(&*src, &at);
         let probe = Probe { src: &*src, at: &at, tiff: tiff.as_ref() };

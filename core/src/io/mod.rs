@@ -41,6 +41,15 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     }
 }
 
+impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (**self).read_exact_at(buf, offset)
+    }
+}
+
 /// Bytes held in memory; used by tests and fuzz targets.
 #[derive(Debug, Clone)]
 pub struct MemSource {

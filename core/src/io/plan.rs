@@ -84,7 +84,8 @@ pub fn plan_reads(wants: &[Want], opts: &PlanOptions) -> ReadPlan {
         if let Some((start, end, members)) = cur.as_mut() {
             let gap_ok = w.offset <= end.saturating_add(opts.max_gap_bytes);
             let new_end = (*end).max(w_end);
-            let size_ok = new_end - *start <= opts.max_request_bytes;
+            // A range inside the open request costs nothing extra: always merge it.
+            let size_ok = new_end - *start <= opts.max_request_bytes || w_end <= *end;
             if gap_ok && size_ok {
                 *end = new_end;
                 members.push((w.id, w.offset - *start, w.len));
@@ -135,6 +136,14 @@ mod tests {
         let p = plan_reads(&[w(0, 0, 10), w(1, 10, 10), w(2, 20, 10)], &opts);
         assert_eq!(p.requests.len(), 2);
         assert!(p.requests.iter().all(|r| r.len <= 25));
+    }
+
+    #[test]
+    fn range_inside_an_oversized_request_is_merged() {
+        let opts = PlanOptions { max_gap_bytes: 0, max_request_bytes: 10 };
+        let p = plan_reads(&[w(0, 0, 100), w(1, 20, 10)], &opts);
+        assert_eq!(p.requests.len(), 1);
+        assert_eq!(p.requests[0].members, vec![(0, 0, 100), (1, 20, 10)]);
     }
 
     #[test]
