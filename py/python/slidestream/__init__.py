@@ -13,6 +13,8 @@ Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` 
 :mod:`slidestream.dask` (both import their framework lazily).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     CorruptDataError,
     GpuError,
@@ -23,6 +25,17 @@ from ._errors import (
 )
 from ._slide import AssociatedImages, Slide
 from ._slidestream import core_version
+
+if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
+    from ._compat import (
+        AbstractSlide,
+        ImageSlide,
+        OpenSlide,
+        OpenSlideCache,
+        OpenSlideError,
+        OpenSlideUnsupportedFormatError,
+        open_slide,
+    )
 
 __version__ = core_version()
 
@@ -39,13 +52,26 @@ __all__ = [
     "open_slide",
     "OpenSlideError",
     "OpenSlideUnsupportedFormatError",
+    "ImageSlide",
+    "OpenSlideCache",
     "__version__",
 ]
 
 
-def __getattr__(name):
+_COMPAT_NAMES = (
+    "OpenSlide",
+    "open_slide",
+    "OpenSlideError",
+    "OpenSlideUnsupportedFormatError",
+    "ImageSlide",
+    "AbstractSlide",
+    "OpenSlideCache",
+)
+
+
+def __getattr__(name: str) -> Any:
     # The OpenSlide-compatible layer imports Pillow lazily; load it on first use.
-    if name in ("OpenSlide", "open_slide", "OpenSlideError", "OpenSlideUnsupportedFormatError", "ImageSlide"):
+    if name in _COMPAT_NAMES or name.startswith("PROPERTY_NAME_"):
         from . import _compat
 
         return getattr(_compat, name)

@@ -1,0 +1,212 @@
+"""PyTorch adapter: :class:`PatchDataset`, a map-style ``torch.utils.data.Dataset`` of patches.
+
+``import slidestream`` never imports torch, and neither does ``import slidestream.torch``:
+torch is imported the first time ``slidestream.torch.PatchDataset`` is looked up (the class
+derives from ``torch.utils.data.Dataset``, so it is created then). Without torch installed that
+lookup raises :class:`ImportError`.
+
+Example::
+
+    from slidestream.torch import PatchDataset
+    from torch.utils.data import DataLoader
+
+    ds = PatchDataset(["a.svs", "b.svs"], [(0, 1000, 2000), (1, 0, 512)], level=0, size=256)
+    x = ds[0]                       # torch.uint8, shape (3, 256, 256), CHW, RGB
+    for batch in DataLoader(ds, batch_size=64, num_workers=4):
+        ...                         # torch.uint8, shape (64, 3, 256, 256)
+
+Coordinate frame (as :meth:`slidestream.Slide.read_region`): ``x, y`` are the top-left corner
+in **level-0 pixels** (may be negative or past the edge; those pixels get the background);
+``size`` is (width, height) in **pixels of** ``level``; the level-``level`` origin of a patch
+is ``floor(x / downsample), floor(y / downsample)``.
+
+Batched reads: when a ``DataLoader`` uses automatic batching, torch (≥ 2.0) calls
+``dataset.__getitems__(indices)``; :class:`PatchDataset` answers it with one
+:meth:`slidestream.Slide.read_regions` call per slide in the batch (tiles shared by patches are
+decoded once, decoding runs on slidestream's threads with the GIL released).
+
+Workers: the dataset is picklable (slides pickle by path and reopen lazily in the worker), so
+``spawn`` / ``forkserver`` workers work, and so does ``fork`` (slidestream re-creates its
+thread pool and file handles in the child). Each worker process keeps its own tile cache
+(``SLIDESTREAM_CACHE_BYTES``, 256 MiB by default) unless ``cache_bytes`` is given.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
+
+import numpy as np
+
+from ._batch import as_slides, normalize_locations, normalize_size, read_patch_batch
+
+__all__ = ["PatchDataset"]
+
+
+class _PatchSource:
+    """The framework-free part of :class:`PatchDataset` (numpy in, numpy out)."""
+
+    def __init__(
+        self,
+        paths_or_slides: Any,
+        locations: Any,
+        level: int,
+        size: Any,
+        *,
+        background: Any = 255,
+        transform: Optional[Callable[[np.ndarray], Any]] = None,
+        cache_bytes: Optional[int] = None,
+    ) -> None:
+        self.slides, single = as_slides(paths_or_slides, cache_bytes)
+        self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
+        if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 0:
+            raise ValueError(f"level must be a non-negative int, got {level!r}")
+        self.level = int(level)
+        self.size = normalize_size(size)
+        self.background = background
+        self.transform = transform
+        self.cache_bytes = cache_bytes
+
+    def __len__(self) -> int:
+        return int(self.locations.shape[0])
+
+    def _index(self, i: Any) -> int:
+        n = len(self)
+        try:
+            j = operator.index(i)
+        except TypeError:
+            raise TypeError(f"index must be an int, got {type(i).__name__}") from None
+        if j < -n or j >= n:
+            raise IndexError(f"index {i} out of range for {n} patches")
+        return j + n if j < 0 else j
+
+    def _indices(self, indices: Any) -> np.ndarray:
+        idx = np.asarray(indices).reshape(-1)
+        if idx.size == 0:
+            idx = idx.astype(np.int64)
+        elif idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64)
+        n = len(self)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"index out of range for {n} patches")
+        return np.where(idx < 0, idx + n, idx)
+
+    def read_array(self, i: int) -> np.ndarray:
+        """Patch ``i`` as numpy uint8 (height, width, 3), RGB, HWC, composited over the
+        background; no transform applied."""
+        j = self._index(i)
+        return read_patch_batch(self.slides.__getitem__, self.locations[j : j + 1], self.level, self.size, self.background)[0]
+
+    def read_arrays(self, indices: Sequence[int]) -> np.ndarray:
+        """Patches ``indices`` as numpy uint8 (n, height, width, 3), RGB, NHWC, in the order
+        given; one ``read_regions`` call per distinct slide; no transform applied."""
+        idx = self._indices(indices)
+        return read_patch_batch(self.slides.__getitem__, self.locations[idx], self.level, self.size, self.background)
+
+    def __repr__(self) -> str:
+        w, h = self.size
+        return f"{type(self).__name__}({len(self.slides)} slide(s), {len(self)} patches, level={self.level}, size=({w}, {h}))"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "slidestream.torch.PatchDataset needs PyTorch (`pip install torch`); "
+            "slidestream itself does not depend on it"
+        ) from e
+    return torch
+
+
+class _TorchPatches(_PatchSource):
+    """Map-style dataset of fixed-size patches from one or more slides.
+
+    ``PatchDataset(paths_or_slides, locations, level, size, *, background=255,
+    transform=None, cache_bytes=None)``
+
+    * ``paths_or_slides``: one path (``str``, ``bytes``, ``os.PathLike``) or
+      :class:`slidestream.Slide`, or a sequence of them. Paths are opened lazily, on the first
+      read of that slide in each process (errors such as :class:`FileNotFoundError` surface
+      then); given slides are used as they are.
+    * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3); with a
+      single slide, ``(x, y)`` pairs / an array (n, 2) are also accepted. ``x, y``: the patch's
+      top-left corner in level-0 pixels (int64).
+    * ``level``: pyramid level read (same for every patch).
+    * ``size``: patch (width, height) in pixels of ``level``, or an int for a square.
+    * ``background``: int or (r, g, b) written outside the image and on missing tiles; partly
+      transparent pixels are composited over it.
+    * ``transform``: optional callable applied to each patch as a numpy uint8 array
+      (height, width, 3), RGB, HWC; its result is returned instead of a tensor. It must be
+      picklable for ``spawn`` workers.
+    * ``cache_bytes``: private tile cache of that many bytes for each slide opened from a path
+      (default: the process-wide cache).
+
+    ``ds[i]`` → ``torch.uint8`` tensor (3, height, width), CHW, RGB — a view of the decoded
+    buffer (``torch.from_numpy`` + ``permute``, no copy; call ``.contiguous()`` if needed) —
+    or ``transform(array)``.
+    """
+
+    def __getitem__(self, i: int) -> Any:
+        a = self.read_array(i)
+        if self.transform is not None:
+            return self.transform(a)
+        # from_numpy shares the buffer (no copy); permute returns a CHW view.
+        return _torch().from_numpy(a).permute(2, 0, 1)
+
+    def __getitems__(self, indices: List[int]) -> List[Any]:
+        """Batched fetch used by ``DataLoader`` (torch ≥ 2.0): a list of samples, each as
+        ``ds[i]`` would return, read with one ``read_regions`` call per slide."""
+        arr = self.read_arrays(indices)
+        if self.transform is not None:
+            return [self.transform(a) for a in arr]
+        return list(_torch().from_numpy(arr).permute(0, 3, 1, 2).unbind(0))
+
+    def read_batch(self, indices: Sequence[int]) -> Any:
+        """Read patches ``indices`` in one batched call per slide.
+
+        Returns a ``torch.uint8`` tensor (n, 3, height, width), NCHW, RGB (a view of one
+        freshly decoded buffer, no copy), or, with a ``transform``, the list
+        ``[transform(a) for a in arrays]`` of the (height, width, 3) uint8 arrays."""
+        arr = self.read_arrays(indices)
+        if self.transform is not None:
+            return [self.transform(a) for a in arr]
+        return _torch().from_numpy(arr).permute(0, 3, 1, 2)
+
+
+def _make_patch_dataset() -> type:
+    # The class derives from torch.utils.data.Dataset, so it can only be made once torch is
+    # imported; the methods live in _TorchPatches.
+    _torch()
+    from torch.utils.data import Dataset
+
+    return type(
+        "PatchDataset",
+        (_TorchPatches, Dataset),
+        {"__module__": __name__, "__qualname__": "PatchDataset", "__doc__": _TorchPatches.__doc__},
+    )
+
+
+_MAKE_LOCK = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PatchDataset":
+        with _MAKE_LOCK:  # one class per process, even when threads race to make it
+            cls = globals().get("PatchDataset")
+            if cls is None:
+                cls = _make_patch_dataset()
+                # Cache it so pickling finds the very same class (pickle checks identity).
+                globals()["PatchDataset"] = cls
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    return sorted(list(globals()) + ["PatchDataset"])
+
+
+if TYPE_CHECKING:  # what type checkers see; at run time the class comes from __getattr__
+    PatchDataset = _TorchPatches

@@ -1,0 +1,166 @@
+"""Shared helpers of the OpenSlide parity tests (test_parity, test_compat, test_deepzoom).
+
+OpenSlide's pixel model for ``read_region(location, level, size)`` (docs/openslide-notes.md §4):
+on each axis, a location ``v < 0`` makes OpenSlide start at level pixel ``-trunc(-v / ds)``
+with no sub-pixel offset; otherwise the level origin is the real number ``v / ds`` and tiles
+are painted at that sub-pixel offset with bilinear filtering (the fraction quantised to
+1/65536). slidestream starts at the level pixel ``floor(v / ds)``. When OpenSlide's origin is a
+whole pixel both read the same pixels; otherwise OpenSlide's output is the bilinear
+resampling of slidestream's pixels at the fractional offset.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+
+LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
+# Max abs difference per channel allowed between two decoders of a lossy codec.
+LOSSY_TOLERANCE = 2
+
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi"}
+
+
+def locate_testdata() -> pathlib.Path:
+    """``../shared/testdata`` next to the repository; skips the test when it is absent."""
+    td = pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+    if not td.is_dir():
+        pytest.skip(f"test slides not found at {td}")
+    return td
+
+
+def slide_files() -> List[str]:
+    """Names of the slide files in the test-data folder (for parametrisation; empty when the
+    folder is absent, in which case the single placeholder test skips)."""
+    td = pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+    if not td.is_dir():
+        return ["<no testdata>"]
+    return sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)
+
+
+def openslide_or_skip(name: str):
+    """openslide.OpenSlide for a test file, or skip when openslide-python is missing or
+    OpenSlide cannot open the file."""
+    openslide = pytest.importorskip("openslide")
+    path = locate_testdata() / name
+    try:
+        return openslide.OpenSlide(str(path))
+    except openslide.OpenSlideError as e:
+        pytest.skip(f"OpenSlide cannot open {name}: {e}")
+
+
+def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile)."""
+    tifffile = pytest.importorskip("tifffile")
+    out: Dict[Tuple[int, int, bool], int] = {}
+    with tifffile.TiffFile(str(path)) as t:
+        for p in t.pages:
+            out.setdefault((int(p.imagewidth), int(p.imagelength), bool(p.is_tiled)), int(p.compression))
+    return out
+
+
+def tolerance_for(path: pathlib.Path, width: int, height: int, tiled: bool) -> int:
+    """Allowed max abs difference for the image of that size: 0 for lossless codecs,
+    LOSSY_TOLERANCE for JPEG / JPEG 2000 / WebP (different decoders may round differently)."""
+    comp = page_compressions(path).get((width, height, tiled))
+    assert comp is not None, f"{path.name}: no IFD of {width}x{height} (tiled={tiled})"
+    return LOSSY_TOLERANCE if comp in LOSSY_COMPRESSIONS else 0
+
+
+def openslide_origin(v: int, ds: float) -> Tuple[int, float]:
+    """OpenSlide's level origin on one axis for level-0 coordinate ``v`` at downsample ``ds``:
+    (whole level pixel, fraction in [0, 1) quantised to 1/65536)."""
+    if v < 0:
+        return -math.trunc(-v / ds), 0.0
+    x = v / ds
+    whole = math.floor(x)
+    q = round((x - whole) * 65536)  # round half to even, as pixman's fixed point
+    if q == 65536:
+        return whole + 1, 0.0
+    return whole, q / 65536
+
+
+def level0_for_origin(origin: int, ds: float) -> int:
+    """A level-0 coordinate that slidestream maps to level pixel ``origin``
+    (``floor(v / ds) == origin``)."""
+    v = math.ceil(origin * ds)
+    assert math.floor(v / ds) == origin, (origin, ds, v)
+    return v
+
+
+def premultiply(rgba: np.ndarray) -> np.ndarray:
+    """float premultiplied copy of a uint8 RGBA array (..., 4)."""
+    f = rgba.astype(np.float64)
+    a = f[..., 3:4] / 255.0
+    out = f.copy()
+    out[..., :3] *= a
+    return out
+
+
+def bilinear_premultiplied(big: np.ndarray, w: int, h: int, fx: float, fy: float) -> np.ndarray:
+    """Bilinear resampling (premultiplied, float) of ``big`` (h+1, w+1, 4) uint8 RGBA at the
+    offset (fx, fy): the pixels OpenSlide paints for a region starting at that sub-pixel
+    offset of the level."""
+    p = premultiply(big)
+    return (
+        p[:h, :w] * (1 - fx) * (1 - fy)
+        + p[:h, 1 : w + 1] * fx * (1 - fy)
+        + p[1 : h + 1, :w] * (1 - fx) * fy
+        + p[1 : h + 1, 1 : w + 1] * fx * fy
+    )
+
+
+def unpremultiply_like_openslide(p: np.ndarray) -> np.ndarray:
+    """uint8 straight RGBA from float premultiplied values, the way OpenSlide + openslide-python
+    store them (cairo ARGB32 quantisation, then ``c = 255 * c // a``)."""
+    q = np.clip(np.round(p), 0, 255).astype(np.int64)
+    a = q[..., 3:4]
+    rgb = np.where(a == 0, 0, np.where(a == 255, q[..., :3], (255 * q[..., :3]) // np.maximum(a, 1)))
+    return np.concatenate([np.clip(rgb, 0, 255), a], axis=-1).astype(np.uint8)
+
+
+def max_abs_diff(a: np.ndarray, b: np.ndarray) -> int:
+    assert a.shape == b.shape, (a.shape, b.shape)
+    if a.size == 0:
+        return 0
+    return int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max())
+
+
+def read_as_openslide(slide, location: Tuple[int, int], level: int, size: Tuple[int, int]) -> np.ndarray:
+    """What OpenSlide returns for this read, modelled from slidestream's own pixels
+    (``slide``: slidestream.Slide): uint8 (h, w, 4) straight RGBA. Whole-pixel origins are a
+    plain slidestream read; fractional ones the bilinear resampling at the offset."""
+    ds = float(slide.level_downsamples[level])
+    (ox, fx), (oy, fy) = openslide_origin(location[0], ds), openslide_origin(location[1], ds)
+    loc = (level0_for_origin(ox, ds), level0_for_origin(oy, ds))
+    w, h = size
+    if fx == 0 and fy == 0:
+        return np.asarray(slide.read_region(loc, level, (w, h)))
+    big = np.asarray(slide.read_region(loc, level, (w + 1, h + 1)))
+    return unpremultiply_like_openslide(bilinear_premultiplied(big, w, h, fx, fy))
+
+
+def fractional(location: Tuple[int, int], ds: float) -> bool:
+    """True when OpenSlide paints this location at a sub-pixel offset."""
+    return any(openslide_origin(v, ds)[1] != 0 for v in location)
+
+
+def shifted(location: Tuple[int, int], ds: float) -> bool:
+    """True when slidestream's level origin floor(v/ds) differs from OpenSlide's whole-pixel
+    origin (negative locations that are not a multiple of the downsample)."""
+    return any(openslide_origin(v, ds)[0] != math.floor(v / ds) for v in location)
+
+
+def first_difference(a: np.ndarray, b: np.ndarray) -> Optional[str]:
+    """Human-readable position of the largest difference (for assertion messages)."""
+    if a.shape != b.shape:
+        return f"shape {a.shape} vs {b.shape}"
+    d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+    if d.size == 0 or d.max() == 0:
+        return None
+    y, x, c = np.unravel_index(int(d.argmax()), d.shape)
+    return f"at (x={x}, y={y}, channel {c}): {a[y, x].tolist()} vs {b[y, x].tolist()}"
