@@ -46,7 +46,7 @@ fn benches(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("read_region_random_{name}"));
         let cfg = Config { partial_decode_max_fraction: frac, ..Config::from_env() };
         // No caching between iterations: a fresh, tiny cache keeps every read cold.
-        let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg) }).unwrap();
+        let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg), ..Default::default() }).unwrap();
         let (w, h) = slide.dimensions();
         let tile = slide.level_tile_sizes()[0].0 as u64;
         for size in [256u64, 1024] {
@@ -70,7 +70,7 @@ fn benches(c: &mut Criterion) {
     }
 
     let mut g = c.benchmark_group("tile_scan");
-    let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: None }).unwrap();
+    let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: None, ..Default::default() }).unwrap();
     let img = &slide.index().levels[0].image;
     let coords: Vec<(u64, u64)> = (0..img.tiles_down.min(8)).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
     g.throughput(Throughput::Elements(coords.len() as u64));

@@ -156,7 +156,7 @@ mod tests {
     use super::*;
 
     fn tile(bytes: usize) -> Arc<DecodedTile> {
-        Arc::new(DecodedTile { x: 0, y: 0, width: 1, height: 1, rgba: vec![0; bytes] })
+        Arc::new(DecodedTile { x: 0, y: 0, width: 1, height: 1, opaque: true, rgba: vec![0; bytes] })
     }
     fn key(col: u64) -> TileKey {
         TileKey { slide: 1, level: 0, col, row: 0 }

@@ -32,6 +32,21 @@ pub(crate) struct Batch<'a> {
     pub at: &'a Location,
     pub plan: &'a PlanOptions,
     pub cache: Option<CacheSlot<'a>>,
+    /// Pool for parallel work (`None` = rayon's global pool).
+    pub pool: Option<&'a rayon::ThreadPool>,
+}
+
+/// Worker threads of `pool` (or of rayon's global pool).
+pub(crate) fn pool_threads(pool: Option<&rayon::ThreadPool>) -> usize {
+    pool.map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
+}
+
+/// Run `f` (which uses rayon parallel iterators) in `pool`, or in the global pool.
+pub(crate) fn in_pool<T: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> T + Send) -> T {
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
 }
 
 /// Decode the tiles at `coords` (column, row) of one image. Returns one entry per coordinate:
@@ -103,9 +118,9 @@ pub(crate) fn fetch_tiles(
         // Parallelism only pays with more than one unit of work and more than one worker: a
         // single small read or decode, or a one-thread pool, runs faster on the caller's thread
         // than handed to the pool (no wake-up, no context switch).
-        let parallel = rayon::current_num_threads() > 1;
+        let parallel = pool_threads(b.pool) > 1;
         let buffers: Vec<Vec<u8>> = if parallel && plan.requests.len() > 1 {
-            plan.requests.par_iter().map(read_one).collect::<Result<_>>()?
+            in_pool(b.pool, || plan.requests.par_iter().map(read_one).collect::<Result<_>>())?
         } else {
             plan.requests.iter().map(read_one).collect::<Result<_>>()?
         };
@@ -139,7 +154,7 @@ pub(crate) fn fetch_tiles(
                 Ok(t)
         };
         let decoded: Vec<Result<Arc<DecodedTile>>> = if parallel && misses.len() > 1 {
-            misses.par_iter().enumerate().map(decode_one).collect()
+            in_pool(b.pool, || misses.par_iter().enumerate().map(decode_one).collect())
         } else {
             misses.iter().enumerate().map(decode_one).collect()
         };

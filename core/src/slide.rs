@@ -27,6 +27,10 @@ pub struct SlideOptions {
     pub cache: Option<Arc<TileCache>>,
     /// Settings; `None` = [`Config::from_env`].
     pub config: Option<Config>,
+    /// Thread pool for parallel reads and decodes; `None` = rayon's global pool. Work that
+    /// needs no parallelism (one tile, cache hits) always runs on the calling thread. Bindings
+    /// pass a per-process pool so a process forked after open gets fresh threads.
+    pub pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 /// An RGBA image: `u8`, row-major, shape (height, width, 4), non-premultiplied.
@@ -54,6 +58,7 @@ pub struct Slide {
     id: u64,
     cache: Arc<TileCache>,
     config: Config,
+    pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl Drop for Slide {
@@ -111,6 +116,7 @@ impl Slide {
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
             cache: opts.cache.unwrap_or_else(TileCache::global),
             config: opts.config.unwrap_or_else(Config::from_env),
+            pool: opts.pool,
         })
     }
 
@@ -363,9 +369,9 @@ impl Slide {
                 }
             };
             let group_out = &mut out[start * patch_bytes..end * patch_bytes];
-            if rayon::current_num_threads() > 1 && end - start > 1 {
+            if crate::pipeline::pool_threads(batch.pool) > 1 && end - start > 1 {
                 use rayon::prelude::*;
-                group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble);
+                crate::pipeline::in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble));
             } else {
                 group_out.chunks_mut(patch_bytes).enumerate().for_each(assemble);
             }
@@ -382,6 +388,7 @@ impl Slide {
             at,
             plan: &self.config.plan,
             cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
+            pool: self.pool.as_deref(),
         }
     }
 
@@ -425,7 +432,7 @@ impl Slide {
         let bytes = self.region_bytes((img.width, img.height))?;
         let mut data = vec![0u8; bytes];
         let coords: Vec<(u64, u64)> = (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
-        let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None };
+        let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None, pool: self.pool.as_deref() };
         let rect = Rect { x: 0, y: 0, w: img.width, h: img.height };
         for chunk in coords.chunks(64) {
             let tiles = fetch_tiles(&batch, chunk, None)?;
@@ -467,6 +474,12 @@ fn blit_rgb(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, background: [u8; 3],
         let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 3;
         let src = &t.rgba[s..s + n * 4];
         let dst = &mut out[d..d + n * 3];
+        if t.opaque {
+            for (p, q) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
+                q.copy_from_slice(&p[..3]);
+            }
+            continue;
+        }
         for (p, q) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
             match p[3] {
                 255 => q.copy_from_slice(&p[..3]),

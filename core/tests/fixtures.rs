@@ -19,7 +19,7 @@ use slidestream::{Config, Error, Slide, SlideOptions, TileCache};
 fn open_private(path: &std::path::Path, cache_bytes: usize) -> Slide {
     Slide::open_with(
         path,
-        SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(Config::default()) },
+        SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(Config::default()), ..Default::default() },
     )
     .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -594,7 +594,7 @@ fn partial_jpeg_decoding_matches_whole_tile_decoding() {
         let reference = assemble(&streams.iter().map(|s| jpeg::decode(s).2).collect::<Vec<_>>(), gw, gh, t, t);
         let file = jpeg_tiff(streams, w as u32, h as u32, t as u32, photometric, None);
         let config = Config { partial_decode_max_fraction: 1.0, ..Config::default() };
-        let slide = Slide::open_with(file.path(), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), config: Some(config) }).unwrap();
+        let slide = Slide::open_with(file.path(), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), config: Some(config), ..Default::default() }).unwrap();
         let reff = |x: u64, y: u64| {
             let i = (y as usize * gw + x as usize) * 4;
             [reference[i], reference[i + 1], reference[i + 2], reference[i + 3]]
@@ -961,7 +961,7 @@ fn read_plan_reads_each_tile_once_in_one_request_per_row() {
 fn cache_entries_belong_to_one_open_slide() {
     let file = pyramid(Variant::Classic, 8);
     let cache = Arc::new(TileCache::new(64 << 20));
-    let opts = || SlideOptions { cache: Some(cache.clone()), config: Some(Config::default()) };
+    let opts = || SlideOptions { cache: Some(cache.clone()), config: Some(Config::default()), ..Default::default() };
     let a = Slide::open_with(file.path(), opts()).unwrap();
     let b = Slide::open_with(file.path(), opts()).unwrap();
     a.read_region((0, 0), 0, (200, 150)).unwrap(); // 12 tiles
@@ -1020,7 +1020,7 @@ fn read_region_into_matches_read_region() {
 fn region_size_limit() {
     let file = pyramid(Variant::Classic, 1);
     let config = Config { max_region_bytes: 100 * 100 * 4, ..Config::default() };
-    let slide = Slide::open_with(file.path(), SlideOptions { cache: None, config: Some(config) }).unwrap();
+    let slide = Slide::open_with(file.path(), SlideOptions { cache: None, config: Some(config), ..Default::default() }).unwrap();
     assert!(slide.read_region((0, 0), 0, (100, 100)).is_ok());
     match slide.read_region((0, 0), 0, (101, 100)) {
         Err(e @ Error::Limits { .. }) => assert!(e.to_string().contains("max_region_bytes"), "{e}"),

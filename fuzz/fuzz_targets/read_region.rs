@@ -7,7 +7,7 @@ use slidestream::{Config, Slide, SlideOptions, TileCache};
 
 fuzz_target!(|data: &[u8]| {
     let config = Config { max_region_bytes: 64 << 20, ..Config::default() };
-    let opts = SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(4 << 20))), config: Some(config) };
+    let opts = SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(4 << 20))), config: Some(config), ..Default::default() };
     let Ok(s) = Slide::from_source("fuzz.tif", Box::new(MemSource::new(data.to_vec())), opts) else { return };
     for level in 0..s.level_count() {
         let (w, h) = s.level_dimensions()[level];

@@ -48,7 +48,12 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
             let errno = source.raw_os_error();
             return match errno {
                 // OSError(errno, strerror, filename) picks FileNotFoundError, PermissionError...
-                Some(n) => PyOSError::new_err((n, source.to_string(), at.path.to_string_lossy().into_owned())),
+                Some(n) => {
+                    // strerror without Rust's " (os error N)" suffix.
+                    let text = source.to_string();
+                    let strerror = text.split(" (os error").next().unwrap_or(&text).to_string();
+                    PyOSError::new_err((n, strerror, at.path.to_string_lossy().into_owned()))
+                }
                 None => PyOSError::new_err(msg),
             };
         }
@@ -100,12 +105,12 @@ struct PySlide {
 
 impl PySlide {
     fn open_core(path: &PathBuf, cache_bytes: Option<usize>) -> Result<Slide, Error> {
-        let (_, shared) = proc_state().map_err(|e| Error::Usage(e.to_string()))?;
+        let (pool, shared) = proc_state().map_err(|e| Error::Usage(e.to_string()))?;
         let cache = match cache_bytes {
             Some(b) => Arc::new(TileCache::new(b)),
             None => shared,
         };
-        Slide::open_with(path, SlideOptions { cache: Some(cache), config: None })
+        Slide::open_with(path, SlideOptions { cache: Some(cache), config: None, pool: Some(pool) })
     }
 
     /// The core slide for this process (reopened lazily after unpickling or `fork`).
@@ -125,10 +130,12 @@ impl PySlide {
         Ok(st.slide.clone().expect("set above"))
     }
 
+    /// Run a read on the calling thread with the GIL released; the core hands only parallel
+    /// work to this process's pool (given at open), so single-tile and cached reads pay no
+    /// thread hand-off.
     fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
         let slide = self.slide(py)?;
-        let (pool, _) = proc_state()?;
-        py.detach(move || pool.install(|| f(&slide))).map_err(|e| to_py(py, e))
+        py.detach(move || f(&slide)).map_err(|e| to_py(py, e))
     }
 }
 

@@ -308,7 +308,7 @@ def test_missing_path_and_directory(tmp_path):
     with pytest.raises(FileNotFoundError) as ei:
         Slide(tmp_path / "nope.svs")
     assert ei.value.filename == str(tmp_path / "nope.svs")
-    with pytest.raises(OSError):  # IsADirectoryError where the core reports EISDIR
+    with pytest.raises(IsADirectoryError):
         Slide(tmp_path)
 
 

@@ -27,6 +27,9 @@ pub struct DecodedTile {
     pub width: u32,
     /// Height in pixels.
     pub height: u32,
+    /// `true` when every alpha value is 255 (no alpha sample in the file): lets assembly skip
+    /// compositing.
+    pub opaque: bool,
     /// `width × height × 4` bytes.
     pub rgba: Vec<u8>,
 }
@@ -213,7 +216,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
                 for row in px.chunks_exact(row_in) {
                     out.extend_from_slice(&row[skip..skip + row_out]);
                 }
-                DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, rgba: out }
+                DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, opaque: true, rgba: out }
             }
             None => crop_rgba(std::mem::take(px), hdr.width, g),
         })
@@ -293,13 +296,13 @@ fn inflate(c: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, String>
 fn crop_rgba(px: Vec<u8>, width: u32, g: ChunkGeometry) -> DecodedTile {
     let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
     if width as usize == vw && px.len() == vw * vh * 4 {
-        return DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: px };
+        return DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, opaque: true, rgba: px };
     }
     let mut out = Vec::with_capacity(vw * vh * 4);
     for row in px.chunks_exact(width as usize * 4).take(vh) {
         out.extend_from_slice(&row[..vw * 4]);
     }
-    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: out }
+    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, opaque: true, rgba: out }
 }
 
 /// Convert interleaved 8-bit samples (`n` per pixel, rows `stride` bytes apart) to RGBA for the
@@ -325,5 +328,6 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
             }
         }
     }
-    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, rgba: out }
+    let opaque = matches!(codec.alpha, Alpha::None | Alpha::Ignored) || out.chunks_exact(4).all(|p| p[3] == 255);
+    DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, opaque, rgba: out }
 }

@@ -28,7 +28,8 @@ impl FileSource {
         let file = File::open(path)?;
         let meta = file.metadata()?;
         if meta.is_dir() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "is a directory"));
+            // EISDIR, so callers (and Python) see IsADirectoryError.
+            return Err(io::Error::from_raw_os_error(21));
         }
         Ok(FileSource { file, len: meta.len(), path: path.to_path_buf() })
     }

@@ -12,8 +12,11 @@ import numpy as np
 from ._slidestream import Slide as _CoreSlide
 
 
-def _rebuild(cls: type, path: bytes, cache_bytes: Optional[int]) -> "Slide":
-    return cls(path, cache_bytes=cache_bytes, lazy=True)
+def _rebuild(cls: type, path: bytes, cache_bytes: Optional[int], closed: bool = False) -> "Slide":
+    slide = cls(path, cache_bytes=cache_bytes, lazy=True)
+    if closed:
+        slide.close()
+    return slide
 
 
 class AssociatedImages(Mapping):
@@ -104,7 +107,7 @@ class Slide(_CoreSlide):
             return (acc / counts + 0.5).astype(np.uint8)
 
     def __reduce__(self):
-        return (_rebuild, (type(self), bytes(self.path_bytes), self.cache_bytes))
+        return (_rebuild, (type(self), bytes(self.path_bytes), self.cache_bytes, self.closed))
 
     def __fspath__(self) -> str:  # pragma: no cover - convenience
         return os.fsdecode(bytes(self.path_bytes))
