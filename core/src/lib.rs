@@ -54,4 +54,4 @@ pub use cache::{CacheStats, TileCache};
 pub use config::Config;
 pub use error::{Error, Result};
 pub use index::SlideIndex;
-pub use slide::{Rgba, Slide, SlideOptions};
+pub use slide::{alloc_pixels, Rgba, Slide, SlideOptions};

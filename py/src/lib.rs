@@ -334,7 +334,7 @@ impl PySlide {
             ));
         }
         let out = self.run(py, move |s| {
-            let mut out = vec![0u8; bytes];
+            let mut out = slidestream::alloc_pixels(bytes);
             s.read_regions_rgb_into(&locs, level, size, bg, &mut out)?;
             Ok(out)
         })?;
