@@ -463,3 +463,17 @@ def test_truncated_and_zeroed_copies_raise_instead_of_crashing(tmp_path):
     """
     r = run_child(code)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pickled_closed_slide_stays_closed():
+    s = Slide(CMU)
+    s.close()
+    t = pickle.loads(pickle.dumps(s))
+    assert t.closed
+    with pytest.raises(InvalidArgumentError):
+        t.read_region((0, 0), 0, (8, 8))
+    # An open slide's copy is open and reads the same pixels.
+    u = Slide(CMU)
+    v = pickle.loads(pickle.dumps(u))
+    assert not v.closed
+    assert (v.read_region((500, 500), 0, (32, 32)) == u.read_region((500, 500), 0, (32, 32))).all()
