@@ -77,6 +77,22 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Probe the GPU stack (CUDA driver, devices, nvJPEG, hardware JPEG engines); with a slide,
+    /// decode its JPEG tiles with batched nvJPEG (planar, as coded), compare them with the CPU
+    /// decoder and time GPU decoding.
+    GpuProbe {
+        /// Slide file whose JPEG tiles to decode (optional).
+        path: Option<PathBuf>,
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Tiles per nvJPEG batch.
+        #[arg(long, default_value_t = 256)]
+        batch: usize,
+        /// Most tiles to decode (repeating the level's tiles if it has fewer).
+        #[arg(long, default_value_t = 4096)]
+        tiles: usize,
+    },
     /// Random-patch benchmark: read N patches at random level-0 locations (one caller thread)
     /// and print patches/s. Locations come from --locations (a file of "x,y" lines, level-0
     /// pixels) or from a seeded generator.
@@ -158,6 +174,7 @@ fn run(cmd: Cmd) -> Result<(), Error> {
             write_png(&output, r.width, r.height, r.data)
         }
         Cmd::Tiles { path, level, batch, json } => tiles(&path, level, batch.max(1), json),
+        Cmd::GpuProbe { path, level, batch, tiles } => gpu_probe(path.as_deref(), level, batch.max(1), tiles),
         Cmd::Bench { path, level, size, patches, seed, locations, json } => bench(&path, level, size, patches, seed, locations, json),
     }
 }
@@ -325,6 +342,107 @@ fn bench(path: &Path, level: usize, size: u64, patches: usize, seed: u64, locati
         println!("{} random {size}x{size} patches of level {level} in {secs:.3} s: {:.0} patches/s ({:.1} MP/s), {threads} decode threads",
             locs.len(), n / secs, n * (size * size) as f64 / 1e6 / secs);
         println!("io: {} bytes in {} requests", io.bytes, io.requests);
+    }
+    Ok(())
+}
+
+fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) -> Result<(), Error> {
+    use slidestream::codec::{decode_chunk, jpeg, ChunkGeometry};
+    use slidestream::gpu::{probe, JpegBatchDecoder};
+    use slidestream::index::{Compression, Photometric};
+    let r = probe()?;
+    println!("cuda driver {}.{}", r.driver_version / 1000, r.driver_version % 1000 / 10);
+    for (i, (name, ma, mi)) in r.devices.iter().enumerate() {
+        println!("device {i}: {name} (sm_{ma}{mi})");
+    }
+    match r.nvjpeg_version {
+        Some((a, b, c)) => println!("nvjpeg {a}.{b}.{c}, hardware engines: {}", r.hardware_engines),
+        None => println!("nvjpeg unavailable"),
+    }
+    if let Some(why) = &r.hardware_reason {
+        println!("hardware backend unavailable: {why}");
+    }
+    let Some(path) = path else { return Ok(()) };
+    let slide = Slide::open(path)?;
+    let img = &slide
+        .index()
+        .levels
+        .get(level)
+        .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist", path.display())))?
+        .image;
+    if img.codec.compression != Compression::Jpeg {
+        return Err(Error::Usage(format!("{}: level {level} is not JPEG-compressed", path.display())));
+    }
+    let color = match img.codec.photometric {
+        Photometric::Rgb => jpeg::JpegColor::Rgb,
+        Photometric::YCbCr => jpeg::JpegColor::YCbCr,
+        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
+    };
+    // Raw tile bytes (complete, in-image tiles only) spliced with JPEGTables.
+    let at = slidestream::error::Location::file(path);
+    let file = std::fs::read(path).map_err(|e| Error::io(&at, e))?;
+    let mut streams = Vec::new();
+    let mut coords = Vec::new();
+    for row in 0..img.tiles_down {
+        for col in 0..img.tiles_across {
+            let loc = img.tile_locs(col, row).next().unwrap_or_default();
+            if loc.is_missing() || img.valid_tile_size(col, row) != (img.tile_width, img.tile_height) {
+                continue;
+            }
+            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let mut s = Vec::new();
+            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|m| Error::format(&at, m))?;
+            streams.push(s);
+            coords.push((col, row));
+        }
+    }
+    if streams.is_empty() {
+        return Err(Error::Usage(format!("{}: no complete JPEG tiles on level {level}", path.display())));
+    }
+    let ycbcr = img.codec.photometric == Photometric::YCbCr;
+    for hardware in [true, false] {
+        let mut dec = JpegBatchDecoder::new(0, hardware)?;
+        // Correctness: first batch against the CPU decoder.
+        let n = streams.len().min(batch);
+        let refs: Vec<&[u8]> = streams[..n].iter().map(|s| s.as_slice()).collect();
+        let planar = dec.decode(&refs, true)?;
+        let (mut max_diff, mut compared, mut skipped) = (0u8, 0usize, 0usize);
+        let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: img.tile_width, valid_height: img.tile_height };
+        for (k, p) in planar.iter().enumerate() {
+            let Some(gpu) = p.to_rgba(ycbcr) else {
+                skipped += 1;
+                continue;
+            };
+            let (col, row) = coords[k];
+            let loc = img.tile_locs(col, row).next().unwrap_or_default();
+            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let cpu = decode_chunk(&img.codec, &[tile], g, &at)?;
+            let d = gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
+            max_diff = max_diff.max(d);
+            compared += 1;
+        }
+        println!(
+            "backend {}: {compared} tiles compared with the CPU decoder, max abs diff {max_diff}; {skipped} subsampled tiles not compared (need GPU upsampling)",
+            dec.backend()
+        );
+        // Throughput: decode `max_tiles` tiles in batches, device-resident output.
+        let total = max_tiles.max(batch);
+        let work: Vec<&[u8]> = (0..total).map(|i| streams[i % streams.len()].as_slice()).collect();
+        let _ = dec.decode(&work[..batch.min(work.len())], false)?; // warm-up
+        let t0 = Instant::now();
+        for chunk in work.chunks(batch) {
+            dec.decode(chunk, false)?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "backend {}: {} tiles of {}x{} in {:.3} s: {:.0} tiles/s (batches of {batch}, planar output, no host copy)",
+            dec.backend(),
+            total,
+            img.tile_width,
+            img.tile_height,
+            secs,
+            total as f64 / secs
+        );
     }
     Ok(())
 }

@@ -1,19 +1,415 @@
-//! GPU path (cargo feature `cuda`). Not built yet: every entry point returns
-//! [`GpuError::NotCompiled`](crate::error::GpuError::NotCompiled) so call sites need no `cfg`
-//! (the pattern of candle's dummy CUDA backend). The real back end (cuFile, nvJPEG, device
-//! cache, assembly kernels) is specified in docs/architecture.md and lands with the GPU issue.
+//! GPU path (cargo feature `cuda`), first stage: run-time probing of CUDA / nvJPEG and batched
+//! nvJPEG decoding of tiles into device memory (hardware engines where present).
+//!
+//! Without the `cuda` feature every entry point returns
+//! [`GpuError::NotCompiled`](crate::error::GpuError::NotCompiled), so call sites need no `cfg`
+//! (the pattern of candle's dummy CUDA backend). With it, CUDA libraries are loaded at run time
+//! ([`sys`]): a `cuda` build runs everywhere and reports `GpuError::Unavailable` on machines
+//! without a GPU. Not built yet (see docs/gpu.md): cuFile reads, the device tile cache, GPU
+//! assembly and device results for `Slide`.
+//!
+//! Colour: nvJPEG's interleaved RGB output always applies YCbCr→RGB (measured, docs/gpu.md), so
+//! tiles are decoded with `NVJPEG_OUTPUT_UNCHANGED` (planar components as coded) and converted
+//! by slidestream according to the TIFF photometric tag.
 
-use crate::error::{GpuError, Result};
+#[cfg(feature = "cuda")]
+pub mod sys;
 
-/// Whether a usable CUDA device is present. Always `false` in this build.
-pub fn available() -> bool {
-    false
+#[cfg(not(feature = "cuda"))]
+use crate::error::GpuError;
+use crate::error::Result;
+
+/// What the GPU probe found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuReport {
+    /// CUDA driver version (e.g. 13000 for 13.0).
+    pub driver_version: i32,
+    /// (name, compute capability major, minor) of every device.
+    pub devices: Vec<(String, i32, i32)>,
+    /// nvJPEG (major, minor, patch), when the library loads.
+    pub nvjpeg_version: Option<(i32, i32, i32)>,
+    /// Hardware JPEG engines of device 0 (0 when the hardware backend is unavailable).
+    pub hardware_engines: u32,
+    /// Why the hardware backend is unavailable, if it is.
+    pub hardware_reason: Option<String>,
 }
 
-/// Probe the GPU stack (libcuda, nvJPEG, cuFile).
+/// Whether a usable CUDA device is present (never panics; `false` without the `cuda` feature).
+pub fn available() -> bool {
+    probe().is_ok_and(|r| !r.devices.is_empty())
+}
+
+/// Probe the GPU stack: load libcuda, `cuInit`, list devices, load nvJPEG and try its hardware
+/// backend on device 0.
 ///
 /// # Errors
-/// Always [`GpuError::NotCompiled`] in this build.
-pub fn probe() -> Result<()> {
-    Err(GpuError::NotCompiled.into())
+/// [`GpuError::NotCompiled`] without the `cuda` feature; [`GpuError::Unavailable`] when libcuda
+/// does not load or `cuInit` fails.
+pub fn probe() -> Result<GpuReport> {
+    #[cfg(feature = "cuda")]
+    {
+        imp::probe()
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        Err(GpuError::NotCompiled.into())
+    }
+}
+
+/// Planar components of one decoded JPEG, copied to the host: `planes[c]` is
+/// `widths[c] × heights[c]` bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanarImage {
+    /// Component widths in pixels.
+    pub widths: Vec<u32>,
+    /// Component heights in pixels.
+    pub heights: Vec<u32>,
+    /// Component samples, row-major, unpadded.
+    pub planes: Vec<Vec<u8>>,
+}
+
+impl PlanarImage {
+    /// Interleave to RGBA for an RGB-coded (`ycbcr = false`) or YCbCr-coded 4:4:4 image, with
+    /// libjpeg-turbo's integer YCbCr→RGB (`jdcolor.c`), so results equal the CPU decoder's.
+    /// Returns `None` for subsampled or non-3-component images.
+    pub fn to_rgba(&self, ycbcr: bool) -> Option<Vec<u8>> {
+        if self.planes.len() != 3 || self.widths.iter().any(|&w| w != self.widths[0]) || self.heights.iter().any(|&h| h != self.heights[0]) {
+            return None;
+        }
+        let n = self.widths[0] as usize * self.heights[0] as usize;
+        let mut out = vec![0u8; n * 4];
+        for i in 0..n {
+            let (a, b, c) = (self.planes[0][i], self.planes[1][i], self.planes[2][i]);
+            let (r, g, bl) = if ycbcr { ycc_to_rgb(a, b, c) } else { (a, b, c) };
+            out[i * 4..i * 4 + 4].copy_from_slice(&[r, g, bl, 255]);
+        }
+        Some(out)
+    }
+}
+
+/// libjpeg's `ycc_rgb_convert` in 16-bit fixed point (`jdcolor.c`, `build_ycc_rgb_table`).
+fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> (u8, u8, u8) {
+    const ONE_HALF: i32 = 1 << 15;
+    let fix = |x: f64| (x * 65536.0 + 0.5) as i32;
+    let (y, cb, cr) = (y as i32, cb as i32 - 128, cr as i32 - 128);
+    let r = y + ((fix(1.40200) * cr + ONE_HALF) >> 16);
+    let b = y + ((fix(1.77200) * cb + ONE_HALF) >> 16);
+    let g = y + ((-fix(0.34414) * cb + -fix(0.71414) * cr + ONE_HALF) >> 16);
+    (r.clamp(0, 255) as u8, g.clamp(0, 255) as u8, b.clamp(0, 255) as u8)
+}
+
+/// A batched nvJPEG decoder bound to one device and one CUDA stream.
+pub struct JpegBatchDecoder {
+    #[cfg(feature = "cuda")]
+    inner: imp::Decoder,
+}
+
+impl JpegBatchDecoder {
+    /// Create a decoder on `device`. `hardware` asks for the hardware (A100/H100/H200 JPEG
+    /// engine) backend; when that fails the default backend is used and
+    /// [`backend`](Self::backend) says so.
+    ///
+    /// # Errors
+    /// [`GpuError::NotCompiled`], or [`GpuError::Unavailable`] / [`GpuError::Call`] naming the
+    /// failing CUDA or nvJPEG call.
+    pub fn new(device: usize, hardware: bool) -> Result<Self> {
+        #[cfg(feature = "cuda")]
+        {
+            Ok(JpegBatchDecoder { inner: imp::Decoder::new(device, hardware)? })
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (device, hardware);
+            Err(GpuError::NotCompiled.into())
+        }
+    }
+
+    /// `"hardware"` or `"default"`: the nvJPEG backend in use.
+    pub fn backend(&self) -> &'static str {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.backend
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            "none"
+        }
+    }
+
+    /// Decode complete JPEG streams (tables already spliced) into device memory as planar
+    /// components, in one batch; with `download`, copy the planes back to the host.
+    /// Returns one entry per stream when downloading, else an empty vector.
+    ///
+    /// # Errors
+    /// [`GpuError::Call`] naming the failing nvJPEG or CUDA call (the whole batch fails; callers
+    /// fall back to the CPU for its tiles).
+    pub fn decode(&mut self, streams: &[&[u8]], download: bool) -> Result<Vec<PlanarImage>> {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.decode(streams, download)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (streams, download);
+            Err(GpuError::NotCompiled.into())
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod imp {
+    use std::ffi::{c_int, c_uint, c_void};
+    use std::sync::OnceLock;
+
+    use super::sys::*;
+    use super::{GpuReport, PlanarImage};
+    use crate::error::{GpuError, Result};
+
+    fn libs() -> std::result::Result<&'static (Cuda, Option<NvJpeg>, Option<String>), GpuError> {
+        static LIBS: OnceLock<std::result::Result<(Cuda, Option<NvJpeg>, Option<String>), String>> = OnceLock::new();
+        LIBS.get_or_init(|| {
+            let cuda = Cuda::load()?;
+            // SAFETY: documented driver API entry point, flags must be 0.
+            let rc = unsafe { (cuda.cuInit)(0) };
+            if rc != 0 {
+                return Err(format!("cuInit failed with CUresult {rc}"));
+            }
+            let (nv, why) = match NvJpeg::load() {
+                Ok(n) => (Some(n), None),
+                Err(e) => (None, Some(e)),
+            };
+            Ok((cuda, nv, why))
+        })
+        .as_ref()
+        .map_err(|e| GpuError::Unavailable(e.clone()))
+    }
+
+    fn cu(rc: CUresult, what: &str) -> std::result::Result<(), GpuError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(GpuError::Call(format!("{what} failed with CUresult {rc}")))
+        }
+    }
+
+    fn nv(rc: nvjpegStatus, what: &str) -> std::result::Result<(), GpuError> {
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(GpuError::Call(format!("{what} failed with nvjpegStatus {rc}")))
+        }
+    }
+
+    pub(super) fn probe() -> Result<GpuReport> {
+        let (cuda, nvj, nvj_why) = libs()?;
+        let mut r = GpuReport::default();
+        let mut n = 0;
+        // SAFETY: out-pointers to locals; functions bound from libcuda with their signatures.
+        unsafe {
+            cu((cuda.cuDriverGetVersion)(&mut r.driver_version), "cuDriverGetVersion")?;
+            cu((cuda.cuDeviceGetCount)(&mut n), "cuDeviceGetCount")?;
+            for i in 0..n {
+                let mut dev = 0;
+                cu((cuda.cuDeviceGet)(&mut dev, i), "cuDeviceGet")?;
+                let mut name = [0i8; 256];
+                cu((cuda.cuDeviceGetName)(name.as_mut_ptr(), 255, dev), "cuDeviceGetName")?;
+                let (mut ma, mut mi) = (0, 0);
+                cu((cuda.cuDeviceGetAttribute)(&mut ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")?;
+                cu((cuda.cuDeviceGetAttribute)(&mut mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")?;
+                let name = std::ffi::CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
+                r.devices.push((name, ma, mi));
+            }
+        }
+        match nvj {
+            None => r.hardware_reason = nvj_why.clone(),
+            Some(nvj) => {
+                let mut v = [0; 3];
+                for (k, slot) in v.iter_mut().enumerate() {
+                    // SAFETY: libraryPropertyType 0..=2 = major, minor, patch.
+                    unsafe { (nvj.nvjpegGetProperty)(k as c_int, slot) };
+                }
+                r.nvjpeg_version = Some((v[0], v[1], v[2]));
+                if !r.devices.is_empty() {
+                    match Decoder::new(0, true) {
+                        Ok(d) if d.backend == "hardware" => r.hardware_engines = d.engines,
+                        Ok(d) => r.hardware_reason = d.hw_error.clone(),
+                        Err(e) => r.hardware_reason = Some(e.to_string()),
+                    }
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    pub(super) struct Decoder {
+        pub backend: &'static str,
+        pub engines: u32,
+        pub hw_error: Option<String>,
+        stream: CUstream,
+        handle: nvjpegHandle,
+        state: nvjpegJpegState,
+        batch_size: usize,
+        buffers: Vec<(CUdeviceptr, usize)>,
+    }
+
+    // The handle, state and stream are used by one thread at a time (&mut self).
+    unsafe impl Send for Decoder {}
+
+    impl Decoder {
+        pub fn new(device: usize, hardware: bool) -> Result<Decoder> {
+            let (cuda, nvj, why) = libs()?;
+            let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable(why.clone().unwrap_or_default()))?;
+            let mut stream = std::ptr::null_mut();
+            let mut handle = std::ptr::null_mut();
+            let mut state = std::ptr::null_mut();
+            let (mut backend, mut engines, mut hw_error) = ("default", 0, None);
+            // SAFETY: out-pointers to locals; documented call order (context current before any
+            // CUDA or nvJPEG call).
+            unsafe {
+                let mut dev = 0;
+                cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
+                let mut ctx = std::ptr::null_mut();
+                cu((cuda.cuDevicePrimaryCtxRetain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+                cu((cuda.cuCtxSetCurrent)(ctx), "cuCtxSetCurrent")?;
+                cu((cuda.cuStreamCreate)(&mut stream, 1), "cuStreamCreate")?;
+                let hw_rc = if hardware {
+                    (nvj.nvjpegCreateEx)(NVJPEG_BACKEND_HARDWARE, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle)
+                } else {
+                    -1
+                };
+                if hw_rc == 0 {
+                    backend = "hardware";
+                    let (mut e, mut c) = (0 as c_uint, 0 as c_uint);
+                    if (nvj.nvjpegGetHardwareDecoderInfo)(handle, &mut e, &mut c) == 0 {
+                        engines = e;
+                    }
+                } else {
+                    if hardware {
+                        hw_error = Some(format!("nvjpegCreateEx(HARDWARE) returned {hw_rc}"));
+                    }
+                    nv((nvj.nvjpegCreateEx)(NVJPEG_BACKEND_DEFAULT, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut handle), "nvjpegCreateEx")?;
+                }
+                nv((nvj.nvjpegJpegStateCreate)(handle, &mut state), "nvjpegJpegStateCreate")?;
+            }
+            Ok(Decoder { backend, engines, hw_error, stream, handle, state, batch_size: 0, buffers: Vec::new() })
+        }
+
+        fn free_buffers(&mut self) {
+            if let Ok((cuda, _, _)) = libs() {
+                for (p, _) in self.buffers.drain(..) {
+                    // SAFETY: p came from cuMemAlloc and is freed once.
+                    unsafe { (cuda.cuMemFree)(p) };
+                }
+            }
+        }
+
+        pub fn decode(&mut self, streams: &[&[u8]], download: bool) -> Result<Vec<PlanarImage>> {
+            let (cuda, nvj, _) = libs()?;
+            let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
+            if streams.is_empty() {
+                return Ok(Vec::new());
+            }
+            // Geometry of every stream (host-side header parse).
+            let mut geo = Vec::with_capacity(streams.len());
+            for (i, s) in streams.iter().enumerate() {
+                let (mut nc, mut ss) = (0 as c_int, 0 as c_int);
+                let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+                // SAFETY: slice pointer/len; out arrays of 4 as the API requires.
+                let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.handle, s.as_ptr(), s.len(), &mut nc, &mut ss, w.as_mut_ptr(), h.as_mut_ptr()) };
+                nv(rc, &format!("nvjpegGetImageInfo (stream {i})"))?;
+                if !(1..=4).contains(&nc) || w[0] <= 0 || h[0] <= 0 || w[0] > 16384 || h[0] > 16384 {
+                    return Err(GpuError::Call(format!("stream {i}: {nc} components of {}x{}", w[0], h[0])).into());
+                }
+                geo.push((nc as usize, w, h));
+            }
+            // One device buffer per stream holding its planes back to back.
+            self.free_buffers();
+            let mut images = Vec::with_capacity(streams.len());
+            for (nc, w, h) in &geo {
+                let sizes: Vec<usize> = (0..*nc).map(|c| w[c].max(0) as usize * h[c].max(0) as usize).collect();
+                let total: usize = sizes.iter().sum();
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: out-pointer to a local.
+                cu(unsafe { (cuda.cuMemAlloc)(&mut p, total.max(1)) }, "cuMemAlloc")?;
+                self.buffers.push((p, total));
+                let mut img = nvjpegImage { channel: [std::ptr::null_mut(); 4], pitch: [0; 4] };
+                let mut off = 0;
+                for c in 0..*nc {
+                    img.channel[c] = (p as usize + off) as *mut u8;
+                    img.pitch[c] = w[c] as usize;
+                    off += sizes[c];
+                }
+                images.push(img);
+            }
+            // SAFETY: pointer arrays sized streams.len(); device buffers sized from the headers;
+            // the stream is synchronised before the host reads anything.
+            unsafe {
+                if self.batch_size != streams.len() {
+                    nv((nvj.nvjpegDecodeBatchedInitialize)(self.handle, self.state, streams.len() as c_int, 1, NVJPEG_OUTPUT_UNCHANGED), "nvjpegDecodeBatchedInitialize")?;
+                    self.batch_size = streams.len();
+                }
+                let ptrs: Vec<*const u8> = streams.iter().map(|s| s.as_ptr()).collect();
+                let lens: Vec<usize> = streams.iter().map(|s| s.len()).collect();
+                nv((nvj.nvjpegDecodeBatched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), self.stream), "nvjpegDecodeBatched")?;
+                cu((cuda.cuStreamSynchronize)(self.stream), "cuStreamSynchronize")?;
+            }
+            if !download {
+                return Ok(Vec::new());
+            }
+            let mut out = Vec::with_capacity(streams.len());
+            for ((nc, w, h), (p, _)) in geo.iter().zip(&self.buffers) {
+                let mut planes = Vec::with_capacity(*nc);
+                let mut off = 0usize;
+                for c in 0..*nc {
+                    let n = w[c] as usize * h[c] as usize;
+                    let mut host = vec![0u8; n];
+                    // SAFETY: host buffer of n bytes; device range inside the allocation.
+                    cu(unsafe { (cuda.cuMemcpyDtoH)(host.as_mut_ptr() as *mut c_void, p + off as u64, n) }, "cuMemcpyDtoH")?;
+                    off += n;
+                    planes.push(host);
+                }
+                out.push(PlanarImage {
+                    widths: (0..*nc).map(|c| w[c] as u32).collect(),
+                    heights: (0..*nc).map(|c| h[c] as u32).collect(),
+                    planes,
+                });
+            }
+            Ok(out)
+        }
+    }
+
+    impl Drop for Decoder {
+        fn drop(&mut self) {
+            self.free_buffers();
+            if let Ok((_, Some(nvj), _)) = libs() {
+                // SAFETY: created in `new`, destroyed once.
+                unsafe {
+                    (nvj.nvjpegJpegStateDestroy)(self.state);
+                    (nvj.nvjpegDestroy)(self.handle);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ycc_table_matches_known_libjpeg_values() {
+        // Neutral grey stays grey; pure-chroma extremes clamp as libjpeg does.
+        assert_eq!(ycc_to_rgb(128, 128, 128), (128, 128, 128));
+        assert_eq!(ycc_to_rgb(76, 85, 255), (254, 0, 0));
+        assert_eq!(ycc_to_rgb(0, 255, 255), (178, 0, 225));
+    }
+
+    #[test]
+    fn gpu_entry_points_never_panic_without_a_gpu() {
+        // On CPU-only machines (CI) this must be a typed error, with or without `cuda`.
+        if let Err(e) = probe() {
+            assert!(matches!(e, crate::Error::Gpu(_)), "{e}");
+        }
+        assert!(matches!(JpegBatchDecoder::new(0, true).err(), None | Some(crate::Error::Gpu(_))));
+    }
 }

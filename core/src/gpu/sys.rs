@@ -1,0 +1,185 @@
+//! Run-time bindings to the CUDA driver API and nvJPEG (feature `cuda`).
+//!
+//! Libraries are opened with `libloading` at run time, so a `cuda` build runs on machines
+//! without CUDA: [`Cuda::load`] and [`NvJpeg::load`] return an error naming what is missing
+//! instead of panicking (cudarc's loader panics when a library is absent). Signatures follow
+//! `cuda.h` (CUDA 13) and `nvjpeg.h` (nvJPEG 13); only the functions slidestream calls are bound.
+//! Library search order (DESIGN.md): the plain soname, then `$CUDA_HOME/lib64`,
+//! `/usr/local/cuda/lib64`, `/usr/local/cuda-*/targets/x86_64-linux/lib`.
+
+// Fields are the C functions of the same name (documented in cuda.h / nvjpeg.h).
+#![allow(non_camel_case_types, non_snake_case, missing_docs)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
+
+use libloading::Library;
+
+/// `CUresult` (0 = success).
+pub type CUresult = c_int;
+/// `CUdevice`.
+pub type CUdevice = c_int;
+/// `CUcontext`.
+pub type CUcontext = *mut c_void;
+/// `CUstream` (also `cudaStream_t`).
+pub type CUstream = *mut c_void;
+/// `CUdeviceptr`.
+pub type CUdeviceptr = u64;
+/// `nvjpegStatus_t` (0 = success).
+pub type nvjpegStatus = c_int;
+/// `nvjpegHandle_t`.
+pub type nvjpegHandle = *mut c_void;
+/// `nvjpegJpegState_t`.
+pub type nvjpegJpegState = *mut c_void;
+
+/// `NVJPEG_BACKEND_HARDWARE`.
+pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
+/// `NVJPEG_BACKEND_DEFAULT`.
+pub const NVJPEG_BACKEND_DEFAULT: c_int = 0;
+/// `NVJPEG_OUTPUT_UNCHANGED`: planar components exactly as coded (no colour transform).
+pub const NVJPEG_OUTPUT_UNCHANGED: c_int = 0;
+/// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+/// See above.
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+
+/// `nvjpegImage_t`: up to four planes with their pitches.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nvjpegImage {
+    /// Plane pointers (device memory).
+    pub channel: [*mut u8; 4],
+    /// Plane pitches in bytes.
+    pub pitch: [usize; 4],
+}
+
+fn candidates(names: &[&str]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = names.iter().map(PathBuf::from).collect();
+    let mut dirs = Vec::new();
+    if let Some(h) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(h).join("lib64"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    if let Ok(rd) = std::fs::read_dir("/usr/local") {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with("cuda-") {
+                dirs.push(e.path().join("targets/x86_64-linux/lib"));
+            }
+        }
+    }
+    for d in dirs {
+        for n in names {
+            out.push(d.join(n));
+        }
+    }
+    out
+}
+
+fn open_any(names: &[&str]) -> Result<Library, String> {
+    let mut errs = Vec::new();
+    for c in candidates(names) {
+        // SAFETY: loading a vendor library runs its initialisers; these are NVIDIA's CUDA
+        // libraries, loaded the way every CUDA application loads them.
+        match unsafe { Library::new(&c) } {
+            Ok(l) => return Ok(l),
+            Err(e) => errs.push(format!("{}: {e}", c.display())),
+        }
+    }
+    Err(format!("cannot load {} ({})", names[0], errs.first().cloned().unwrap_or_default()))
+}
+
+macro_rules! bind {
+    ($lib:expr, $name:literal) => {{
+        // SAFETY: the symbol is looked up by its documented name and cast to the documented
+        // signature of the field it is stored in.
+        *unsafe { $lib.get($name.as_bytes()) }.map_err(|e| format!("{}: {e}", $name))?
+    }};
+}
+
+/// The CUDA driver API functions slidestream uses.
+pub struct Cuda {
+    _lib: Library,
+    pub cuInit: unsafe extern "C" fn(c_uint) -> CUresult,
+    pub cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> CUresult,
+    pub cuDeviceGetCount: unsafe extern "C" fn(*mut c_int) -> CUresult,
+    pub cuDeviceGet: unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult,
+    pub cuDeviceGetName: unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult,
+    pub cuDeviceGetAttribute: unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CUresult,
+    pub cuDevicePrimaryCtxRetain: unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult,
+    pub cuCtxSetCurrent: unsafe extern "C" fn(CUcontext) -> CUresult,
+    pub cuMemAlloc: unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult,
+    pub cuMemFree: unsafe extern "C" fn(CUdeviceptr) -> CUresult,
+    pub cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult,
+    pub cuStreamCreate: unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult,
+    pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> CUresult,
+}
+
+impl Cuda {
+    /// Load `libcuda.so.1` and bind the functions.
+    ///
+    /// # Errors
+    /// A message naming the missing library or symbol.
+    pub fn load() -> Result<Cuda, String> {
+        let lib = open_any(&["libcuda.so.1", "libcuda.so"])?;
+        Ok(Cuda {
+            cuInit: bind!(lib, "cuInit"),
+            cuDriverGetVersion: bind!(lib, "cuDriverGetVersion"),
+            cuDeviceGetCount: bind!(lib, "cuDeviceGetCount"),
+            cuDeviceGet: bind!(lib, "cuDeviceGet"),
+            cuDeviceGetName: bind!(lib, "cuDeviceGetName"),
+            cuDeviceGetAttribute: bind!(lib, "cuDeviceGetAttribute"),
+            cuDevicePrimaryCtxRetain: bind!(lib, "cuDevicePrimaryCtxRetain"),
+            cuCtxSetCurrent: bind!(lib, "cuCtxSetCurrent"),
+            cuMemAlloc: bind!(lib, "cuMemAlloc_v2"),
+            cuMemFree: bind!(lib, "cuMemFree_v2"),
+            cuMemcpyDtoH: bind!(lib, "cuMemcpyDtoH_v2"),
+            cuStreamCreate: bind!(lib, "cuStreamCreate"),
+            cuStreamSynchronize: bind!(lib, "cuStreamSynchronize"),
+            _lib: lib,
+        })
+    }
+}
+
+/// The nvJPEG functions slidestream uses.
+pub struct NvJpeg {
+    _lib: Library,
+    pub nvjpegGetProperty: unsafe extern "C" fn(c_int, *mut c_int) -> nvjpegStatus,
+    pub nvjpegCreateEx: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void, c_uint, *mut nvjpegHandle) -> nvjpegStatus,
+    pub nvjpegDestroy: unsafe extern "C" fn(nvjpegHandle) -> nvjpegStatus,
+    pub nvjpegGetHardwareDecoderInfo: unsafe extern "C" fn(nvjpegHandle, *mut c_uint, *mut c_uint) -> nvjpegStatus,
+    pub nvjpegJpegStateCreate: unsafe extern "C" fn(nvjpegHandle, *mut nvjpegJpegState) -> nvjpegStatus,
+    pub nvjpegJpegStateDestroy: unsafe extern "C" fn(nvjpegJpegState) -> nvjpegStatus,
+    pub nvjpegGetImageInfo:
+        unsafe extern "C" fn(nvjpegHandle, *const u8, usize, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> nvjpegStatus,
+    pub nvjpegDecodeBatchedInitialize: unsafe extern "C" fn(nvjpegHandle, nvjpegJpegState, c_int, c_int, c_int) -> nvjpegStatus,
+    pub nvjpegDecodeBatched: unsafe extern "C" fn(
+        nvjpegHandle,
+        nvjpegJpegState,
+        *const *const u8,
+        *const usize,
+        *mut nvjpegImage,
+        CUstream,
+    ) -> nvjpegStatus,
+}
+
+impl NvJpeg {
+    /// Load `libnvjpeg.so.13` (or another soname) and bind the functions.
+    ///
+    /// # Errors
+    /// A message naming the missing library or symbol.
+    pub fn load() -> Result<NvJpeg, String> {
+        let lib = open_any(&["libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"])?;
+        Ok(NvJpeg {
+            nvjpegGetProperty: bind!(lib, "nvjpegGetProperty"),
+            nvjpegCreateEx: bind!(lib, "nvjpegCreateEx"),
+            nvjpegDestroy: bind!(lib, "nvjpegDestroy"),
+            nvjpegGetHardwareDecoderInfo: bind!(lib, "nvjpegGetHardwareDecoderInfo"),
+            nvjpegJpegStateCreate: bind!(lib, "nvjpegJpegStateCreate"),
+            nvjpegJpegStateDestroy: bind!(lib, "nvjpegJpegStateDestroy"),
+            nvjpegGetImageInfo: bind!(lib, "nvjpegGetImageInfo"),
+            nvjpegDecodeBatchedInitialize: bind!(lib, "nvjpegDecodeBatchedInitialize"),
+            nvjpegDecodeBatched: bind!(lib, "nvjpegDecodeBatched"),
+            _lib: lib,
+        })
+    }
+}
