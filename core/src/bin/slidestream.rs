@@ -93,6 +93,18 @@ enum Cmd {
         #[arg(long, default_value_t = 4096)]
         tiles: usize,
     },
+    /// Read regions on the GPU (nvJPEG + assembly kernel) and compare them with the CPU path;
+    /// with --patches, time random level-0 patches read file → device.
+    GpuRegion {
+        /// Slide file.
+        path: PathBuf,
+        /// Patch edge in pixels for the timing run.
+        #[arg(long, default_value_t = 256)]
+        size: u64,
+        /// Random patches to time (0 = correctness only).
+        #[arg(long, default_value_t = 0)]
+        patches: usize,
+    },
     /// Random-patch benchmark: read N patches at random level-0 locations (one caller thread)
     /// and print patches/s. Locations come from --locations (a file of "x,y" lines, level-0
     /// pixels) or from a seeded generator.
@@ -174,6 +186,7 @@ fn run(cmd: Cmd) -> Result<(), Error> {
             write_png(&output, r.width, r.height, r.data)
         }
         Cmd::Tiles { path, level, batch, json } => tiles(&path, level, batch.max(1), json),
+        Cmd::GpuRegion { path, size, patches } => gpu_region(&path, size, patches),
         Cmd::GpuProbe { path, level, batch, tiles } => gpu_probe(path.as_deref(), level, batch.max(1), tiles),
         Cmd::Bench { path, level, size, patches, seed, locations, json } => bench(&path, level, size, patches, seed, locations, json),
     }
@@ -445,4 +458,61 @@ fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) 
         );
     }
     Ok(())
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_region(path: &Path, size: u64, patches: usize) -> Result<(), Error> {
+    use slidestream::gpu::region::GpuReader;
+    let slide = Slide::open(path)?;
+    let mut gpu = GpuReader::new(0)?;
+    println!("{}: nvJPEG backend {}", path.display(), gpu.backend());
+    let mut worst = 0u8;
+    let mut regions = 0;
+    for level in 0..slide.level_count() {
+        let (w, h) = slide.level_dimensions()[level];
+        let ds = slide.level_downsamples()[level];
+        let l0 = |v: i64| (v as f64 * ds) as i64;
+        for (x, y, rw, rh) in [
+            (0i64, 0i64, 300u64, 200u64),
+            (w as i64 / 3, h as i64 / 3, 517, 259),
+            (w as i64 - 100, h as i64 - 50, 300, 300),
+            (-37, -11, 128, 128),
+            (w as i64 + 10, 0, 64, 64),
+        ] {
+            let loc = (l0(x), l0(y));
+            let cpu = slide.read_region(loc, level, (rw, rh))?;
+            let dev = gpu.read_region(&slide, loc, level, (rw, rh))?;
+            let host = dev.to_host()?;
+            let d = host.iter().zip(&cpu.data).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
+            worst = worst.max(d);
+            regions += 1;
+        }
+    }
+    println!("{regions} regions over all levels: GPU vs CPU max abs diff {worst} ({} tiles decoded on the GPU, {} on the CPU)", gpu.gpu_tiles, gpu.cpu_tiles);
+    if patches > 0 {
+        let (w, h) = slide.dimensions();
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            s.wrapping_mul(0x2545_F491_4F6C_DD1D) % m.max(1)
+        };
+        let locs: Vec<(i64, i64)> = (0..patches).map(|_| (next(w - size) as i64, next(h - size) as i64)).collect();
+        for &l in locs.iter().take(16) {
+            gpu.read_region(&slide, l, 0, (size, size))?;
+        }
+        let t0 = Instant::now();
+        for &l in &locs {
+            gpu.read_region(&slide, l, 0, (size, size))?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!("{patches} random {size}x{size} level-0 patches file -> device, one region per call: {:.0} patches/s", patches as f64 / secs);
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_region(_path: &Path, _size: u64, _patches: usize) -> Result<(), Error> {
+    Err(slidestream::error::GpuError::NotCompiled.into())
 }

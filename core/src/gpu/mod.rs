@@ -13,6 +13,8 @@
 //! by slidestream according to the TIFF photometric tag.
 
 #[cfg(feature = "cuda")]
+pub mod region;
+#[cfg(feature = "cuda")]
 pub mod sys;
 
 #[cfg(not(feature = "cuda"))]
@@ -165,7 +167,7 @@ mod imp {
     use super::{GpuReport, PlanarImage};
     use crate::error::{GpuError, Result};
 
-    fn libs() -> std::result::Result<&'static (Cuda, Option<NvJpeg>, Option<String>), GpuError> {
+    pub(super) fn libs() -> std::result::Result<&'static (Cuda, Option<NvJpeg>, Option<String>), GpuError> {
         static LIBS: OnceLock<std::result::Result<(Cuda, Option<NvJpeg>, Option<String>), String>> = OnceLock::new();
         LIBS.get_or_init(|| {
             let cuda = Cuda::load()?;
@@ -184,7 +186,7 @@ mod imp {
         .map_err(|e| GpuError::Unavailable(e.clone()))
     }
 
-    fn cu(rc: CUresult, what: &str) -> std::result::Result<(), GpuError> {
+    pub(super) fn cu(rc: CUresult, what: &str) -> std::result::Result<(), GpuError> {
         if rc == 0 {
             Ok(())
         } else {
@@ -239,6 +241,13 @@ mod imp {
             }
         }
         Ok(r)
+    }
+
+    /// Device planes of one decoded stream (valid until the next decode on the decoder).
+    pub(super) struct DevicePlanes {
+        pub ptrs: Vec<CUdeviceptr>,
+        pub widths: Vec<u32>,
+        pub heights: Vec<u32>,
     }
 
     pub(super) struct Decoder {
@@ -303,7 +312,13 @@ mod imp {
             }
         }
 
-        pub fn decode(&mut self, streams: &[&[u8]], download: bool) -> Result<Vec<PlanarImage>> {
+        pub fn stream(&self) -> CUstream {
+            self.stream
+        }
+
+        /// Decode `streams` in one batch into device buffers owned by the decoder (valid until
+        /// the next call), planar as coded.
+        pub fn decode_device(&mut self, streams: &[&[u8]]) -> Result<Vec<DevicePlanes>> {
             let (cuda, nvj, _) = libs()?;
             let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
             if streams.is_empty() {
@@ -325,6 +340,7 @@ mod imp {
             // One device buffer per stream holding its planes back to back.
             self.free_buffers();
             let mut images = Vec::with_capacity(streams.len());
+            let mut out = Vec::with_capacity(streams.len());
             for (nc, w, h) in &geo {
                 let sizes: Vec<usize> = (0..*nc).map(|c| w[c].max(0) as usize * h[c].max(0) as usize).collect();
                 let total: usize = sizes.iter().sum();
@@ -333,16 +349,23 @@ mod imp {
                 cu(unsafe { (cuda.cuMemAlloc)(&mut p, total.max(1)) }, "cuMemAlloc")?;
                 self.buffers.push((p, total));
                 let mut img = nvjpegImage { channel: [std::ptr::null_mut(); 4], pitch: [0; 4] };
+                let mut ptrs = Vec::with_capacity(*nc);
                 let mut off = 0;
                 for c in 0..*nc {
                     img.channel[c] = (p as usize + off) as *mut u8;
                     img.pitch[c] = w[c] as usize;
+                    ptrs.push(p + off as u64);
                     off += sizes[c];
                 }
                 images.push(img);
+                out.push(DevicePlanes {
+                    ptrs,
+                    widths: (0..*nc).map(|c| w[c] as u32).collect(),
+                    heights: (0..*nc).map(|c| h[c] as u32).collect(),
+                });
             }
             // SAFETY: pointer arrays sized streams.len(); device buffers sized from the headers;
-            // the stream is synchronised before the host reads anything.
+            // the stream is synchronised before anyone reads the planes.
             unsafe {
                 if self.batch_size != streams.len() {
                     nv((nvj.nvjpegDecodeBatchedInitialize)(self.handle, self.state, streams.len() as c_int, 1, NVJPEG_OUTPUT_UNCHANGED), "nvjpegDecodeBatchedInitialize")?;
@@ -353,26 +376,26 @@ mod imp {
                 nv((nvj.nvjpegDecodeBatched)(self.handle, self.state, ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), self.stream), "nvjpegDecodeBatched")?;
                 cu((cuda.cuStreamSynchronize)(self.stream), "cuStreamSynchronize")?;
             }
+            Ok(out)
+        }
+
+        pub fn decode(&mut self, streams: &[&[u8]], download: bool) -> Result<Vec<PlanarImage>> {
+            let dev = self.decode_device(streams)?;
             if !download {
                 return Ok(Vec::new());
             }
-            let mut out = Vec::with_capacity(streams.len());
-            for ((nc, w, h), (p, _)) in geo.iter().zip(&self.buffers) {
-                let mut planes = Vec::with_capacity(*nc);
-                let mut off = 0usize;
-                for c in 0..*nc {
-                    let n = w[c] as usize * h[c] as usize;
+            let (cuda, _, _) = libs()?;
+            let mut out = Vec::with_capacity(dev.len());
+            for d in &dev {
+                let mut planes = Vec::with_capacity(d.ptrs.len());
+                for (c, &p) in d.ptrs.iter().enumerate() {
+                    let n = d.widths[c] as usize * d.heights[c] as usize;
                     let mut host = vec![0u8; n];
-                    // SAFETY: host buffer of n bytes; device range inside the allocation.
-                    cu(unsafe { (cuda.cuMemcpyDtoH)(host.as_mut_ptr() as *mut c_void, p + off as u64, n) }, "cuMemcpyDtoH")?;
-                    off += n;
+                    // SAFETY: host buffer of n bytes; device plane of n bytes.
+                    cu(unsafe { (cuda.cuMemcpyDtoH)(host.as_mut_ptr() as *mut c_void, p, n) }, "cuMemcpyDtoH")?;
                     planes.push(host);
                 }
-                out.push(PlanarImage {
-                    widths: (0..*nc).map(|c| w[c] as u32).collect(),
-                    heights: (0..*nc).map(|c| h[c] as u32).collect(),
-                    planes,
-                });
+                out.push(PlanarImage { widths: d.widths.clone(), heights: d.heights.clone(), planes });
             }
             Ok(out)
         }

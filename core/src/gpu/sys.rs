@@ -112,6 +112,22 @@ pub struct Cuda {
     pub cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult,
     pub cuStreamCreate: unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult,
     pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> CUresult,
+    pub cuMemcpyHtoD: unsafe extern "C" fn(CUdeviceptr, *const c_void, usize) -> CUresult,
+    pub cuModuleLoadData: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult,
+    pub cuModuleGetFunction: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult,
+    pub cuLaunchKernel: unsafe extern "C" fn(
+        *mut c_void,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        CUstream,
+        *mut *mut c_void,
+        *mut *mut c_void,
+    ) -> CUresult,
 }
 
 impl Cuda {
@@ -135,6 +151,10 @@ impl Cuda {
             cuMemcpyDtoH: bind!(lib, "cuMemcpyDtoH_v2"),
             cuStreamCreate: bind!(lib, "cuStreamCreate"),
             cuStreamSynchronize: bind!(lib, "cuStreamSynchronize"),
+            cuMemcpyHtoD: bind!(lib, "cuMemcpyHtoD_v2"),
+            cuModuleLoadData: bind!(lib, "cuModuleLoadData"),
+            cuModuleGetFunction: bind!(lib, "cuModuleGetFunction"),
+            cuLaunchKernel: bind!(lib, "cuLaunchKernel"),
             _lib: lib,
         })
     }
@@ -179,6 +199,45 @@ impl NvJpeg {
             nvjpegGetImageInfo: bind!(lib, "nvjpegGetImageInfo"),
             nvjpegDecodeBatchedInitialize: bind!(lib, "nvjpegDecodeBatchedInitialize"),
             nvjpegDecodeBatched: bind!(lib, "nvjpegDecodeBatched"),
+            _lib: lib,
+        })
+    }
+}
+
+/// The NVRTC functions slidestream uses (run-time compilation of its kernels to PTX).
+pub struct Nvrtc {
+    _lib: Library,
+    pub nvrtcCreateProgram: unsafe extern "C" fn(
+        *mut *mut c_void,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> c_int,
+    pub nvrtcCompileProgram: unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char) -> c_int,
+    pub nvrtcGetPTXSize: unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int,
+    pub nvrtcGetPTX: unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int,
+    pub nvrtcGetProgramLogSize: unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int,
+    pub nvrtcGetProgramLog: unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int,
+    pub nvrtcDestroyProgram: unsafe extern "C" fn(*mut *mut c_void) -> c_int,
+}
+
+impl Nvrtc {
+    /// Load `libnvrtc.so.13` (or another soname) and bind the functions.
+    ///
+    /// # Errors
+    /// A message naming the missing library or symbol.
+    pub fn load() -> Result<Nvrtc, String> {
+        let lib = open_any(&["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"])?;
+        Ok(Nvrtc {
+            nvrtcCreateProgram: bind!(lib, "nvrtcCreateProgram"),
+            nvrtcCompileProgram: bind!(lib, "nvrtcCompileProgram"),
+            nvrtcGetPTXSize: bind!(lib, "nvrtcGetPTXSize"),
+            nvrtcGetPTX: bind!(lib, "nvrtcGetPTX"),
+            nvrtcGetProgramLogSize: bind!(lib, "nvrtcGetProgramLogSize"),
+            nvrtcGetProgramLog: bind!(lib, "nvrtcGetProgramLog"),
+            nvrtcDestroyProgram: bind!(lib, "nvrtcDestroyProgram"),
             _lib: lib,
         })
     }
