@@ -536,6 +536,184 @@ fn bigtiff_byte_counts_whose_sum_overflows() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Limits before allocation (robustness issue): values not covered above
+// ---------------------------------------------------------------------------------------------
+
+/// A file of `core/tests/corrupt/` (the regression corpus).
+fn corrupt_file(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corrupt").join(rel)
+}
+
+/// Open must fail with `want` within `secs` seconds.
+fn assert_open_refused(path: &Path, want: &str, secs: u64, what: &str) -> Error {
+    let start = Instant::now();
+    let e = expect_err(open_no_panic(path), what);
+    assert_eq!(kind(&e), want, "{what}: {e}");
+    assert!(start.elapsed() < Duration::from_secs(secs), "{what}: took {:?}", start.elapsed());
+    e
+}
+
+#[test]
+fn ifd_chain_longer_than_max_ifds_is_refused() {
+    let n = slidestream::tiff::MAX_IFDS + 1;
+    let ifds = (0..n).map(|_| Ifd::tiled(16, 16, 16, 16, vec![Chunk::Raw { offset: 8, byte_count: 768 }])).collect();
+    let f = TempPath::new("4097-ifds.tif");
+    let mut t = Tiff::new(Variant::Classic, ifds);
+    t.ifds_first = true;
+    let mut bytes = t.to_bytes();
+    bytes.resize(bytes.len().max(8 + 768), 0);
+    std::fs::write(f.path(), bytes).unwrap();
+    let e = assert_open_refused(f.path(), "limits", 5, "4097 IFDs");
+    assert!(e.to_string().contains("more than 4096 IFDs"), "{e}");
+    // 4096 IFDs are accepted by the structure parser (the chain limit itself is not hit).
+    let ifds = (0..n - 1).map(|_| Ifd::tiled(16, 16, 16, 16, vec![Chunk::Raw { offset: 8, byte_count: 768 }])).collect();
+    let mut t = Tiff::new(Variant::Classic, ifds);
+    t.ifds_first = true;
+    std::fs::write(f.path(), t.to_bytes()).unwrap();
+    if let Err(e) = open_no_panic(f.path()) {
+        assert!(!e.to_string().contains("IFDs in the chain"), "{e}");
+    }
+}
+
+/// Structures that overlap or share one value: each IFD, tag and image is valid on its own, but
+/// together they multiply a small file into gigabytes (see corrupt/README.md).
+#[test]
+fn overlapping_ifds_and_shared_tag_values_are_refused_fast() {
+    let e = assert_open_refused(&corrupt_file("oom/overlapping-ifds.tif"), "limits", 2, "4096 overlapping IFDs");
+    assert!(e.to_string().contains("file size"), "{e}");
+    assert_open_refused(&corrupt_file("oom/shared-tile-arrays.svs"), "limits", 2, "1024 levels sharing tile arrays");
+    // 64 levels whose JPEGTables all point at the same 4 KB of an 8 KB file.
+    let ifds = (0..64u32)
+        .map(|k| {
+            let w = 64 * 64 - k;
+            Ifd::tiled(w, 16, 4096, 16, vec![Chunk::Raw { offset: 8, byte_count: 8192 }])
+                .compression(7)
+                .tag(tag::JPEG_TABLES, Value::Claim { field_type: 7, count: 4096, offset: 8 })
+                .tag(tag::NEW_SUBFILE_TYPE, Value::Long(vec![(k > 0) as u32]))
+        })
+        .collect();
+    let mut t = Tiff::new(Variant::Classic, ifds);
+    t.ifds_first = true;
+    let mut bytes = t.to_bytes();
+    bytes.extend_from_slice(&[0u8; 8192]);
+    let f = TempPath::new("shared-tables.tif");
+    std::fs::write(f.path(), bytes).unwrap();
+    assert_open_refused(f.path(), "limits", 2, "64 levels sharing one JPEGTables value");
+}
+
+#[test]
+fn tag_value_past_end_of_file_is_a_format_error() {
+    let ifd = Ifd::tiled(32, 32, 32, 32, vec![Chunk::Data(vec![0u8; 100])])
+        .compression(7)
+        .tag(tag::JPEG_TABLES, Value::Claim { field_type: 7, count: 64, offset: 1 << 30 });
+    let f = TempPath::new("tables-past-eof.tif");
+    Tiff::new(Variant::Classic, vec![ifd]).write(f.path());
+    let e = assert_open_refused(f.path(), "format", 2, "JPEGTables past EOF");
+    assert!(e.to_string().contains("tag 347") && e.to_string().contains("past the end"), "{e}");
+}
+
+/// A JPEG 2000 codestream header (SOC + SIZ) of `w × h` in `tw × th` J2K tiles, `comps` 8-bit
+/// components.
+fn j2k_tiled_header(w: u32, h: u32, tw: u32, th: u32, comps: u16) -> Vec<u8> {
+    let mut v = j2k_header(w, h, comps, &[0xFF, 0xD9]);
+    v[24..28].copy_from_slice(&tw.to_be_bytes()); // XTsiz
+    v[28..32].copy_from_slice(&th.to_be_bytes()); // YTsiz
+    v
+}
+
+#[test]
+fn jpeg2000_siz_is_checked_before_openjpeg_allocates() {
+    // Components other than SamplesPerPixel (16384 would cost OpenJPEG gigabytes).
+    for comps in [1u16, 4, 16384] {
+        let f = two_tiles(Variant::Classic, 33003, Chunk::Data(j2k_tiled_header(32, 32, 32, 32, comps)));
+        let slide = open_no_panic(f.path()).unwrap();
+        let e = assert_tile_error(&slide, (32, 0), (32, 32), (1, 0), &["format"], &format!("J2K with {comps} components"));
+        assert!(e.to_string().contains(&format!("{comps} components")), "{e}");
+    }
+    // 1024 J2K tiles of 1x1 pixels are within the limit (and fail on the missing data);
+    // the corpus file declares 65025.
+    let f = two_tiles(Variant::Classic, 33003, Chunk::Data(j2k_tiled_header(32, 32, 1, 1, 3)));
+    let slide = open_no_panic(f.path()).unwrap();
+    assert_tile_error(&slide, (32, 0), (32, 32), (1, 0), &["format"], "1024 J2K tiles");
+    let f = two_tiles(Variant::Classic, 33003, Chunk::Data(j2k_tiled_header(32, 32, 0, 1, 3)));
+    let slide = open_no_panic(f.path()).unwrap();
+    assert_tile_error(&slide, (32, 0), (32, 32), (1, 0), &["format"], "J2K tiles of width 0");
+    // A 32x32 image placed near 2^32 with 1x1 tiles from origin 0: about 2^64 tiles.
+    let mut far = j2k_tiled_header(32, 32, 1, 1, 3);
+    for (at, v) in [(8, u32::MAX - 15), (12, u32::MAX - 15), (16, u32::MAX - 47), (20, u32::MAX - 47)] {
+        far[at..at + 4].copy_from_slice(&v.to_be_bytes()); // Xsiz Ysiz XOsiz YOsiz
+    }
+    let f = two_tiles(Variant::Classic, 33003, Chunk::Data(far));
+    let slide = open_no_panic(f.path()).unwrap();
+    assert_tile_error(&slide, (32, 0), (32, 32), (1, 0), &["limits"], "~2^64 J2K tiles");
+    let slide = open_no_panic(&corrupt_file("oom/j2k-siz-65025-tiles.tif")).unwrap();
+    let start = Instant::now();
+    let e = expect_err(slide.read_region((0, 0), 0, (255, 255)), "65025 J2K tiles");
+    assert_eq!(kind(&e), "limits", "{e}");
+    assert!(e.to_string().contains("65025 tiles"), "{e}");
+    assert!(start.elapsed() < Duration::from_secs(1), "took {:?}", start.elapsed());
+}
+
+#[test]
+fn decompression_bombs_stop_at_the_tile_size() {
+    // 64 MiB of zeros in a few KB: decoding a 32x32 RGB tile must produce its 3 KB and stop.
+    let zeros = vec![0u8; 64 << 20];
+    let deflate = {
+        use std::io::Write;
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&zeros).unwrap();
+        e.finish().unwrap()
+    };
+    let zstd = zstd::encode_all(&zeros[..], 3).unwrap();
+    let lzw = weezl::encode::Encoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8).encode(&zeros[..4 << 20]).unwrap();
+    for (c, name, data) in [(8u16, "deflate", deflate), (50000, "zstd", zstd), (5, "lzw", lzw)] {
+        assert!(data.len() < 1 << 20, "{name}: {} bytes", data.len());
+        let f = two_tiles(Variant::Classic, c, Chunk::Data(data));
+        let slide = open_no_panic(f.path()).unwrap();
+        let start = Instant::now();
+        let r = slide.read_region((32, 0), 0, (32, 32)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(r.data.chunks_exact(4).all(|p| p == [0, 0, 0, 255]), "{name}: pixels");
+        assert!(start.elapsed() < Duration::from_secs(2), "{name}: took {:?}", start.elapsed());
+    }
+}
+
+#[test]
+fn region_requests_over_the_limit_fail_fast() {
+    let Some(td) = testdata() else { return };
+    let path = td.join("CMU-1-Small-Region.svs");
+    let t0 = Instant::now();
+    // Default limit (4 GiB of RGBA output): refused before anything is allocated or read.
+    let slide = Slide::open(&path).unwrap();
+    assert_eq!(slide.config().max_region_bytes, 4 << 30);
+    let before = slide.io_counters();
+    for size in [(32768u64, 32769u64), (1 << 20, 1 << 20), (1 << 32, 1 << 32), (u64::MAX, 2), (2, u64::MAX), (u64::MAX, u64::MAX)] {
+        let e = expect_err(slide.read_region((0, 0), 0, size), &format!("read_region {size:?}"));
+        assert!(matches!(e, Error::Limits { .. }) && e.to_string().contains("max_region_bytes"), "{size:?}: {e}");
+        let e = expect_err(slide.read_regions_rgb_into(&[(0, 0)], 0, size, [0; 3], &mut []), &format!("batch {size:?}"));
+        assert!(matches!(e, Error::Limits { .. }), "batch {size:?}: {e}");
+        let e = expect_err(slide.read_region_into((0, 0), 0, size, &mut []), &format!("read_region_into {size:?}"));
+        assert!(matches!(e, Error::Limits { .. }), "read_region_into {size:?}: {e}");
+    }
+    // Exactly at the limit is allowed (checked on a small configured limit to stay cheap).
+    let config = slidestream::Config { max_region_bytes: 256 * 256 * 4, ..slidestream::Config::default() };
+    let opts = slidestream::SlideOptions { config: Some(config), cache: None, ..Default::default() };
+    let small = Slide::open_with(&path, opts).unwrap();
+    small.read_region((0, 0), 0, (256, 256)).unwrap();
+    let mut out = vec![0u8; 256 * 256 * 3 * 2];
+    small.read_regions_rgb_into(&[(0, 0), (500, 500)], 0, (256, 256), [0; 3], &mut out).unwrap();
+    for size in [(257u64, 256u64), (256, 257), (1 << 16, 2)] {
+        assert!(matches!(small.read_region((0, 0), 0, size), Err(Error::Limits { .. })), "{size:?}");
+        let mut out = vec![0u8; (size.0 * size.1 * 3) as usize];
+        let e = expect_err(small.read_regions_rgb_into(&[(0, 0)], 0, size, [0; 3], &mut out), "batch over a small limit");
+        assert!(matches!(e, Error::Limits { .. }), "{size:?}: {e}");
+    }
+    // Associated images obey the same limit: the 574x768 thumbnail is larger than 256².
+    assert!(matches!(small.read_associated("thumbnail"), Err(Error::Limits { .. })));
+    assert_eq!(slide.io_counters(), before, "refused requests read nothing");
+    assert!(t0.elapsed() < Duration::from_secs(5), "took {:?}", t0.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------------
 // CLI
 // ---------------------------------------------------------------------------------------------
 

@@ -22,6 +22,25 @@ pub fn siz(stream: &[u8]) -> Result<(u32, u32, u16), String> {
     Ok((xsiz - xo, ysiz - yo, csiz))
 }
 
+/// Most tiles a codestream may declare. OpenJPEG allocates coding parameters for every tile
+/// and component from SIZ alone (about 4 KB + 1 KB per component each; the J2K limit of 65535
+/// tiles costs ~0.5 GB from a 50-byte header). Aperio writes one J2K tile per TIFF tile.
+pub(crate) const MAX_TILES: u64 = 4096;
+
+/// The number of tiles the SIZ marker of a codestream declares (call after [`siz`] succeeded).
+///
+/// # Errors
+/// A message for a zero tile size or a tile origin past the image origin.
+pub(crate) fn tile_count(stream: &[u8]) -> Result<u64, String> {
+    let be32 = |o: usize| u32::from_be_bytes([stream[o], stream[o + 1], stream[o + 2], stream[o + 3]]) as u64;
+    let (xsiz, ysiz, xo, yo) = (be32(8), be32(12), be32(16), be32(20));
+    let (xt, yt, xto, yto) = (be32(24), be32(28), be32(32), be32(36));
+    if xt == 0 || yt == 0 || xto > xo || yto > yo {
+        return Err(format!("JPEG 2000 SIZ with tiles of {xt}x{yt} at {xto},{yto}"));
+    }
+    Ok((xsiz - xto).div_ceil(xt).saturating_mul((ysiz - yto).div_ceil(yt)))
+}
+
 /// Decode a codestream into interleaved 8-bit samples (`components` per pixel, row-major).
 /// Returns (width, height, components, samples).
 ///

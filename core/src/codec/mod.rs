@@ -96,8 +96,16 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             Ok(crop_rgba(px, hdr.width, g))
         }
         Compression::Jpeg2000 { ycbcr } => {
-            let (w, h, _) = jp2k::siz(planes[0]).map_err(fmt_err)?;
+            let (w, h, csiz) = jp2k::siz(planes[0]).map_err(fmt_err)?;
             check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
+            // Checked before OpenJPEG allocates per-component and per-tile state from SIZ.
+            if csiz != codec.samples_per_pixel {
+                return Err(fmt_err(format!("JPEG 2000 stream has {csiz} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
+            }
+            let tiles = jp2k::tile_count(planes[0]).map_err(fmt_err)?;
+            if tiles > jp2k::MAX_TILES {
+                return Err(Error::limits(at, format!("JPEG 2000 stream of {tiles} tiles (at most {})", jp2k::MAX_TILES)));
+            }
             let (w, h, n, mut s) = jp2k::decode(planes[0]).map_err(fmt_err)?;
             check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
             if ycbcr && n >= 3 {

@@ -2,9 +2,10 @@
 //!
 //! Ranges are sorted by file offset and merged when the hole between two ranges is at most
 //! [`PlanOptions::max_gap_bytes`] and the merged request stays within
-//! [`PlanOptions::max_request_bytes`]. A plan never spans from the smallest to the largest
-//! offset regardless of the holes (the mistake cuCIM's loader makes); the bytes read beyond what
-//! the tiles need are reported as read amplification.
+//! [`PlanOptions::max_request_bytes`]; ranges that overlap the request being built are always
+//! merged (requests never overlap, so no byte is read twice). A plan never spans from the
+//! smallest to the largest offset regardless of the holes (the mistake cuCIM's loader makes);
+//! the bytes read beyond what the tiles need are reported as read amplification.
 
 /// Knobs of the planner. Defaults: 8 KiB maximum gap, 8 MiB maximum request
 /// (`SLIDESTREAM_PLAN_MAX_GAP_BYTES`, `SLIDESTREAM_PLAN_MAX_REQUEST_BYTES`, see `config`).
@@ -12,7 +13,8 @@
 pub struct PlanOptions {
     /// Largest hole, in bytes, between two ranges that are still read as one request.
     pub max_gap_bytes: u64,
-    /// Largest single request, in bytes. A range longer than this is still read whole.
+    /// Largest single request, in bytes. A range longer than this is still read whole, and
+    /// ranges overlapping each other are read as one request whatever its size.
     pub max_request_bytes: u64,
 }
 
@@ -84,8 +86,10 @@ pub fn plan_reads(wants: &[Want], opts: &PlanOptions) -> ReadPlan {
         if let Some((start, end, members)) = cur.as_mut() {
             let gap_ok = w.offset <= end.saturating_add(opts.max_gap_bytes);
             let new_end = (*end).max(w_end);
-            // A range inside the open request costs nothing extra: always merge it.
-            let size_ok = new_end - *start <= opts.max_request_bytes || w_end <= *end;
+            // A range that overlaps the open request is always merged, even past the size
+            // limit: a separate request would read the shared bytes twice (a file whose tiles
+            // each extend the previous one by a byte would be read and held once per tile).
+            let size_ok = new_end - *start <= opts.max_request_bytes || w.offset < *end;
             if gap_ok && size_ok {
                 *end = new_end;
                 members.push((w.id, w.offset - *start, w.len));
@@ -144,6 +148,25 @@ mod tests {
         let p = plan_reads(&[w(0, 0, 100), w(1, 20, 10)], &opts);
         assert_eq!(p.requests.len(), 1);
         assert_eq!(p.requests[0].members, vec![(0, 0, 100), (1, 20, 10)]);
+    }
+
+    #[test]
+    fn overlapping_range_that_extends_an_oversized_request_is_merged() {
+        // Found by the `planner` fuzz target: the second range starts inside the first and ends
+        // past it; with a 1-byte request limit it opened a second, overlapping request.
+        let opts = PlanOptions { max_gap_bytes: 64, max_request_bytes: 1 };
+        let p = plan_reads(&[w(0, 1_048_560, 2295), w(1, 1_048_560, 1956)], &opts);
+        assert_eq!(p.requests.len(), 1);
+        assert_eq!((p.requests[0].offset, p.requests[0].len), (1_048_560, 2295));
+        assert_eq!(p.requests[0].members, vec![(1, 0, 1956), (0, 0, 2295)]);
+        // A chain of ranges each one byte past the previous: one request, not one per range.
+        let chain: Vec<Want> = (0..100).map(|i| w(i, i as u64, 1000)).collect();
+        let p = plan_reads(&chain, &PlanOptions { max_gap_bytes: 0, max_request_bytes: 10 });
+        assert_eq!(p.requests.len(), 1);
+        assert_eq!(p.read_bytes(), 1099);
+        // Touching (not overlapping) ranges still respect the limit.
+        let p = plan_reads(&[w(0, 0, 100), w(1, 100, 100)], &PlanOptions { max_gap_bytes: 0, max_request_bytes: 150 });
+        assert_eq!(p.requests.len(), 2);
     }
 
     #[test]

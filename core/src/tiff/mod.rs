@@ -12,7 +12,10 @@
 //! job; pixel decoding uses well-kept codec crates (see `codec`).
 //!
 //! Every value that sizes an allocation is checked first: entry counts against the file size
-//! and [`MAX_TAG_BYTES`], the IFD chain against [`MAX_IFDS`] and against loops.
+//! and [`MAX_TAG_BYTES`], the IFD chain against [`MAX_IFDS`] and against loops, and all
+//! directories plus out-of-line tag values of the chain against twice the file size (they are
+//! disjoint in a valid file; overlapping IFDs or tags sharing one large value would otherwise
+//! turn a small file into gigabytes of entries, tag reads and tile index).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -25,6 +28,26 @@ pub const MAX_IFDS: usize = 4096;
 pub const MAX_TAG_BYTES: u64 = 512 << 20;
 /// Most entries in one IFD.
 pub const MAX_IFD_ENTRIES: u64 = 65_535;
+
+/// The directories and out-of-line tag values of one IFD chain may occupy at most this many
+/// times the file size (they are disjoint in a valid file).
+const STRUCTURE_BUDGET_FACTOR: u64 = 2;
+
+fn charge(budget: &mut u64, at: &Location, bytes: u64) -> Result<()> {
+    match budget.checked_sub(bytes) {
+        Some(left) => {
+            *budget = left;
+            Ok(())
+        }
+        None => Err(Error::limits(
+            at,
+            format!(
+                "IFD directories and tag values claim more than {STRUCTURE_BUDGET_FACTOR}x the file size \
+                 (overlapping or shared structures)"
+            ),
+        )),
+    }
+}
 
 /// Well-known tag numbers (TIFF 6.0 unless noted).
 #[allow(missing_docs)]
@@ -170,7 +193,8 @@ impl TiffFile {
     /// # Errors
     /// [`Error::Unsupported`] when the file is not TIFF; [`Error::Format`] for a bad header,
     /// an IFD outside the file or a looping chain; [`Error::Limits`] for more than
-    /// [`MAX_IFDS`] directories or [`MAX_IFD_ENTRIES`] entries.
+    /// [`MAX_IFDS`] directories or [`MAX_IFD_ENTRIES`] entries, or directories and tag values
+    /// that together claim more than twice the file size.
     pub fn parse(src: &dyn ByteSource, at: &Location) -> Result<TiffFile> {
         let file_len = src.len();
         if file_len < 8 {
@@ -200,6 +224,12 @@ impl TiffFile {
         };
         let mut seen = HashSet::new();
         let mut next = first;
+        // Directories and out-of-line tag values of a valid file occupy disjoint bytes, so
+        // together they fit in the file; IFDs that overlap (each distinct, so no loop) or tags
+        // sharing one huge value would otherwise multiply the file into gigabytes of entries,
+        // tag reads and tile index. Twice the file size leaves room for writers that share a
+        // value between directories.
+        let mut budget = file_len.saturating_mul(STRUCTURE_BUDGET_FACTOR);
         while next != 0 {
             if !seen.insert(next) {
                 return Err(Error::format(at, format!("IFD chain loops back to offset {next}")));
@@ -207,7 +237,7 @@ impl TiffFile {
             if tf.ifds.len() >= MAX_IFDS {
                 return Err(Error::limits(at, format!("more than {MAX_IFDS} IFDs in the chain")));
             }
-            let (ifd, n) = tf.read_ifd(src, at, next)?;
+            let (ifd, n) = tf.read_ifd(src, at, next, &mut budget)?;
             tf.ifds.push(ifd);
             next = n;
         }
@@ -217,7 +247,9 @@ impl TiffFile {
         Ok(tf)
     }
 
-    fn read_ifd(&self, src: &dyn ByteSource, at: &Location, offset: u64) -> Result<(Ifd, u64)> {
+    /// Read the IFD at `offset`, charging its directory bytes and the in-file bytes of its
+    /// out-of-line values to `budget` (see [`STRUCTURE_BUDGET_FACTOR`]).
+    fn read_ifd(&self, src: &dyn ByteSource, at: &Location, offset: u64, budget: &mut u64) -> Result<(Ifd, u64)> {
         let (count_size, entry_size, next_size) = if self.bigtiff { (8, 20, 8) } else { (2, 12, 4) };
         if offset >= self.file_len {
             return Err(Error::format(
@@ -230,6 +262,7 @@ impl TiffFile {
         if n > MAX_IFD_ENTRIES {
             return Err(Error::limits(at, format!("IFD at {offset} claims {n} entries")));
         }
+        charge(budget, at, count_size + n * entry_size + next_size)?;
         let body = read_at(src, at, offset + count_size, n * entry_size + next_size)?;
         let mut entries = BTreeMap::new();
         for i in 0..n as usize {
@@ -254,6 +287,8 @@ impl TiffFile {
                 Data::Inline(b)
             } else {
                 let off = if self.bigtiff { self.u64_from(value) } else { self.u32_from(value) as u64 };
+                // Only bytes inside the file can be read (the rest fails when read).
+                charge(budget, at, total.min(self.file_len.saturating_sub(off)))?;
                 Data::At(off)
             };
             entries.insert(tag, Entry { tag, field_type, count, data });

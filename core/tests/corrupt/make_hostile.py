@@ -153,6 +153,17 @@ def shared_tile_arrays() -> bytes:
     return data
 
 
+def overlapping_tile_ranges() -> bytes:
+    """A 128x128 uncompressed image of 64 tiles (16x16 RGB, 768 bytes) whose byte ranges form
+    a chain: tile i is the 831 bytes at D + i, so each range ends one byte past the previous
+    one. Before the planner fix, with a request limit below 831 bytes (the corpus test uses
+    512), a whole-level read opened one overlapping request per tile: 53 KB read and held for
+    894 bytes of data (64 GiB for 1 GiB tiles)."""
+    t = Tiff()
+    d = t.add(bytes((i * 7) % 256 for i in range(894)))
+    return t.finish([tiled(128, 128, 16, 16, [d + i for i in range(64)], [831] * 64)])
+
+
 def looping_ifds() -> bytes:
     t = Tiff()
     tile = t.add(bytes(16 * 16 * 3))
@@ -246,12 +257,15 @@ def main() -> None:
     # OpenJPEG allocates per-tile, per-component coding parameters from SIZ alone.
     write("oom", "j2k-siz-65025-tiles.tif", one_tile_tiff(j2k_stream(255, 255, 1, 1, 3), 255, 255, 256, 256, compression=33005))
     write("oom", "j2k-siz-16384-components.tif", one_tile_tiff(j2k_stream(256, 256, 16, 16, 16384), 256, 256, 256, 256, compression=33005))
+    write("oom", "overlapping-tile-ranges.tif", overlapping_tile_ranges())
+    # The `planner` fuzz target's crash input (see README.md), kept byte for byte.
+    write("oom", "planner-overlap-past-max-request.planner", bytes.fromhex("0100ffffffffffff f404".replace(" ", "")))
     write("hang", "looping-ifd-chain.tif", looping_ifds())
     sa = small_aperio()
     write("panic", "jpeg-tile-0x11-0x00.svs", patched(sa, TILE0_OFF, b"\x11\x00"))
     write("panic", "jpeg-tile-zeroed.svs", patched(sa, TILE0_OFF, bytes(TILE0_LEN)))
     write("panic", "jpeg-sof-65000x65000.svs", sof_claiming(sa, 65000, 65000))
-    write("panic", "truncated-in-tile.svs", sa[: TILE0_OFF + TILE0_LEN // 2])
+    write("panic", "truncated-before-ifds.svs", sa[: TILE0_OFF + TILE0_LEN // 2])
     write("wrong-pixels", "jpeg-tile-truncated.svs", patched(sa, TILE0_OFF + TILE0_LEN // 2, bytes(TILE0_LEN // 2 - 2) + b"\xff\xd9"))
     write("wrong-pixels", "jpeg-sof-8x8-in-16x16-image.svs", sof_claiming(sa, 8, 8))
     write("wrong-pixels", "jpeg-32x32-in-64x64-tile.tif", jpeg_tile_tiff(64, 64, 64, 64, (32, 32)))
