@@ -1,140 +1,1186 @@
 #!/usr/bin/env python3
-"""Side-by-side random-patch benchmark: slidestream vs the readers people use today.
+"""Side-by-side tile-read benchmark: slidestream and every other slide reader that imports.
 
-The same seeded level-0 locations go through every reader that imports (openslide-python +
-openslide-bin, fastslide, tiffslide) and through slidestream's native reader (the
-`slidestream bench` CLI, Rust API, one caller thread). Readers alternate within each round;
-the median of the rounds is reported with the ratio of slidestream to each peer.
+One command runs the same seeded workloads through
 
-usage: compare.py SLIDE [--patches 2000] [--size 256] [--level 0] [--rounds 3] [--seed 0]
-                  [--threads 1] [--binary target/release/slidestream] [--json OUT.json]
+* ``slidestream``        slidestream's Python API (``slidestream.Slide``), default decode pool
+                         (``RAYON_NUM_THREADS`` unset: all cores);
+* ``slidestream-1dt``    the same with one decode thread (``RAYON_NUM_THREADS=1``);
+* ``slidestream-cli``    the Rust CLI (``slidestream bench``: ``Slide::read_region_into`` in a
+                         loop, one caller thread, its own timer); 1-thread random workloads only;
+* ``slidestream-cli-cuda`` with ``--cuda-cli PATH`` (a ``--features cuda`` build of the CLI):
+                         ``slidestream gpu-region --patches N``, random 256² level-0 patches
+                         file → device, one region per call; rand256-1t only, and with the
+                         CLI's own seeded locations (not the shared ones): an extra row;
+* ``slidestream-cuda``   slidestream's CUDA path, when the Python package exposes one
+                         (``slidestream.cuda_available()`` returning True; reads use
+                         ``device="cuda"``). slidestream has none yet: reported unavailable;
+* ``openslide``          openslide-python + openslide-bin;
+* ``tiffslide``, ``fastslide``;
+* ``cucim-cpu``, ``cucim-cuda``  cuCIM's ``CuImage.read_region(..., device="cpu"|"cuda")``.
 
-Prints a markdown table. Every reader runs single-threaded from the caller's view; `--threads`
-is the number of decode threads slidestream may use inside one read (RAYON-style pool).
+Readers that do not import (or have no CUDA device) are listed as unavailable with the reason.
+
+Method. Every measurement runs in a fresh interpreter (so every reader starts with empty
+in-process caches, with its default cache settings), opens the slide, then times only the reads;
+every read ends with a numpy uint8 array (OpenSlide's PIL image is converted with
+``np.asarray``; cuCIM's CUDA results stay on the device). For each workload the readers
+alternate within a round (the order is rotated every round), and the median of the rounds is
+reported with patches/s, MP/s and the ratio slidestream / reader (slidestream = the Python API
+row). The 1-minute load average is recorded before every measurement.
+
+Workloads (``--workloads``, comma-separated; level-0 locations come from one seeded generator
+per workload, identical for every reader):
+
+  rand256-1t, rand512-1t   random 256² / 512² level-0 patches, one caller thread
+  rand256-mt, rand512-mt   the same on a pool of ``--threads`` caller threads (default: all
+                           cores), patches split into contiguous chunks. Thread-safe readers
+                           (slidestream, OpenSlide, FastSlide) share one handle; tiffslide and
+                           cuCIM get one handle per thread (``--mt-handles`` changes that)
+  scan-l0                  sequential scan (row-major) of level-0 tiles, one read per tile of the
+                           slide's tile size, one caller thread; capped at ``--scan-tiles``
+  rand256-l1, rand256-l2   random 256² patches of levels 1 and 2, one caller thread
+  batch1024                ``--batch`` random 256² level-0 patches into one (n, 256, 256, 3)
+                           array: ``slidestream.Slide.read_regions`` and cuCIM's batched
+                           ``read_region(locations, batch_size=..., num_workers=--threads)``;
+                           the others loop and copy the RGB channels into a preallocated array
+
+Page cache (``--cache warm,cold``): warm = the file's pages are in memory (a warm-up read of the
+whole file first); cold (for ``--cold-workloads``) = before every measurement
+``echo 1 > /proc/sys/vm/drop_caches`` (needs root); where that is refused, every cold
+measurement reads a fresh copy of the file (written, fsync'ed, then evicted with
+posix_fadvise(DONTNEED), best effort), and the report says so.
+
+Levels are matched by dimensions: a reader that does not see a level with slidestream's level-k
+dimensions (tiffslide treats the second IFD of an SVS as its thumbnail) is n/a there.
+
+Inputs: the SLIDE arguments (default ``/tmp/big.svs``, made with ``make_big_svs.py`` when
+missing: 48000² level 0, real scanner JPEG tiles) get every workload; every file of
+``--testdata`` (default ``../shared/testdata``) that every available reader opens and reads gets
+``rand256-1t`` (patch edge clamped to the image) and ``scan-l0``.
+
+Output (``--out``, default ``docs/benchmarks``): ``compare-NAME.md`` (markdown tables),
+``compare-NAME.json`` (every run), and PNG bar charts ``compare-NAME-<slide>-rates.png`` and
+``-ratios.png`` (matplotlib; skipped with a note when it is missing). The markdown also goes to
+stdout; progress goes to stderr.
+
+examples:
+  compare.py                                   # full run: /tmp/big.svs warm + cold, testdata
+  compare.py --quick                           # minutes: 100 patches, 1 round, warm only
+  compare.py SLIDE --workloads rand256-1t --readers slidestream,openslide,fastslide --rounds 5
 """
 import argparse
+import datetime
 import json
 import os
 import platform
-import random
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+ALL_WORKLOADS = ["rand256-1t", "rand512-1t", "rand256-mt", "rand512-mt", "scan-l0", "rand256-l1", "rand256-l2", "batch1024"]
+ALL_READERS = ["slidestream", "slidestream-1dt", "slidestream-cli", "slidestream-cuda", "slidestream-cli-cuda", "openslide", "tiffslide", "fastslide", "cucim-cpu", "cucim-cuda"]
+REF = "slidestream"
+# readers whose handle may be shared by threads (documented thread-safe; reads release the GIL)
+THREAD_SAFE = {"slidestream", "slidestream-1dt", "slidestream-cuda", "openslide", "fastslide"}
+SLIDE_EXT = (".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".vms", ".mrxs")
 
 
-def locations(path, level, size, n, seed, slidestream_bin):
-    info = json.loads(subprocess.check_output([slidestream_bin, "info", path, "--json"]))
-    w, h = info["level_dimensions"][level]
-    ds = info["level_downsamples"][level]
-    rng = random.Random(seed)
-    return [
-        (int(rng.randrange(max(1, w - size)) * ds), int(rng.randrange(max(1, h - size)) * ds))
-        for _ in range(n)
-    ]
+# --------------------------------------------------------------------------------------------
+# worker side: runs in a fresh interpreter, one reader, one measurement
+# --------------------------------------------------------------------------------------------
+
+_SYNC: list = []
 
 
-def run_slidestream(binary, path, level, size, locs, threads):
+def _prepare_cuda_sync():
+    """Import a device-synchronize function (CuPy, else PyTorch) before any timer starts."""
+    for mod, fn in (("cupy", lambda m: m.cuda.runtime.deviceSynchronize()), ("torch", lambda m: m.cuda.synchronize())):
+        try:
+            m = __import__(mod)
+            fn(m)
+            _SYNC.append(lambda m=m, fn=fn: fn(m))
+            return
+        except Exception:  # noqa: BLE001
+            continue
+
+
+def _cuda_sync():
+    for f in _SYNC[:1]:
+        f()
+
+
+class _Adapter:
+    """One reader: open, level dimensions, read one region, optional batch API."""
+
+    batch = None
+    device = "cpu"
+
+    @staticmethod
+    def batch_locs(locs0):
+        return locs0
+
+    def close(self, h):
+        try:
+            h.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def make_adapter(key):
+    import numpy as np
+
+    a = _Adapter()
+    a.key = key
+    if key in ("slidestream", "slidestream-1dt", "slidestream-cuda"):
+        import slidestream
+
+        a.version = slidestream.__version__ if hasattr(slidestream, "__version__") else "?"
+        a.open = lambda p: slidestream.Slide(p)
+        a.levels = lambda h: [tuple(d) for d in h.level_dimensions]
+        if key == "slidestream-cuda":
+            hook = getattr(slidestream, "cuda_available", None)
+            if not (callable(hook) and hook()):
+                raise RuntimeError(f"slidestream {a.version} exposes no CUDA path in Python (no slidestream.cuda_available() returning True)")
+            a.device = "cuda"
+            a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), lv, (w, hh), device="cuda")
+            a.batch = lambda h, locs0, lv, w, hh, threads: h.read_regions(locs0, lv, (w, hh), device="cuda")
+        else:
+            a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), lv, (w, hh))
+            a.batch = lambda h, locs0, lv, w, hh, threads: h.read_regions(locs0, lv, (w, hh))
+    elif key == "openslide":
+        import openslide
+
+        a.version = f"{openslide.__library_version__} (openslide-python {openslide.__version__})"
+        a.open = lambda p: openslide.OpenSlide(p)
+        a.levels = lambda h: [tuple(d) for d in h.level_dimensions]
+        a.read = lambda h, x0, y0, lx, ly, lv, w, hh: np.asarray(h.read_region((x0, y0), lv, (w, hh)))
+    elif key == "tiffslide":
+        import tiffslide
+
+        a.version = tiffslide.__version__
+        a.open = lambda p: tiffslide.TiffSlide(p)
+        a.levels = lambda h: [tuple(d) for d in h.level_dimensions]
+        a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), lv, (w, hh), as_array=True)
+    elif key == "fastslide":
+        import fastslide
+
+        a.version = fastslide.__version__
+        a.open = lambda p: fastslide.FastSlide.from_file_path(p)
+        a.levels = lambda h: [tuple(d) for d in h.level_dimensions]
+        # FastSlide takes level-native coordinates.
+        a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((lx, ly), lv, (w, hh)).numpy()
+    elif key in ("cucim-cpu", "cucim-cuda"):
+        import cucim
+        from cucim import CuImage
+
+        a.version = getattr(cucim, "__version__", "?")
+        dev = "cuda" if key == "cucim-cuda" else "cpu"
+        a.device = dev
+        a.open = lambda p: CuImage(p)
+        a.levels = lambda h: [tuple(d) for d in h.resolutions["level_dimensions"]]
+        if dev == "cpu":
+            a.read = lambda h, x0, y0, lx, ly, lv, w, hh: np.asarray(h.read_region((x0, y0), (w, hh), lv))
+        else:
+            a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), (w, hh), lv, device="cuda")
+
+        def cucim_batch(h, locs0, lv, w, hh, threads, _dev=dev):
+            bs = int(os.environ.get("COMPARE_CUCIM_BATCH_SIZE", "0")) or len(locs0)
+            it = h.read_region(locs0, (w, hh), lv, batch_size=bs, num_workers=threads, device=_dev)
+            return [np.asarray(b) if _dev == "cpu" else b for b in it]
+
+        a.batch = cucim_batch
+        a.batch_locs = lambda locs0: locs0.tolist()  # cuCIM 26.10 rejects numpy int64 arrays here; lists work
+        a.close = lambda h: None
+    else:
+        raise ValueError(f"unknown reader {key}")
+    if a.device == "cuda":
+        _prepare_cuda_sync()
+    return a
+
+
+def worker_probe(spec):
+    """Open the file, list levels, read a centred sample of level 0; save it as .npy."""
+    import numpy as np
+
+    a = make_adapter(spec["reader"])
+    h = a.open(spec["path"])
+    levels = a.levels(h)
+    W, H = levels[0]
+    s = max(1, min(64, W, H))
+    x, y = (W - s) // 2, (H - s) // 2
+    arr = a.read(h, x, y, x, y, 0, s, s)
+    if a.device == "cuda":
+        _cuda_sync()
+        arr = None
+    else:
+        arr = np.asarray(arr)
+        if arr.ndim != 3 or arr.shape[:2] != (s, s):
+            raise RuntimeError(f"sample read returned shape {arr.shape}, expected ({s}, {s}, 3|4)")
+        np.save(spec["sample"], arr)
+    a.close(h)
+    return {"version": a.version, "levels": levels, "sample_shape": None if arr is None else list(arr.shape)}
+
+
+def worker_measure(spec):
+    import numpy as np
+
+    a = make_adapter(spec["reader"])
+    locs = np.load(spec["locs"])  # (n, 6): x0, y0, lx, ly, w, h
+    lv, mode, threads = spec["level"], spec["mode"], spec["threads"]
+    n = len(locs)
+    pixels = int((locs[:, 4] * locs[:, 5]).sum())
+    rows = [tuple(int(v) for v in r) for r in locs]
+    read = a.read
+
+    def loop(h, part):
+        for x0, y0, lx, ly, w, hh in part:
+            read(h, x0, y0, lx, ly, lv, w, hh)
+
+    def warm_up(h):
+        # one 16² read at the level's origin before the timer (library and device initialisation)
+        read(h, 0, 0, 0, 0, lv, 16, 16)
+        if a.device == "cuda":
+            _cuda_sync()
+
+    if mode == "loop":
+        h = a.open(spec["path"])
+        warm_up(h)
+        t0 = time.perf_counter()
+        loop(h, rows)
+        if a.device == "cuda":
+            _cuda_sync()
+        dt = time.perf_counter() - t0
+        a.close(h)
+    elif mode == "mt":
+        shared = spec["handles"] == "shared"
+        handles = [a.open(spec["path"])] if shared else [a.open(spec["path"]) for _ in range(threads)]
+        for h in handles:
+            warm_up(h)
+        parts = [rows[i * n // threads:(i + 1) * n // threads] for i in range(threads)]
+        barrier = threading.Barrier(threads + 1)
+        errors = []
+
+        def run(i):
+            barrier.wait()
+            try:
+                loop(handles[0 if shared else i], parts[i])
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
+        for t in ts:
+            t.start()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in ts:
+            t.join()
+        if a.device == "cuda":
+            _cuda_sync()
+        dt = time.perf_counter() - t0
+        if errors:
+            raise errors[0]
+        for h in handles:
+            a.close(h)
+    elif mode == "batch":
+        h = a.open(spec["path"])
+        warm_up(h)
+        w, hh = rows[0][4], rows[0][5]
+        if a.batch is not None:
+            locs0 = a.batch_locs(np.ascontiguousarray(locs[:, :2], dtype=np.int64))
+            t0 = time.perf_counter()
+            out = a.batch(h, locs0, lv, w, hh, threads)
+            if a.device == "cuda":
+                _cuda_sync()
+            dt = time.perf_counter() - t0
+            api = "batch"
+        else:
+            t0 = time.perf_counter()
+            out = np.empty((n, hh, w, 3), np.uint8)
+            for i, (x0, y0, lx, ly, _w, _h) in enumerate(rows):
+                out[i] = read(h, x0, y0, lx, ly, lv, w, hh)[..., :3]
+            dt = time.perf_counter() - t0
+            api = "loop"
+        del out
+        a.close(h)
+        return {"seconds": dt, "n": n, "pixels": pixels, "api": api}
+    else:
+        raise ValueError(mode)
+    return {"seconds": dt, "n": n, "pixels": pixels, "api": mode}
+
+
+def worker_main():
+    spec = json.loads(sys.stdin.read())
+    try:
+        res = worker_probe(spec) if spec.get("probe") else worker_measure(spec)
+    except Exception as e:  # noqa: BLE001
+        res = {"error": " ".join(f"{type(e).__name__}: {e}".split())[:240]}
+    sys.stdout.write("\n@@RESULT@@" + json.dumps(res) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown (some readers' atexit hooks are slow)
+
+
+# --------------------------------------------------------------------------------------------
+# driver side
+# --------------------------------------------------------------------------------------------
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def reader_env(key, args):
+    env = dict(os.environ)
+    env.pop("RAYON_NUM_THREADS", None)  # default decode pool (all cores) unless the row says otherwise
+    if key == "slidestream-1dt":
+        env["RAYON_NUM_THREADS"] = "1"
+    if args.cucim_batch_size:
+        env["COMPARE_CUCIM_BATCH_SIZE"] = str(args.cucim_batch_size)
+    return env
+
+
+def run_worker(key, spec, args, timeout):
+    spec = dict(spec, reader=key)
+    try:
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"], input=json.dumps(spec), capture_output=True,
+                           text=True, timeout=timeout, env=reader_env(key, args))
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    marker = p.stdout.rfind("@@RESULT@@")
+    if marker < 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
+        return {"error": f"worker exited with status {p.returncode}: {tail[0][:200]}"}
+    return json.loads(p.stdout[marker + len("@@RESULT@@"):].strip().splitlines()[0])
+
+
+def cli_info(binary, path):
+    return json.loads(subprocess.check_output([binary, "info", path, "--json"], stderr=subprocess.DEVNULL, timeout=60))
+
+
+def run_cli(binary, path, level, size, locs, threads=None):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n".join(f"{x},{y}" for x, y in locs))
+        f.write("\n".join(f"{int(r[0])},{int(r[1])}" for r in locs))
         name = f.name
     try:
-        cmd = [binary, "--threads", str(threads), "bench", path, "--level", str(level), "--size", str(size), "--locations", name, "--json"]
-        out = json.loads(subprocess.check_output(cmd))
-        return out["seconds"]
+        cmd = [binary] + (["--threads", str(threads)] if threads else []) + ["bench", path, "--level", str(level), "--size", str(size), "--locations", name, "--json"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            return {"error": f"slidestream bench exited {p.returncode}: {p.stderr.strip()[-200:]}"}
+        out = json.loads(p.stdout)
+        px = int(sum(int(r[4]) * int(r[5]) for r in locs))
+        return {"seconds": out["seconds"], "n": len(locs), "pixels": px, "api": "loop"}
     finally:
         os.unlink(name)
 
 
-def python_readers():
-    readers = {}
+def run_cuda_cli(binary, path, size, n):
+    import re
+
+    p = subprocess.run([binary, "gpu-region", path, "--size", str(size), "--patches", str(n)], capture_output=True, text=True, timeout=900)
+    m = re.search(r"one region per call: ([0-9.]+) patches/s", p.stdout)
+    if p.returncode != 0 or not m:
+        return {"error": f"gpu-region exited {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}"}
+    rate = float(m.group(1))
+    return {"seconds": n / rate, "n": n, "pixels": n * size * size, "api": "loop"}
+
+
+class PageCache:
+    """Warm: read the whole file once. Cold: drop the page cache (root) or use a fresh copy."""
+
+    def __init__(self, allow_cold):
+        self.method = None
+        self.note = ""
+        if not allow_cold:
+            return
+        try:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1")
+            self.method = "drop_caches"
+            self.note = "cold = `sync; echo 1 > /proc/sys/vm/drop_caches` before every measurement"
+        except OSError as e:
+            self.method = "fresh-copy"
+            self.note = (f"cold: dropping the page cache was refused ({e.strerror}); every cold measurement reads a fresh "
+                         "copy of the file (written, fsync'ed, evicted with posix_fadvise(DONTNEED) — best effort, "
+                         "the kernel may keep some pages)")
+
+    @staticmethod
+    def warm(path):
+        with open(path, "rb", buffering=0) as f:
+            while f.read(16 << 20):
+                pass
+
+    def cold(self, path):
+        """Return the path to read for a cold measurement (and a cleanup callable)."""
+        if self.method == "drop_caches":
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1")
+            return path, lambda: None
+        d = tempfile.mkdtemp(prefix="compare-cold-", dir=os.path.dirname(os.path.abspath(path)) if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) else None)
+        dst = os.path.join(d, os.path.basename(path))
+        shutil.copyfile(path, dst)
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        return dst, lambda: shutil.rmtree(d, ignore_errors=True)
+
+
+def seeded_rng(seed, name):
+    import numpy as np
+
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
+
+
+def make_locs(wl, dims, downs, tile, args, clamp=False):
+    """Rows (x0, y0, lx, ly, w, h) for a workload, or (None, reason)."""
+    import numpy as np
+
+    if wl == "scan-l0":
+        (W, H), (tw, th) = dims[0], tile
+        rows = []
+        cap = args.scan_tiles or None
+        for ty in range(-(-H // th)):
+            for tx in range(-(-W // tw)):
+                x, y = tx * tw, ty * th
+                rows.append((x, y, x, y, min(tw, W - x), min(th, H - y)))
+                if cap and len(rows) >= cap:
+                    break
+            if cap and len(rows) >= cap:
+                break
+        return np.array(rows, np.int64), None
+    size = 512 if wl.startswith("rand512") else 256
+    level = {"rand256-l1": 1, "rand256-l2": 2}.get(wl, 0)
+    if level >= len(dims):
+        return None, f"slide has no level {level}"
+    W, H = dims[level]
+    if clamp:
+        size = max(1, min(size, W, H))
+    if W < size or H < size:
+        return None, f"level {level} ({W}×{H}) is smaller than {size}²"
+    n = args.batch if wl == "batch1024" else (args.patches if not clamp else args.testdata_patches)
+    rng = seeded_rng(args.seed, wl)
+    lx = rng.integers(0, W - size + 1, n)
+    ly = rng.integers(0, H - size + 1, n)
+    ds = downs[level]
+    x0 = (lx * ds).astype(np.int64)
+    y0 = (ly * ds).astype(np.int64)
+    return np.stack([x0, y0, lx, ly, np.full(n, size), np.full(n, size)], axis=1).astype(np.int64), None
+
+
+def over_budget(args):
+    return bool(args.budget_s) and time.time() - args.t0 > args.budget_s
+
+
+def wl_mode(wl):
+    return "mt" if wl.endswith("-mt") else ("batch" if wl == "batch1024" else "loop")
+
+
+def wl_level(wl):
+    return {"rand256-l1": 1, "rand256-l2": 2}.get(wl, 0)
+
+
+def wl_describe(wl, args, size=None):
+    d = {
+        "rand256-1t": "random 256² level-0 patches, 1 thread",
+        "rand512-1t": "random 512² level-0 patches, 1 thread",
+        "rand256-mt": f"random 256² level-0 patches, {args.threads} threads",
+        "rand512-mt": f"random 512² level-0 patches, {args.threads} threads",
+        "scan-l0": "level-0 tile scan (row-major), 1 thread",
+        "rand256-l1": "random 256² level-1 patches, 1 thread",
+        "rand256-l2": "random 256² level-2 patches, 1 thread",
+        "batch1024": f"batch of {args.batch} random 256² level-0 patches",
+    }[wl]
+    if size is not None and size != 256 and wl == "rand256-1t":
+        d = d.replace("256²", f"{size}²")
+    return d
+
+
+def sample_diff(ref_npy, other_npy):
+    """Max |Δ| of RGB over pixels opaque in both samples, or None."""
+    import numpy as np
+
     try:
-        import openslide
+        a, b = np.load(ref_npy), np.load(other_npy)
+    except OSError:
+        return None
+    if a.shape[:2] != b.shape[:2]:
+        return None
+    mask = np.ones(a.shape[:2], bool)
+    for x in (a, b):
+        if x.shape[2] == 4:
+            mask &= x[..., 3] == 255
+    if not mask.any():
+        return None
+    return int(np.abs(a[..., :3].astype(np.int16) - b[..., :3].astype(np.int16))[mask].max())
 
-        def openslide_run(path, level, size, locs):
-            s = openslide.OpenSlide(path)
-            t0 = time.perf_counter()
-            for loc in locs:
-                s.read_region(loc, level, (size, size))
-            dt = time.perf_counter() - t0
-            s.close()
-            return dt
 
-        readers[f"openslide {openslide.__library_version__}"] = openslide_run
-    except Exception as e:  # noqa: BLE001
-        print(f"# openslide unavailable: {e}", file=sys.stderr)
+def probe_slide(path, readers, args, tmp, stop_at_first_failure=False):
+    """Probe every reader on one file. Returns {reader: {version, levels, diff} | {error}}."""
+    out = {}
+    base = "slidestream"
+    order = [base] + [r for r in readers if r not in (base, "slidestream-1dt", "slidestream-cli", "slidestream-cli-cuda")]
+    for key in order:
+        sample = os.path.join(tmp, f"sample-{key}.npy")
+        res = run_worker(key, {"probe": True, "path": path, "sample": sample}, args, timeout=args.probe_timeout)
+        if "error" not in res:
+            res["sample"] = sample
+        out[key] = res
+        if stop_at_first_failure and "error" in res:
+            break
+    if "error" not in out[base]:
+        for key, res in out.items():
+            if key != base and "error" not in res:
+                res["diff"] = sample_diff(out[base]["sample"], res["sample"]) if os.path.exists(res["sample"]) else None
+        for alias in ("slidestream-1dt",):
+            if alias in readers:
+                out[alias] = dict(out[base])
+        if "slidestream-cli" in readers:
+            if args.binary and os.path.exists(args.binary):
+                try:
+                    cli_info(args.binary, path)
+                    out["slidestream-cli"] = dict(out[base], version=f"{out[base]['version']} (Rust CLI)")
+                except Exception as e:  # noqa: BLE001
+                    out["slidestream-cli"] = {"error": f"slidestream info failed: {e}"}
+            else:
+                out["slidestream-cli"] = {"error": f"no CLI binary at {args.binary} (cargo build --release)"}
+        if "slidestream-cli-cuda" in readers:
+            if not args.cuda_cli:
+                out["slidestream-cli-cuda"] = {"error": "no --cuda-cli given (a `cargo build --release -p slidestream --features cuda` binary)"}
+            elif not os.path.exists(args.cuda_cli):
+                out["slidestream-cli-cuda"] = {"error": f"no file {args.cuda_cli}"}
+            else:
+                g = subprocess.run([args.cuda_cli, "gpu-probe"], capture_output=True, text=True, timeout=120)
+                out["slidestream-cli-cuda"] = (dict(out[base], version=f"{out[base]['version']} (Rust CLI, CUDA)") if g.returncode == 0
+                                               else {"error": "gpu-probe failed: " + " ".join((g.stderr or g.stdout).split())[-200:]})
+    return out
+
+
+def machine_info():
+    cpu = platform.processor() or platform.machine()
     try:
-        import fastslide
-
-        def fastslide_run(path, level, size, locs):
-            s = fastslide.FastSlide.from_file_path(path)
-            t0 = time.perf_counter()
-            for loc in locs:
-                s.read_region(location=loc, level=level, size=(size, size))
-            dt = time.perf_counter() - t0
-            s.close()
-            return dt
-
-        readers[f"fastslide {fastslide.__version__}"] = fastslide_run
-    except Exception as e:  # noqa: BLE001
-        print(f"# fastslide unavailable: {e}", file=sys.stderr)
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
     try:
-        import tiffslide
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+            mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    gpu = ""
+    try:
+        g = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        if g.returncode == 0 and g.stdout.strip():
+            gpu = "; GPU " + "; ".join(sorted(set(g.stdout.strip().splitlines())))
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return f"{platform.node()}: {os.cpu_count()} CPUs ({cpu}){mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}{gpu}"
 
-        def tiffslide_run(path, level, size, locs):
-            s = tiffslide.TiffSlide(path)
-            t0 = time.perf_counter()
-            for loc in locs:
-                s.read_region(loc, level, (size, size), as_array=True)
-            dt = time.perf_counter() - t0
-            s.close()
-            return dt
 
-        readers[f"tiffslide {tiffslide.__version__}"] = tiffslide_run
-    except Exception as e:  # noqa: BLE001
-        print(f"# tiffslide unavailable: {e}", file=sys.stderr)
-    return readers
+def git_rev():
+    try:
+        rev = subprocess.check_output(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], text=True, stderr=subprocess.DEVNULL).strip()
+        dirty = subprocess.check_output(["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"], text=True, stderr=subprocess.DEVNULL).strip()
+        return rev + (" (uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+def default_make_big():
+    for p in (os.path.join(REPO, "..", "shared", "tools", "make_big_svs.py"), os.path.join(HERE, "make_big_svs.py")):
+        if os.path.exists(p):
+            return os.path.abspath(p)
+    return None
+
+
+def default_testdata():
+    p = os.path.abspath(os.path.join(REPO, "..", "shared", "testdata"))
+    return p if os.path.isdir(p) else "none"
+
+
+def fmt_rate(v):
+    return "—" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}")
+
+
+def fmt_ratio(v):
+    return "—" if v is None else f"{v:.2f}×"
+
+
+def summarize(runs):
+    ok = [r for r in runs if "error" not in r]
+    if not ok:
+        return {"error": runs[0]["error"] if runs else "not run"}
+    secs = [r["seconds"] for r in ok]
+    med = statistics.median(secs)
+    n, px = ok[0]["n"], ok[0]["pixels"]
+    loads = [r["load"] for r in runs if "load" in r]
+    return {"runs_s": secs, "median_s": med, "n": n, "pixels": px, "patches_per_s": n / med if med > 0 else None,
+            "mp_per_s": px / med / 1e6 if med > 0 else None, "api": ok[0].get("api"),
+            "spread": (max(secs) - min(secs)) / med if med > 0 and len(secs) > 1 else 0.0,
+            "load_min": min(loads) if loads else None, "load_max": max(loads) if loads else None,
+            "errors": [r["error"] for r in runs if "error" in r]}
+
+
+def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
+    """Run every workload × cache state on one slide. Returns {f"{wl}|{cache}": {...}}."""
+    import numpy as np
+
+    ref = probe["slidestream"]
+    dims, downs = ref["levels"], ref["downsamples"]
+    tile = ref["tile"]
+    present = [r for r in readers if r in probe and "error" not in probe[r]]
+    results = {}
+    # every warm workload first (the file read once beforehand), then the cold ones: a cold
+    # measurement empties the page cache, which would leave the next warm one half cold
+    plan = [(wl, "warm") for wl in workloads if "warm" in args.cache]
+    plan += [(wl, "cold") for wl in workloads if "cold" in args.cache and wl in args.cold_workloads and not clamp]
+    for i, (wl, cache) in enumerate(plan):
+        if cache == "warm" and i == 0:
+            PageCache.warm(path)
+        locs, why = make_locs(wl, dims, downs, tile, args, clamp=clamp)
+        key = f"{wl}|{cache}"
+        entry = {"workload": wl, "cache": cache, "readers": {}}
+        results[key] = entry
+        if over_budget(args):
+            locs, why = None, f"skipped: the time budget (--budget-s {args.budget_s}) was spent"
+        if locs is None:
+            entry["na"] = why
+            log(f"  {wl} ({cache}): n/a — {why}")
+            continue
+        entry["describe"] = wl_describe(wl, args, int(locs[0, 4]) if clamp else None)
+        entry["size"] = [int(locs[0, 4]), int(locs[0, 5])] if wl != "scan-l0" else list(tile)
+        level = wl_level(wl)
+        locfile = os.path.join(tmp, f"locs-{wl}.npy")
+        np.save(locfile, locs)
+        # which readers take part, and at which of their levels
+        part = {}
+        for r in present:
+            if r == "slidestream-cli" and (wl_mode(wl) != "loop" or wl == "scan-l0"):
+                entry["readers"][r] = {"na": "CLI `bench` times 1-thread random patches only"}
+                continue
+            if r == "slidestream-cli-cuda" and (wl != "rand256-1t" or clamp):
+                entry["readers"][r] = {"na": "CLI `gpu-region` times random 256² level-0 patches only"}
+                continue
+            rl = probe[r]["levels"]
+            want = tuple(dims[level])
+            if want not in [tuple(x) for x in rl]:
+                entry["readers"][r] = {"na": f"no level with {want[0]}×{want[1]} (levels {', '.join(f'{a}×{b}' for a, b in rl)})"}
+                continue
+            part[r] = [tuple(x) for x in rl].index(want)
+        runs = {r: [] for r in part}
+        for rnd in range(args.rounds):
+            order = list(part)
+            k = rnd % max(1, len(order))
+            order = order[k:] + order[:k]
+            if rnd % 2:
+                order.reverse()
+            for r in order:
+                read_path, cleanup = (path, lambda: None)
+                if cache == "cold":
+                    read_path, cleanup = pc.cold(path)
+                load = os.getloadavg()[0]
+                try:
+                    if r == "slidestream-cli":
+                        res = run_cli(args.binary, read_path, level, int(locs[0, 4]), locs)
+                    elif r == "slidestream-cli-cuda":
+                        res = run_cuda_cli(args.cuda_cli, read_path, int(locs[0, 4]), len(locs))
+                    else:
+                        res = run_worker(r, {"path": read_path, "locs": locfile, "level": part[r], "mode": wl_mode(wl),
+                                             "threads": args.threads,
+                                             "handles": "shared" if (args.mt_handles == "shared" or (args.mt_handles == "auto" and r in THREAD_SAFE)) else "per-thread"},
+                                         args, timeout=args.timeout)
+                finally:
+                    cleanup()
+                res["load"] = load
+                runs[r].append(res)
+                if "error" in res:
+                    log(f"    {wl} {cache} round {rnd + 1} {r}: ERROR {res['error']}")
+                else:
+                    log(f"    {wl} {cache} round {rnd + 1} {r}: {res['n'] / res['seconds']:.1f} patches/s ({res['seconds']:.2f} s, load {load:.2f})")
+        for r in part:
+            entry["readers"][r] = summarize(runs[r])
+        refrate = entry["readers"].get(REF, {}).get("patches_per_s")
+        for r, s in entry["readers"].items():
+            v = s.get("patches_per_s")
+            s["ratio"] = refrate / v if refrate and v else None
+        # ratio per round (paired), reported beside the ratio of medians
+        if REF in runs:
+            for r in part:
+                pairs = [(a["seconds"], b["seconds"]) for a, b in zip(runs[REF], runs[r]) if "error" not in a and "error" not in b]
+                if pairs:
+                    entry["readers"][r]["ratio_paired_median"] = statistics.median(rs / ss for ss, rs in pairs)
+    return results
+
+
+def reader_label(key, probe):
+    p = probe.get(key, {})
+    v = p.get("version", "")
+    names = {
+        "slidestream": f"slidestream {v} (Python)",
+        "slidestream-1dt": f"slidestream {v} (Python, 1 decode thread)",
+        "slidestream-cli": f"slidestream {v.split(' ')[0]} (Rust CLI)" if v else "slidestream (Rust CLI)",
+        "slidestream-cuda": f"slidestream {v} (CUDA)",
+        "slidestream-cli-cuda": f"slidestream {v.split(' ')[0]} (Rust CLI, CUDA gpu-region)" if v else "slidestream (Rust CLI, CUDA)",
+        "openslide": f"OpenSlide {v}",
+        "tiffslide": f"tiffslide {v}",
+        "fastslide": f"FastSlide {v}",
+        "cucim-cpu": f"cuCIM {v} (cpu)",
+        "cucim-cuda": f"cuCIM {v} (cuda)",
+    }
+    return names.get(key, key)
+
+
+# ------------------------------------------------------------------ report: markdown and plots
+
+def md_slide_tables(sres, readers, labels, args, title):
+    lines = []
+    cols = [r for r in readers if any(r in e["readers"] for e in sres["results"].values())]
+    lines.append(f"#### {title}")
+    lines.append("")
+    lines.append("patches/s (slidestream / reader); median of " + f"{args.rounds} round{'s' if args.rounds != 1 else ''}")
+    lines.append("")
+    lines.append("| workload | page cache | " + " | ".join(labels[r] for r in cols) + " |")
+    lines.append("|---|---|" + "---:|" * len(cols))
+    for key, e in sres["results"].items():
+        desc = e.get("describe", e["workload"])
+        if "na" in e:
+            lines.append(f"| {e['workload']} | {e['cache']} | " + " | ".join("n/a" for _ in cols) + f" |  <!-- {e['na']} -->")
+            continue
+        cells = []
+        for r in cols:
+            s = e["readers"].get(r)
+            if s is None:
+                cells.append("")
+            elif "na" in s:
+                cells.append("n/a")
+            elif "error" in s:
+                cells.append("error")
+            else:
+                api = " ᵇ" if e["workload"] == "batch1024" and s.get("api") == "batch" else ""
+                cells.append(f"{fmt_rate(s['patches_per_s'])}{api} ({fmt_ratio(s['ratio'])})")
+        lines.append(f"| {e['workload']}: {desc} | {e['cache']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if any(e["workload"] == "batch1024" for e in sres["results"].values()):
+        lines.append("ᵇ the reader's batch API (`Slide.read_regions`, cuCIM batched `read_region`); others loop into a preallocated array.")
+        lines.append("")
+    return lines
+
+
+def md_long_table(sres, labels):
+    lines = ["| workload | page cache | reader | patches/s | MP/s | slidestream / reader | paired ratio | runs (s) | spread | load (1-min) |",
+             "|---|---|---|---:|---:|---:|---:|---|---:|---|"]
+    for key, e in sres["results"].items():
+        if "na" in e:
+            lines.append(f"| {e['workload']} | {e['cache']} | all | n/a: {e['na']} | | | | | | |")
+            continue
+        for r, s in e["readers"].items():
+            if "na" in s:
+                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | n/a: {s['na']} | | | | | | |")
+            elif "error" in s:
+                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | error: {s['error']} | | | | | | |")
+            else:
+                runs = ", ".join(f"{x:.3f}" for x in s["runs_s"])
+                pr = s.get("ratio_paired_median")
+                load = f"{s['load_min']:.2f}–{s['load_max']:.2f}" if s.get("load_min") is not None else ""
+                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | {fmt_rate(s['patches_per_s'])} | {s['mp_per_s']:.1f} | "
+                             f"{fmt_ratio(s['ratio'])} | {fmt_ratio(pr)} | {runs} | {100 * s['spread']:.0f} % | {load} |")
+    return lines
+
+
+def md_report(report, args):
+    labels = report["labels"]
+    readers = report["readers_run"]
+    L = []
+    L.append(f"# compare.py — {report['name']}")
+    L.append("")
+    L.append(f"- date: {report['date']} (UTC {report['started_utc']} – {report['finished_utc']}, {report['wall_s']:.0f} s)")
+    L.append(f"- machine: {report['machine']}")
+    L.append(f"- slidestream: {report['slidestream_version']}, git {report['git']}; CLI `{report['binary']}`")
+    L.append(f"- command: `{report['command']}` (niceness {report['nice']})")
+    L.append(f"- load average before / after: {report['load_before'][0]:.2f} / {report['load_after'][0]:.2f} (1-min; every row lists the range seen before its runs)")
+    L.append(f"- threads for the `-mt` workloads and cuCIM batches: {args.threads}; handles in `-mt`: "
+             + ("one shared handle for slidestream, OpenSlide and FastSlide, one per thread for tiffslide and cuCIM" if args.mt_handles == "auto" else f"{args.mt_handles} for every reader"))
+    L.append(f"- page cache: warm = whole file read first; {report['cold_note'] or 'cold not run'}")
+    L.append("- every measurement: fresh interpreter, slide opened before the timer, reader's default caches; alternating (rotated) order per round")
+    L.append("")
+    L.append("Readers:")
+    L.append("")
+    for r in readers:
+        L.append(f"- {labels[r]}")
+    if report["unavailable"]:
+        L.append("")
+        L.append("Unavailable:")
+        L.append("")
+        for r, why in report["unavailable"].items():
+            L.append(f"- `{r}`: {why}")
+    L.append("")
+    for s in report["slides"]:
+        L.append(f"## {s['path']}")
+        L.append("")
+        L.append(f"{s['describe']}")
+        L.append("")
+        if s.get("diffs"):
+            L.append("Pixel check (centred 64² of level 0, max |ΔRGB| vs slidestream): " + ", ".join(f"{labels.get(r, r)} {d}" for r, d in s["diffs"].items()))
+            L.append("")
+        L.extend(md_slide_tables(s, readers, labels, args, "Summary"))
+        L.append("#### Every reader and run")
+        L.append("")
+        L.extend(md_long_table(s, labels))
+        L.append("")
+        for p in s.get("plots", []):
+            L.append(f"![{os.path.basename(p)}]({os.path.basename(p)})")
+        L.append("")
+    if report.get("testdata"):
+        td = report["testdata"]
+        L.append(f"## Test files ({td['dir']})")
+        L.append("")
+        L.append(f"Files every available reader opens and reads: {len(td['slides'])}. Workloads: `rand256-1t` with the patch edge clamped to the image "
+                 f"({args.testdata_patches} patches) and `scan-l0`, warm page cache. Small files fit in every reader's cache after the first reads.")
+        L.append("")
+        if td["excluded"]:
+            L.append("Excluded (a reader failed to open or read them):")
+            L.append("")
+            for f, why in td["excluded"].items():
+                L.append(f"- `{f}`: {why}")
+            L.append("")
+        cols = [r for r in readers if any(r in e["readers"] for s in td["slides"] for e in s["results"].values())]
+        L.append("patches/s (slidestream / reader)")
+        L.append("")
+        L.append("| file | workload | " + " | ".join(labels[r] for r in cols) + " | pixel check: max abs ΔRGB vs slidestream |")
+        L.append("|---|---|" + "---:|" * len(cols) + "---|")
+        for s in td["slides"]:
+            for key, e in s["results"].items():
+                if "na" in e:
+                    continue
+                cells = []
+                for r in cols:
+                    x = e["readers"].get(r)
+                    cells.append("" if x is None else "n/a" if "na" in x else "error" if "error" in x else f"{fmt_rate(x['patches_per_s'])} ({fmt_ratio(x['ratio'])})")
+                check = ", ".join(f"{labels.get(r, r).split(' ')[0]} {d}" for r, d in s.get("diffs", {}).items()) if e["workload"] == "rand256-1t" else ""
+                nreads = next((x["n"] for x in e["readers"].values() if "n" in x), None)
+                what = f"{e.get('describe', e['workload'])} ({nreads} read{'s' if nreads != 1 else ''} per run)"
+                L.append(f"| {os.path.basename(s['path'])} | {what} | " + " | ".join(cells) + f" | {check} |")
+        L.append("")
+        for p in td.get("plots", []):
+            L.append(f"![{os.path.basename(p)}]({os.path.basename(p)})")
+        L.append("")
+    return "\n".join(L) + "\n"
+
+
+def plots(report, outdir, name):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        return [], f"plots skipped: {e}"
+    labels = report["labels"]
+    colours = {"slidestream": "#1f77b4", "slidestream-1dt": "#6baed6", "slidestream-cli": "#08306b", "slidestream-cuda": "#17becf",
+               "openslide": "#d62728", "tiffslide": "#2ca02c", "fastslide": "#ff7f0e", "cucim-cpu": "#9467bd", "cucim-cuda": "#8c564b"}
+
+    def grouped(groups, series, value, ylabel, title, fname, logy=False, hlines=()):
+        """groups: list of str; series: list of reader keys; value(g_index, r) -> float|None."""
+        series = [r for r in series if any(value(i, r) for i in range(len(groups)))]
+        if not groups or not series:
+            return None
+        fig, ax = plt.subplots(figsize=(min(15, max(7, 0.22 * len(groups) * len(series) + 3)), 5.6))
+        width = 0.8 / len(series)
+        for j, r in enumerate(series):
+            xs, ys = [], []
+            for i in range(len(groups)):
+                v = value(i, r)
+                if v:
+                    xs.append(i - 0.4 + width * (j + 0.5))
+                    ys.append(v)
+            ax.bar(xs, ys, width, label=labels.get(r, r), color=colours.get(r))
+        top = max((value(i, r) or 0) for i in range(len(groups)) for r in series)
+        if not logy and hlines and top > 12:
+            logy = True  # ratios spanning orders of magnitude (tiny test files)
+        for y, txt in hlines:
+            ax.axhline(y, color="grey", lw=0.8, ls="--")
+            ax.text(len(groups) - 0.5, y, txt, ha="right", va="bottom", fontsize=7, color="dimgrey",
+                    bbox=dict(facecolor="white", alpha=0.8, lw=0, pad=1))
+        ax.set_xticks(range(len(groups)))
+        ax.set_xticklabels(groups, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(ylabel)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(outdir, fname)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return path
+
+    made = []
+    readers = report["readers_run"]
+    peers = [r for r in readers if r != REF]
+    for s in report["slides"]:
+        entries = [e for e in s["results"].values() if "na" not in e]
+        groups = [f"{e['workload']}" + (" cold" if e["cache"] == "cold" else "") for e in entries]
+        stem = os.path.splitext(os.path.basename(s["path"]))[0]
+        rate = lambda i, r: (entries[i]["readers"].get(r) or {}).get("patches_per_s")  # noqa: E731
+        ratio = lambda i, r: (entries[i]["readers"].get(r) or {}).get("ratio")  # noqa: E731
+        p = grouped(groups, readers, rate, "patches/s (log)", f"{stem}: patches/s per workload ({report['name']})", f"compare-{name}-{stem}-rates.png", logy=True)
+        if p:
+            made.append(p)
+            s.setdefault("plots", []).append(p)
+        p = grouped(groups, peers, ratio, "slidestream / reader", f"{stem}: slidestream speed ÷ reader speed ({report['name']})", f"compare-{name}-{stem}-ratios.png",
+                    hlines=[(1.0, "1×"), (1.5, "target vs FastSlide (rand256-1t)"), (3.0, "target vs OpenSlide (rand256-1t)")])
+        if p:
+            made.append(p)
+            s.setdefault("plots", []).append(p)
+    td = report.get("testdata")
+    if td and td["slides"]:
+        for wl in ("rand256-1t", "scan-l0"):
+            ents = [(os.path.basename(s["path"]), s["results"].get(f"{wl}|warm")) for s in td["slides"]]
+            ents = [(f, e) for f, e in ents if e and "na" not in e]
+            groups = [f for f, _ in ents]
+            p = grouped(groups, readers, lambda i, r: (ents[i][1]["readers"].get(r) or {}).get("patches_per_s"), "patches/s (log)",
+                        f"test files, {wl}: patches/s ({report['name']})", f"compare-{name}-testdata-{wl}-rates.png", logy=True)
+            if p:
+                made.append(p)
+                td.setdefault("plots", []).append(p)
+        ents = [(os.path.basename(s["path"]), s["results"].get("rand256-1t|warm")) for s in td["slides"]]
+        ents = [(f, e) for f, e in ents if e and "na" not in e]
+        p = grouped([f for f, _ in ents], peers, lambda i, r: (ents[i][1]["readers"].get(r) or {}).get("ratio"), "slidestream / reader",
+                    f"test files, rand256-1t: slidestream ÷ reader ({report['name']})", f"compare-{name}-testdata-ratios.png", hlines=[(1.0, "1×")])
+        if p:
+            made.append(p)
+            td.setdefault("plots", []).append(p)
+    return made, None
+
+
+# ------------------------------------------------------------------ main
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("slides", nargs="*", help="slides that get every workload (default /tmp/big.svs, made if missing)")
+    ap.add_argument("--quick", action="store_true", help="small run: --patches 100 --rounds 1 --scan-tiles 300 --batch 128 --testdata-patches 30 --cache warm (explicit options win)")
+    ap.add_argument("--workloads", help=f"comma list from {','.join(ALL_WORKLOADS)} (default all)")
+    ap.add_argument("--readers", help=f"comma list from {','.join(ALL_READERS)} (default all that are available)")
+    ap.add_argument("--patches", type=int, help="random patches per measurement (default 1000)")
+    ap.add_argument("--rounds", type=int, help="rounds; the median is reported (default 3)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="caller threads for -mt workloads, cuCIM batch workers (default: all cores)")
+    ap.add_argument("--mt-handles", choices=["auto", "shared", "per-thread"], default="auto",
+                    help="auto: thread-safe readers share one handle, tiffslide and cuCIM get one per thread")
+    ap.add_argument("--scan-tiles", type=int, help="cap on tiles in scan-l0, 0 = every tile (default 10000)")
+    ap.add_argument("--batch", type=int, help="patches in batch1024 (default 1024)")
+    ap.add_argument("--cache", help="comma list of warm,cold (default warm,cold)")
+    ap.add_argument("--cold-workloads", default="rand256-1t,rand256-mt,scan-l0,batch1024", help="workloads also run with a cold page cache")
+    ap.add_argument("--testdata", default=None, help="folder of test files ('none' to skip; default ../shared/testdata)")
+    ap.add_argument("--testdata-patches", type=int, help="random patches per test file (default 200)")
+    ap.add_argument("--testdata-max-bytes", type=int, default=64 << 20, help="skip test files larger than this")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--binary", default=os.path.join(REPO, "target", "release", "slidestream"), help="slidestream CLI for the Rust row")
+    ap.add_argument("--make-big-svs", default=None, help="make_big_svs.py used to create a missing default slide")
+    ap.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks"), help="output folder")
+    ap.add_argument("--name", default="local", help="report name: files are compare-NAME.*")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--cucim-batch-size", type=int, default=0, help="cuCIM batch_size in batch1024 (default: the whole batch)")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
+    ap.add_argument("--probe-timeout", type=int, default=60, help="seconds per reader probe")
+    ap.add_argument("--json", help="also write the JSON here")
+    ap.add_argument("--cuda-cli", help="a CUDA build of the slidestream CLI: adds the gpu-region row (rand256-1t)")
+    ap.add_argument("--from-json", help="measure nothing: re-write the markdown and charts of an earlier run's JSON into --out")
+    ap.add_argument("--budget-s", type=int, default=0, help="skip the workloads that would start after this many seconds (0: no limit)")
+    a = ap.parse_args(argv)
+    q = a.quick
+    a.patches = a.patches or (100 if q else 1000)
+    a.rounds = a.rounds or (1 if q else 3)
+    a.scan_tiles = a.scan_tiles if a.scan_tiles is not None else (300 if q else 10000)
+    a.batch = a.batch or (128 if q else 1024)
+    a.testdata_patches = a.testdata_patches or (30 if q else 200)
+    a.cache = [c.strip() for c in (a.cache or ("warm" if q else "warm,cold")).split(",") if c.strip()]
+    a.cold_workloads = [w.strip() for w in a.cold_workloads.split(",") if w.strip()]
+    a.workloads = [w.strip() for w in a.workloads.split(",")] if a.workloads else list(ALL_WORKLOADS)
+    a.readers = [r.strip() for r in a.readers.split(",")] if a.readers else list(ALL_READERS)
+    for w in a.workloads:
+        if w not in ALL_WORKLOADS:
+            ap.error(f"unknown workload {w}")
+    for r in a.readers:
+        if r not in ALL_READERS:
+            ap.error(f"unknown reader {r}")
+    if REF not in a.readers:
+        a.readers.insert(0, REF)  # the reference row is always measured
+    a.testdata = a.testdata or default_testdata()
+    return a
+
+
+def write_outputs(report, args, out, name):
+    os.makedirs(out, exist_ok=True)
+    if not args.no_plots:
+        for s in report["slides"] + (report.get("testdata") or {}).get("slides", []):
+            s.pop("plots", None)
+        if report.get("testdata"):
+            report["testdata"].pop("plots", None)
+        made, note = plots(report, out, name)
+        report["plots"] = [os.path.basename(p) for p in made]
+        if note:
+            report["plot_note"] = note
+            log(note)
+    md = md_report(report, args)
+    with open(os.path.join(out, f"compare-{name}.md"), "w") as f:
+        f.write(md)
+    for path in [os.path.join(out, f"compare-{name}.json")] + ([args.json] if args.json else []):
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1, default=str)
+    return md
+
+
+def rerender(args):
+    with open(args.from_json) as f:
+        report = json.load(f)
+    run_args = argparse.Namespace(**dict(report["args"], no_plots=args.no_plots, json=args.json))
+    md = write_outputs(report, run_args, args.out, report["name"])
+    print(md)
+    return 0
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("slide")
-    ap.add_argument("--patches", type=int, default=2000)
-    ap.add_argument("--size", type=int, default=256)
-    ap.add_argument("--level", type=int, default=0)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--binary", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "slidestream"))
-    ap.add_argument("--json")
-    a = ap.parse_args(argv)
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        worker_main()
+        return 0
+    args = parse_args(argv)
+    if args.from_json:
+        return rerender(args)
+    t_start = args.t0 = time.time()
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load_before = os.getloadavg()
+    os.makedirs(args.out, exist_ok=True)
+    slides = args.slides or ["/tmp/big.svs"]
+    for s in slides:
+        if not os.path.exists(s):
+            if s == "/tmp/big.svs" and (args.make_big_svs or default_make_big()):
+                tool = args.make_big_svs or default_make_big()
+                log(f"making {s} with {tool}")
+                subprocess.check_call([sys.executable, tool, s])
+            else:
+                sys.exit(f"compare.py: {s} does not exist")
+    pc = PageCache("cold" in args.cache)
+    if "cold" in args.cache and pc.method is None:
+        args.cache.remove("cold")
+    tmp = tempfile.mkdtemp(prefix="compare-")
+    report = {"name": args.name, "date": datetime.date.today().isoformat(), "started_utc": started.strftime("%H:%M"),
+              "machine": machine_info(), "git": git_rev(), "binary": args.binary if os.path.exists(args.binary) else "(none)",
+              "command": " ".join([os.path.relpath(x, REPO) if x.startswith(REPO + os.sep) else x for x in [sys.executable] + sys.argv]),
+              "nice": os.nice(0), "load_before": load_before, "cold_method": pc.method, "cold_note": pc.note,
+              "args": {k: v for k, v in vars(args).items()}, "slides": [], "unavailable": {}, "labels": {}}
+    try:
+        # -- probe the readers on the first slide; the available ones are the readers of this run
+        probes = {}
+        for s in slides:
+            log(f"probing readers on {s}")
+            pr = probe_slide(s, args.readers, args, tmp)
+            if "error" in pr["slidestream"]:
+                sys.exit(f"compare.py: slidestream cannot read {s}: {pr['slidestream']['error']}")
+            probes[s] = pr
+        first = probes[slides[0]]
+        readers = [r for r in args.readers if r in first and "error" not in first[r]]
+        for r in args.readers:
+            if r not in readers:
+                report["unavailable"][r] = first.get(r, {}).get("error", "not probed")
+        # richer reasons for the GPU readers
+        if "cucim-cuda" in report["unavailable"] and "cucim-cpu" in report["unavailable"]:
+            report["unavailable"]["cucim-cuda"] = report["unavailable"]["cucim-cpu"] + " (cuCIM not importable)"
+        report["readers_run"] = readers
+        for s in slides:
+            for r in readers:
+                report["labels"][r] = reader_label(r, probes[s])
+        for r in args.readers:
+            report["labels"].setdefault(r, r)
+        ssv = probes[slides[0]]["slidestream"]["version"]
+        try:
+            import slidestream as _ss  # noqa: F401  (only for core_version; the runs use fresh interpreters)
 
-    locs = locations(a.slide, a.level, a.size, a.patches, a.seed, a.binary)
-    readers = {"slidestream": lambda p, l, s, x: run_slidestream(a.binary, p, l, s, x, a.threads)}
-    readers.update(python_readers())
-    times = {name: [] for name in readers}
-    for r in range(a.rounds):
-        # Alternate the order each round so no reader always runs on a warmer machine.
-        order = list(readers) if r % 2 == 0 else list(reversed(readers))
-        for name in order:
-            times[name].append(readers[name](a.slide, a.level, a.size, locs))
-    rate = {name: a.patches / statistics.median(t) for name, t in times.items()}
-    ours = rate["slidestream"]
-    lines = [
-        f"workload: {a.patches} random {a.size}x{a.size} patches, level {a.level}, seed {a.seed}, "
-        f"1 caller thread (slidestream decode threads: {a.threads}), median of {a.rounds} rounds",
-        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "",
-        "| reader | patches/s | MP/s | slidestream / reader |",
-        "|---|---:|---:|---:|",
-    ]
-    for name, v in sorted(rate.items(), key=lambda kv: -kv[1]):
-        lines.append(f"| {name} | {v:.0f} | {v * a.size * a.size / 1e6:.1f} | {ours / v:.2f} |")
-    print("\n".join(lines))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"args": vars(a), "patches_per_s": rate, "seconds": times}, f, indent=1)
+            ssv = f"{ssv} (core {_ss.core_version() if callable(getattr(_ss, 'core_version', None)) else getattr(_ss, 'core_version', '?')})"
+        except Exception:  # noqa: BLE001
+            pass
+        report["slidestream_version"] = ssv
+        log("readers: " + ", ".join(report["labels"][r] for r in readers) + ("; unavailable: " + ", ".join(report["unavailable"]) if report["unavailable"] else ""))
+
+        def geometry(path, pr):
+            import slidestream
+
+            with slidestream.Slide(path) as sl:
+                pr["slidestream"]["levels"] = [list(d) for d in sl.level_dimensions]
+                pr["slidestream"]["downsamples"] = list(sl.level_downsamples)
+                pr["slidestream"]["tile"] = list(sl.level_tile_sizes[0])
+                desc = (f"{sl.vendor}, level 0 {sl.dimensions[0]}×{sl.dimensions[1]}, {sl.level_count} level(s) "
+                        f"({', '.join(f'{w}×{h}' for w, h in sl.level_dimensions)}), level-0 tiles {sl.level_tile_sizes[0][0]}×{sl.level_tile_sizes[0][1]}, "
+                        f"{os.path.getsize(path) / 1e6:.0f} MB")
+            return desc
+
+        for s in slides:
+            pr = probes[s]
+            desc = geometry(s, pr)
+            log(f"== {s}: {desc}")
+            res = bench_slide(s, args.workloads, readers, pr, args, pc, clamp=False, tmp=tmp)
+            diffs = {r: pr[r].get("diff") for r in readers if r in pr and r not in (REF, "slidestream-1dt", "slidestream-cli") and "diff" in pr[r]}
+            report["slides"].append({"path": s, "describe": desc, "results": res, "diffs": diffs,
+                                     "levels": {r: pr[r].get("levels") for r in readers if r in pr}})
+
+        # -- test files that every available reader opens
+        if args.testdata and args.testdata != "none" and os.path.isdir(args.testdata):
+            td = {"dir": args.testdata, "slides": [], "excluded": {}}
+            report["testdata"] = td
+            td_args = argparse.Namespace(**vars(args))
+            td_args.cache = ["warm"]
+            td_wl = [w for w in ("rand256-1t", "scan-l0") if w in args.workloads]
+            probe_readers = [r for r in readers if r not in ("slidestream-1dt", "slidestream-cli", "slidestream-cli-cuda")]
+            for f in sorted(os.listdir(args.testdata)):
+                p = os.path.join(args.testdata, f)
+                if not os.path.isfile(p) or not f.lower().endswith(SLIDE_EXT) or os.path.getsize(p) > args.testdata_max_bytes:
+                    continue
+                if over_budget(args):
+                    td["excluded"][f] = "not run: the time budget (--budget-s) was spent"
+                    continue
+                log(f"probing {f}")
+                pr = probe_slide(p, probe_readers, args, tmp, stop_at_first_failure=True)
+                bad = {r: x["error"] for r, x in pr.items() if "error" in x}
+                missing = [r for r in probe_readers if r not in pr]
+                if bad or missing:
+                    td["excluded"][f] = "; ".join(f"{report['labels'].get(r, r)}: {e}" for r, e in bad.items()) + (
+                        f" (not tried: {', '.join(missing)})" if missing else "")
+                    continue
+                if "slidestream-1dt" in readers:
+                    pr["slidestream-1dt"] = dict(pr["slidestream"])
+                if "slidestream-cli" in readers:
+                    pr["slidestream-cli"] = dict(pr["slidestream"])
+                desc = geometry(p, pr)
+                log(f"== {f}: {desc}")
+                res = bench_slide(p, td_wl, readers, pr, td_args, pc, clamp=True, tmp=tmp)
+                diffs = {r: pr[r].get("diff") for r in readers if r in pr and "diff" in pr[r] and r not in (REF, "slidestream-1dt", "slidestream-cli")}
+                td["slides"].append({"path": p, "describe": desc, "results": res, "diffs": diffs})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    report["load_after"] = os.getloadavg()
+    report["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
+    report["wall_s"] = time.time() - t_start
+    md = write_outputs(report, args, args.out, args.name)
+    print(md)
+    log(f"wrote {args.out}/compare-{args.name}.md, .json" + (f" and {len(report.get('plots', []))} PNGs" if report.get("plots") else "") + f" in {report['wall_s']:.0f} s")
     return 0
 
 
