@@ -1,5 +1,5 @@
-//! Criterion benches: open + index, random region reads (whole-tile and partial decode), full
-//! tile scan, and the read planner.
+//! Criterion benches: open + index, random region reads on levels 0 and 2 (aligned and
+//! unaligned, 256² and 1024², whole-tile and partial decode), a tile scan, and the read planner.
 //!
 //! Slide: `SLIDESTREAM_BENCH_SLIDE` (e.g. a 48000² slide from `../shared/tools/make_big_svs.py`),
 //! else the bundled `assets/CMU-1-Small-Region.svs`.
@@ -47,23 +47,33 @@ fn benches(c: &mut Criterion) {
         let cfg = Config { partial_decode_max_fraction: frac, ..Config::from_env() };
         // No caching between iterations: a fresh, tiny cache keeps every read cold.
         let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg), ..Default::default() }).unwrap();
-        let (w, h) = slide.dimensions();
-        let tile = slide.level_tile_sizes()[0].0 as u64;
-        for size in [256u64, 1024] {
-            if w <= size || h <= size {
+        for level in [0usize, 2] {
+            if level >= slide.level_count() {
                 continue;
             }
-            for (label, aligned) in [("unaligned", None), ("aligned", Some(tile))] {
-                let locs = locations(w, h, size, 64, aligned);
-                let mut buf = vec![0u8; (size * size * 4) as usize];
-                let mut i = 0;
-                g.throughput(Throughput::Bytes(size * size * 4));
-                g.bench_function(format!("{size}px_{label}"), |b| {
-                    b.iter(|| {
-                        slide.read_region_into(locs[i % locs.len()], 0, (size, size), &mut buf).unwrap();
-                        i += 1;
-                    })
-                });
+            let (w, h) = slide.level_dimensions()[level];
+            let ds = slide.level_downsamples()[level];
+            let tile = slide.level_tile_sizes()[level].0 as u64;
+            for size in [256u64, 1024] {
+                if w <= size || h <= size {
+                    continue;
+                }
+                for (label, aligned) in [("unaligned", None), ("aligned", Some(tile))] {
+                    // Level-k locations, converted to the level-0 frame read_region expects.
+                    let locs: Vec<(i64, i64)> = locations(w, h, size, 64, aligned)
+                        .into_iter()
+                        .map(|(x, y)| ((x as f64 * ds).ceil() as i64, (y as f64 * ds).ceil() as i64))
+                        .collect();
+                    let mut buf = vec![0u8; (size * size * 4) as usize];
+                    let mut i = 0;
+                    g.throughput(Throughput::Bytes(size * size * 4));
+                    g.bench_function(format!("level{level}_{size}px_{label}"), |b| {
+                        b.iter(|| {
+                            slide.read_region_into(locs[i % locs.len()], level, (size, size), &mut buf).unwrap();
+                            i += 1;
+                        })
+                    });
+                }
             }
         }
         g.finish();
