@@ -49,6 +49,29 @@ pub(crate) fn in_pool<T: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce(
     }
 }
 
+/// Read every request of `plan` into its own buffer: in parallel when the pool has more than
+/// one worker and there is more than one request (positional reads on one descriptor are
+/// independent), else on the caller's thread. `at` names the location for an I/O error.
+pub(crate) fn read_requests(
+    src: &dyn ByteSource,
+    plan: &crate::io::plan::ReadPlan,
+    pool: Option<&rayon::ThreadPool>,
+    at: impl Fn(&crate::io::plan::Request) -> Location + Sync,
+) -> Result<Vec<Vec<u8>>> {
+    let read_one = |r: &crate::io::plan::Request| {
+        let mut buf = vec![0u8; r.len as usize];
+        src.read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| Error::io(&at(r), e))
+    };
+    // Parallelism only pays with more than one unit of work and more than one worker: a
+    // single small read or decode, or a one-thread pool, runs faster on the caller's thread
+    // than handed to the pool (no wake-up, no context switch).
+    if pool_threads(pool) > 1 && plan.requests.len() > 1 {
+        in_pool(pool, || plan.requests.par_iter().map(read_one).collect())
+    } else {
+        plan.requests.iter().map(read_one).collect()
+    }
+}
+
 /// Decode the tiles at `coords` (column, row) of one image. Returns one entry per coordinate:
 /// `None` for a missing tile (offset 0 or byte count 0), else the decoded tile. Every tile is
 /// read and decoded at most once per call even if listed twice.
@@ -106,24 +129,12 @@ pub(crate) fn fetch_tiles(
     }
     if !misses.is_empty() {
         let plan = plan_reads(&wants, b.plan);
-        // Read every request (in parallel: positional reads on one descriptor are independent).
-        let read_one = |r: &crate::io::plan::Request| {
-                let mut buf = vec![0u8; r.len as usize];
-                b.src.read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| {
-                    let (id, _, _) = r.members[0];
-                    let (col, row) = coords[misses[id / planes]];
-                    Error::io(&b.at.clone().with_tile(col, row), e)
-                })
-        };
-        // Parallelism only pays with more than one unit of work and more than one worker: a
-        // single small read or decode, or a one-thread pool, runs faster on the caller's thread
-        // than handed to the pool (no wake-up, no context switch).
+        let buffers = read_requests(b.src, &plan, b.pool, |r| {
+            let (id, _, _) = r.members[0];
+            let (col, row) = coords[misses[id / planes]];
+            b.at.clone().with_tile(col, row)
+        })?;
         let parallel = pool_threads(b.pool) > 1;
-        let buffers: Vec<Vec<u8>> = if parallel && plan.requests.len() > 1 {
-            in_pool(b.pool, || plan.requests.par_iter().map(read_one).collect::<Result<_>>())?
-        } else {
-            plan.requests.iter().map(read_one).collect::<Result<_>>()?
-        };
         // Where each (miss, plane) lives: (request, offset in request, len).
         let mut slices = vec![(0usize, 0u64, 0u64); misses.len() * planes];
         for (ri, r) in plan.requests.iter().enumerate() {

@@ -410,9 +410,8 @@ impl Slide {
             wants.push(Want { id: i, offset: l.offset, len: l.byte_count });
         }
         let plan = plan_reads(&wants, &self.config.plan);
-        for r in &plan.requests {
-            let mut buf = vec![0u8; r.len as usize];
-            self.src.read_exact_at(&mut buf, r.offset).map_err(|e| Error::io(&at, e))?;
+        let buffers = crate::pipeline::read_requests(&*self.src, &plan, self.pool.as_deref(), |_| at.clone())?;
+        for (r, buf) in plan.requests.iter().zip(&buffers) {
             for &(id, off, len) in &r.members {
                 out[id] = Some(buf[off as usize..(off + len) as usize].to_vec());
             }

@@ -65,22 +65,8 @@ fn check_planner_input(data: &[u8]) -> String {
         .map(|(id, c)| Want { id, offset: u16::from_le_bytes([c[0], c[1]]) as u64 * 16, len: c[2] as u64 * 8 + c[3] as u64 })
         .collect();
     let plan = plan_reads(&wants, &opts);
-    let mut seen = vec![0u32; wants.len()];
-    let mut prev_end = 0u64;
-    for (k, r) in plan.requests.iter().enumerate() {
-        assert!(k == 0 || r.offset >= prev_end, "requests overlap or are unsorted: {plan:?}");
-        prev_end = r.offset + r.len;
-        let mut end = 0u64;
-        for (m, &(id, off, len)) in r.members.iter().enumerate() {
-            assert!(m == 0 || off < end || (off + len).max(end) <= opts.max_request_bytes, "oversized request: {plan:?}");
-            end = end.max(off + len);
-            assert_eq!((r.offset + off, len), (wants[id].offset, wants[id].len));
-            seen[id] += 1;
-        }
-        assert_eq!(end, r.len);
-    }
-    for (w, n) in wants.iter().zip(seen) {
-        assert_eq!(n, (w.len > 0) as u32, "range {w:?} served {n} times");
+    if let Err(e) = plan.check(&wants, &opts) {
+        panic!("planner contract broken: {e}: {plan:?}");
     }
     format!("planner input: {} ranges, {} requests", wants.len(), plan.requests.len())
 }

@@ -168,7 +168,8 @@ mod imp {
     use crate::error::{GpuError, Result};
 
     pub(super) fn libs() -> std::result::Result<&'static (Cuda, Option<NvJpeg>, Option<String>), GpuError> {
-        static LIBS: OnceLock<std::result::Result<(Cuda, Option<NvJpeg>, Option<String>), String>> = OnceLock::new();
+        type Loaded = std::result::Result<(Cuda, Option<NvJpeg>, Option<String>), String>;
+        static LIBS: OnceLock<Loaded> = OnceLock::new();
         LIBS.get_or_init(|| {
             let cuda = Cuda::load()?;
             // SAFETY: documented driver API entry point, flags must be 0.

@@ -3,7 +3,7 @@
 //! the output RGBA region by one kernel compiled at run time with NVRTC. Tiles nvJPEG cannot
 //! give exactly (chroma-subsampled JPEG, other codecs) are decoded on the CPU and uploaded.
 
-use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 use super::imp::{cu, libs, Decoder};
 use super::sys::*;
@@ -347,7 +347,6 @@ impl GpuReader {
             cu((cuda.cuStreamSynchronize)(self.dec.stream()), "cuStreamSynchronize")?;
         }
         drop((d_desc, d_grid, keep));
-        let _ = c_uint::MAX;
         Ok(result)
     }
 }

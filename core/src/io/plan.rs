@@ -61,6 +61,44 @@ impl ReadPlan {
         self.requests.iter().map(|r| r.len).sum()
     }
 
+    /// Check the plan's contract for `wants` under `opts`: requests are sorted and disjoint;
+    /// every non-empty wanted range is served exactly once, at its offset, by a request that
+    /// contains it; a request is no longer than its ranges; and a request exceeds
+    /// `max_request_bytes` only where a range overlaps the ranges before it (or is alone).
+    /// Used by the tests and the `planner` fuzz target.
+    ///
+    /// # Errors
+    /// A message describing the first violation.
+    pub fn check(&self, wants: &[Want], opts: &PlanOptions) -> Result<(), String> {
+        let mut seen = vec![0u32; wants.len()];
+        let mut prev_end = 0u64;
+        for (k, r) in self.requests.iter().enumerate() {
+            if k > 0 && r.offset < prev_end {
+                return Err(format!("request {k} at {} overlaps or precedes the previous one (ends {prev_end})", r.offset));
+            }
+            prev_end = r.offset + r.len;
+            let mut end = 0u64;
+            for (m, &(id, off, len)) in r.members.iter().enumerate() {
+                if m > 0 && off >= end && (off + len).max(end) > opts.max_request_bytes {
+                    return Err(format!("request {k} exceeds {} bytes without overlapping ranges", opts.max_request_bytes));
+                }
+                end = end.max(off + len);
+                let w = wants.get(id).ok_or_else(|| format!("request {k} serves unknown range {id}"))?;
+                if (r.offset + off, len) != (w.offset, w.len) {
+                    return Err(format!("request {k} serves range {id} at {}+{len}, wanted {}+{}", r.offset + off, w.offset, w.len));
+                }
+                seen[id] += 1;
+            }
+            if end != r.len {
+                return Err(format!("request {k} is {} bytes for ranges ending at {end}", r.len));
+            }
+        }
+        match wants.iter().zip(&seen).find(|(w, &n)| n != (w.len > 0) as u32) {
+            Some((w, n)) => Err(format!("range {w:?} served {n} times")),
+            None => Ok(()),
+        }
+    }
+
     /// Read amplification: bytes read / bytes needed (1.0 for an empty plan).
     pub fn amplification(&self) -> f64 {
         if self.needed_bytes == 0 {
@@ -167,6 +205,16 @@ mod tests {
         // Touching (not overlapping) ranges still respect the limit.
         let p = plan_reads(&[w(0, 0, 100), w(1, 100, 100)], &PlanOptions { max_gap_bytes: 0, max_request_bytes: 150 });
         assert_eq!(p.requests.len(), 2);
+    }
+
+    #[test]
+    fn check_accepts_plans_and_rejects_broken_ones() {
+        let opts = PlanOptions::default();
+        let wants = [w(0, 0, 10), w(1, 10, 10), w(2, 1 << 30, 5), w(3, 7, 0)];
+        let mut p = plan_reads(&wants, &opts);
+        assert_eq!(p.check(&wants, &opts), Ok(()));
+        p.requests[0].members.pop();
+        assert!(p.check(&wants, &opts).is_err());
     }
 
     #[test]
