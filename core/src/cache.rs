@@ -1,6 +1,8 @@
-//! Host tile cache: a byte-bounded LRU of decoded tiles, shared by every slide of the process.
+//! Tile caches: a byte-bounded LRU of decoded tiles, shared by every slide of the process.
 //!
-//! Entries are `Arc<DecodedTile>` keyed by [`TileKey`] (slide id, level, column, row); the cache
+//! [`TileCache`] is generic over the cached value: host tiles (`Arc<DecodedTile>`, the default)
+//! and, with the `cuda` feature, device tiles of the GPU path use the same policy. Entries are
+//! `Arc<V>` keyed by [`TileKey`] (slide id, level, column, row); the cache
 //! evicts least-recently-used tiles until the resident bytes fit the capacity. A tile larger than
 //! the whole capacity is not cached. Hits, misses, evictions and resident bytes are counted
 //! (OpenSlide's `openslide-cache.c` plays the same role, also byte-bounded and shared).
@@ -41,25 +43,47 @@ pub struct CacheStats {
     pub capacity_bytes: u64,
 }
 
-struct Inner {
-    lru: lru::LruCache<TileKey, Arc<DecodedTile>>,
+/// What a cache entry weighs, in bytes, for the byte budget.
+pub trait CacheWeight {
+    /// Bytes held by the entry (pixels plus bookkeeping).
+    fn byte_size(&self) -> usize;
+}
+
+impl CacheWeight for DecodedTile {
+    fn byte_size(&self) -> usize {
+        DecodedTile::byte_size(self)
+    }
+}
+
+struct Inner<V> {
+    lru: lru::LruCache<TileKey, Arc<V>>,
     resident: usize,
     stats: CacheStats,
 }
 
-/// A byte-bounded LRU cache of decoded tiles; `Send + Sync`, one mutex, tiny critical sections.
-pub struct TileCache {
+/// A byte-bounded LRU cache of decoded tiles (`V` = [`DecodedTile`] for host tiles); `Send +
+/// Sync`, one mutex, tiny critical sections. Values are shared (`Arc`): an evicted tile stays
+/// alive while a reader still holds it.
+pub struct TileCache<V = DecodedTile> {
     capacity_bytes: usize,
-    inner: Mutex<Inner>,
+    inner: Mutex<Inner<V>>,
 }
 
-impl std::fmt::Debug for TileCache {
+impl<V: CacheWeight> std::fmt::Debug for TileCache<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TileCache").field("stats", &self.stats()).finish()
     }
 }
 
-impl TileCache {
+impl TileCache<DecodedTile> {
+    /// The process-wide cache, sized by `SLIDESTREAM_CACHE_BYTES` (default 256 MiB) on first use.
+    pub fn global() -> Arc<TileCache> {
+        static GLOBAL: OnceLock<Arc<TileCache>> = OnceLock::new();
+        GLOBAL.get_or_init(|| Arc::new(TileCache::new(crate::config::Config::from_env().cache_bytes))).clone()
+    }
+}
+
+impl<V: CacheWeight> TileCache<V> {
     /// A cache holding at most `capacity_bytes` bytes of decoded tiles (0 disables caching).
     pub fn new(capacity_bytes: usize) -> Self {
         TileCache {
@@ -72,20 +96,14 @@ impl TileCache {
         }
     }
 
-    /// The process-wide cache, sized by `SLIDESTREAM_CACHE_BYTES` (default 256 MiB) on first use.
-    pub fn global() -> Arc<TileCache> {
-        static GLOBAL: OnceLock<Arc<TileCache>> = OnceLock::new();
-        GLOBAL.get_or_init(|| Arc::new(TileCache::new(crate::config::Config::from_env().cache_bytes))).clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<V>> {
         // A panic while holding the lock cannot leave the LRU inconsistent (no user code runs
         // under it), so a poisoned lock is still usable.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Look a tile up, marking it most recently used.
-    pub fn get(&self, key: &TileKey) -> Option<Arc<DecodedTile>> {
+    pub fn get(&self, key: &TileKey) -> Option<Arc<V>> {
         let mut g = self.lock();
         let hit = g.lru.get(key).cloned();
         if hit.is_some() {
@@ -97,7 +115,7 @@ impl TileCache {
     }
 
     /// Insert a tile, evicting least-recently-used tiles until it fits.
-    pub fn insert(&self, key: TileKey, tile: Arc<DecodedTile>) {
+    pub fn insert(&self, key: TileKey, tile: Arc<V>) {
         let size = tile.byte_size();
         if size > self.capacity_bytes {
             return;

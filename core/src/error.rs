@@ -87,6 +87,15 @@ pub enum GpuError {
     /// A CUDA / nvJPEG / cuFile call failed.
     #[error("GPU call failed: {0}")]
     Call(String),
+    /// CUDA was initialised in a parent process and this process is a `fork` of it: CUDA
+    /// contexts do not survive `fork` (CUDA programming guide), so the GPU path refuses to run.
+    #[error("CUDA was initialised in process {parent} before this process ({child}) was forked from it; CUDA cannot be used in a forked child: start workers with the 'spawn' or 'forkserver' method, or open GPU work only after the fork")]
+    Fork {
+        /// Process that initialised CUDA.
+        parent: u32,
+        /// This process.
+        child: u32,
+    },
 }
 
 /// The one error type of the crate. See the module documentation for the meaning of each kind.

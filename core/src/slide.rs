@@ -71,6 +71,7 @@ pub struct Slide {
 impl Drop for Slide {
     fn drop(&mut self) {
         self.cache.purge_slide(self.id);
+        crate::gpu::purge_slide(self.id);
     }
 }
 
@@ -417,6 +418,24 @@ impl Slide {
             }
         }
         Ok(out)
+    }
+
+    /// Process-unique id of this open slide (the key of its tiles in the caches).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The byte source (for the GPU path's reads).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn source(&self) -> &MetricsSource<Box<dyn ByteSource>> {
+        &self.src
+    }
+
+    /// The decode pool, if the slide was given one.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool.as_deref()
     }
 
     /// Level geometry for the GPU path: the level's image index and downsample.

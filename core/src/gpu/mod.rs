@@ -12,14 +12,328 @@
 //! tiles are decoded with `NVJPEG_OUTPUT_UNCHANGED` (planar components as coded) and converted
 //! by slidestream according to the TIFF photometric tag.
 
+pub mod color;
 #[cfg(feature = "cuda")]
-pub mod region;
+mod engine;
 #[cfg(feature = "cuda")]
 pub mod sys;
 
-#[cfg(not(feature = "cuda"))]
-use crate::error::GpuError;
-use crate::error::Result;
+use crate::error::{Error, GpuError, Result};
+use crate::slide::Slide;
+
+/// Which I/O path the GPU reads use, KvikIO-style (`SLIDESTREAM_COMPAT_MODE`).
+///
+/// * `On`: POSIX `pread` into pinned host buffers, then asynchronous copies / host-bitstream
+///   nvJPEG decoding (never cuFile).
+/// * `Off`: cuFile (`cuFileRead`) into device memory; an error when libcufile cannot be loaded
+///   or its driver cannot be opened. Without the nvidia-fs kernel module cuFile runs in its own
+///   compatibility mode (POSIX reads into its bounce buffers); the I/O statistics say so.
+/// * `Auto` (default): cuFile when it loads, its driver opens and GPUDirect Storage is really
+///   active (nvidia-fs loaded); otherwise POSIX, with the reason recorded in [`GpuStats`].
+///
+/// KvikIO's `KVIKIO_COMPAT_MODE` has the same three values (on = POSIX, off = cuFile, auto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompatMode {
+    /// POSIX reads only.
+    On,
+    /// cuFile reads only.
+    Off,
+    /// cuFile where GPUDirect Storage is active, else POSIX.
+    #[default]
+    Auto,
+}
+
+impl CompatMode {
+    /// Parse `on|off|auto` (case-insensitive; also `true/false/1/0/yes/no`).
+    pub fn parse(s: &str) -> Option<CompatMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "1" | "yes" => Some(CompatMode::On),
+            "off" | "false" | "0" | "no" => Some(CompatMode::Off),
+            "auto" | "" => Some(CompatMode::Auto),
+            _ => None,
+        }
+    }
+
+    /// `SLIDESTREAM_COMPAT_MODE`, default `Auto` (unparseable values count as `Auto`).
+    pub fn from_env() -> CompatMode {
+        std::env::var("SLIDESTREAM_COMPAT_MODE").ok().and_then(|v| CompatMode::parse(&v)).unwrap_or_default()
+    }
+
+    /// `"on"`, `"off"` or `"auto"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompatMode::On => "on",
+            CompatMode::Off => "off",
+            CompatMode::Auto => "auto",
+        }
+    }
+}
+
+/// Options of a device read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// 4: RGBA with OpenSlide's semantics (alpha 0 outside the image and on missing tiles);
+    /// 3: RGB with such pixels composited over `background` (as
+    /// [`Slide::read_regions_rgb_into`]).
+    pub channels: u8,
+    /// Background for `channels == 3`.
+    pub background: [u8; 3],
+}
+
+impl Default for DeviceOptions {
+    fn default() -> Self {
+        DeviceOptions { device: 0, channels: 4, background: [255, 255, 255] }
+    }
+}
+
+/// A `u8` array in device memory, C-contiguous, freed when dropped (the memory is returned with
+/// `cuMemFree`, which waits for work still using it on any stream).
+///
+/// Shapes: (height, width, channels) for a region, (n, height, width, channels) for a batch.
+/// The data are complete when the read returns (the reading stream was synchronised), so any
+/// stream may consume them.
+pub struct DeviceArray {
+    ptr: u64,
+    shape: Vec<usize>,
+    device: usize,
+    /// Process that allocated the memory: a forked child never frees (or touches) it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pid: u32,
+}
+
+impl std::fmt::Debug for DeviceArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceArray").field("ptr", &format_args!("{:#x}", self.ptr)).field("shape", &self.shape).field("device", &self.device).finish()
+    }
+}
+
+impl DeviceArray {
+    /// Device pointer (`CUdeviceptr`) of element 0.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+    /// Shape, outermost first.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    /// CUDA device ordinal.
+    pub fn device(&self) -> usize {
+        self.device
+    }
+    /// Size in bytes (product of the shape).
+    pub fn nbytes(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Copy to the host: [`nbytes`](Self::nbytes) bytes, row-major.
+    ///
+    /// # Errors
+    /// [`GpuError::Call`] when the copy fails; [`GpuError::Fork`] in a process forked after the
+    /// array was made.
+    pub fn to_host(&self) -> Result<Vec<u8>> {
+        #[cfg(feature = "cuda")]
+        {
+            engine::download(self)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err(GpuError::NotCompiled.into())
+        }
+    }
+}
+
+impl Drop for DeviceArray {
+    fn drop(&mut self) {
+        #[cfg(feature = "cuda")]
+        engine::free_array(self);
+    }
+}
+
+/// The result of [`Slide::read_regions_device`]: one array (n, height, width, channels) and,
+/// per patch, the error that stopped it (that patch is left transparent / background; the
+/// others are complete).
+#[derive(Debug)]
+pub struct DeviceBatch {
+    /// Patches, (n, height, width, channels) `u8`.
+    pub array: DeviceArray,
+    /// `errors[i]` is `Some` when patch `i` could not be read (a corrupt or unreadable tile).
+    pub errors: Vec<Option<Error>>,
+}
+
+impl DeviceBatch {
+    /// The array when every patch was read, else the first patch error.
+    ///
+    /// # Errors
+    /// The first per-patch error.
+    pub fn into_result(mut self) -> Result<DeviceArray> {
+        match self.errors.iter_mut().find_map(Option::take) {
+            Some(e) => Err(e),
+            None => Ok(self.array),
+        }
+    }
+}
+
+/// Counters of the GPU path of one device (process-wide; see [`stats`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuStats {
+    /// Compat mode asked for (`SLIDESTREAM_COMPAT_MODE`).
+    pub compat_mode: String,
+    /// I/O path in effect: `"posix"`, `"cufile"` (GPUDirect Storage) or `"cufile-compat"`
+    /// (cuFile running its own POSIX compatibility mode).
+    pub io_path: String,
+    /// Why the path differs from what was asked for or from GPUDirect Storage (empty if not).
+    pub io_reason: String,
+    /// Bytes / requests read with POSIX `pread` into pinned host memory.
+    pub posix_bytes: u64,
+    /// See `posix_bytes`.
+    pub posix_requests: u64,
+    /// Bytes / requests read by cuFile with GPUDirect Storage active.
+    pub cufile_gds_bytes: u64,
+    /// See `cufile_gds_bytes`.
+    pub cufile_gds_requests: u64,
+    /// Bytes / requests read by cuFile in its compatibility mode.
+    pub cufile_compat_bytes: u64,
+    /// See `cufile_compat_bytes`.
+    pub cufile_compat_requests: u64,
+    /// Compressed bytes of the tiles the reads were for (read amplification =
+    /// bytes read / this).
+    pub tile_bytes: u64,
+    /// Tiles decoded by nvJPEG's hardware engines (host bitstreams).
+    pub decoded_hardware: u64,
+    /// Tiles decoded by nvJPEG from bitstreams already in device memory (cuFile path).
+    pub decoded_device_bitstream: u64,
+    /// Tiles decoded by nvJPEG's default (hybrid / GPU) backend.
+    pub decoded_hybrid: u64,
+    /// Tiles decoded on the CPU and uploaded: other codecs, streams nvJPEG refuses, the CPU
+    /// share of a batch, and fallbacks after a failed GPU batch.
+    pub decoded_cpu: u64,
+    /// nvJPEG batches that failed and were redone on the CPU.
+    pub gpu_batch_fallbacks: u64,
+    /// Last reason a tile or batch went to the CPU decoder (empty if none).
+    pub cpu_fallback_reason: String,
+    /// Device tile cache counters.
+    pub cache: crate::cache::CacheStats,
+    /// nvJPEG backend of host bitstreams (`hardware` or `default`).
+    pub nvjpeg_backend: String,
+    /// Hardware JPEG engines (0 without).
+    pub hardware_engines: u32,
+}
+
+impl GpuStats {
+    /// Bytes read by every path together divided by the compressed bytes the tiles needed
+    /// (1.0 = nothing read twice or in between; 0 when nothing was read).
+    pub fn read_amplification(&self) -> f64 {
+        let read = self.posix_bytes + self.cufile_gds_bytes + self.cufile_compat_bytes;
+        if self.tile_bytes == 0 {
+            0.0
+        } else {
+            read as f64 / self.tile_bytes as f64
+        }
+    }
+}
+
+/// Counters of the GPU path on `device` (process-wide, all slides). Does not start CUDA: a
+/// device not used yet reports zeros.
+pub fn stats(device: usize) -> GpuStats {
+    #[cfg(feature = "cuda")]
+    {
+        engine::stats(device)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() }
+    }
+}
+
+/// Zero the counters of `device` (the device cache keeps its tiles).
+pub fn reset_stats(device: usize) {
+    #[cfg(feature = "cuda")]
+    engine::reset_stats(device);
+    #[cfg(not(feature = "cuda"))]
+    let _ = device;
+}
+
+/// Drop every tile of `device`'s tile cache (counters kept). No-op when the device was not used.
+pub fn clear_device_cache(device: usize) {
+    #[cfg(feature = "cuda")]
+    engine::clear_cache(device);
+    #[cfg(not(feature = "cuda"))]
+    let _ = device;
+}
+
+/// Called when a slide closes: its tiles leave the device caches of this process.
+pub(crate) fn purge_slide(slide_id: u64) {
+    #[cfg(feature = "cuda")]
+    engine::purge_slide(slide_id);
+    #[cfg(not(feature = "cuda"))]
+    let _ = slide_id;
+}
+
+impl Slide {
+    /// Read a region into device memory.
+    ///
+    /// * `location`: (x, y) of the top-left pixel in **level-0** coordinates; may be negative.
+    /// * `level`: pyramid level; `size`: (width, height) in pixels of that level.
+    /// * `opts`: device, channels (4 = RGBA with OpenSlide's semantics, 3 = RGB over a
+    ///   background).
+    ///
+    /// Returns a [`DeviceArray`] of shape (height, width, channels), `u8`, equal to what
+    /// [`read_region`](Self::read_region) returns on the host (JPEG tiles decoded by nvJPEG with
+    /// libjpeg-turbo's colour conversion and chroma upsampling reproduced on the GPU; other codecs
+    /// decoded on the CPU and uploaded).
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region); [`Error::Gpu`] when CUDA is unavailable, the crate
+    /// was built without `cuda`, or the process was forked after CUDA was initialised.
+    pub fn read_region_device(&self, location: (i64, i64), level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceArray> {
+        let batch = self.read_regions_device(&[location], level, size, opts)?;
+        let mut batch = batch.into_result()?;
+        batch.shape.remove(0);
+        Ok(batch)
+    }
+
+    /// Read many same-sized patches of one level into one device array (n, height, width,
+    /// channels) `u8`: the tiles of all patches are deduplicated, looked up in the device tile
+    /// cache, read with coalesced requests (POSIX into pinned memory or cuFile, per
+    /// [`CompatMode`]), decoded in large nvJPEG batches (hardware engines where present) with
+    /// I/O and decoding of consecutive batches overlapped, and assembled by one kernel.
+    ///
+    /// A tile that cannot be read or decoded fails only the patches that need it
+    /// ([`DeviceBatch::errors`]); the call fails as a whole only for bad arguments, limits or
+    /// GPU failures.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] (level, channels), [`Error::Limits`] (output larger than
+    /// `max_region_bytes`), [`Error::Gpu`].
+    pub fn read_regions_device(&self, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+        if opts.channels != 3 && opts.channels != 4 {
+            return Err(Error::Usage(format!("channels must be 3 or 4, got {}", opts.channels)));
+        }
+        let (_, _, at) = self.level_image(level)?;
+        let bytes = (locations.len() as u64)
+            .checked_mul(size.0)
+            .and_then(|v| v.checked_mul(size.1))
+            .and_then(|v| v.checked_mul(opts.channels as u64))
+            .filter(|&b| b <= self.config().max_region_bytes && usize::try_from(b).is_ok());
+        if bytes.is_none() {
+            return Err(Error::limits(
+                &at,
+                format!("{} patches of {}x{}x{} exceed max_region_bytes ({})", locations.len(), size.0, size.1, opts.channels, self.config().max_region_bytes),
+            ));
+        }
+        #[cfg(feature = "cuda")]
+        {
+            engine::read_regions(self, locations, level, size, opts)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            Err(GpuError::NotCompiled.into())
+        }
+    }
+}
 
 /// What the GPU probe found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
