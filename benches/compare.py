@@ -12,9 +12,15 @@ One command runs the same seeded workloads through
                          ``slidestream gpu-region --patches N``, random 256² level-0 patches
                          file → device, one region per call; rand256-1t only, and with the
                          CLI's own seeded locations (not the shared ones): an extra row;
-* ``slidestream-cuda``   slidestream's CUDA path, when the Python package exposes one
-                         (``slidestream.cuda_available()`` returning True; reads use
-                         ``device="cuda"``). slidestream has none yet: reported unavailable;
+* ``slidestream-cuda``   slidestream's CUDA path from Python, when the package has one
+                         (``slidestream.cuda_available()`` returning True; older builds lack the
+                         function: reported unavailable). Per-patch workloads call
+                         ``Slide.read_region(..., device="cuda")`` (a ``slidestream.DeviceArray``,
+                         data ready on return), batch workloads one ``Slide.read_regions(...,
+                         device="cuda")`` per batch, ``scan-l0`` ``read_regions`` over the
+                         tile-aligned locations in chunks of ``--scan-batch`` tiles. Every run
+                         records ``slidestream.gpu_stats()`` (I/O path, read amplification,
+                         decodes per backend, device tile cache) before and after the timed reads.
 * ``openslide``          openslide-python + openslide-bin;
 * ``tiffslide``, ``fastslide``;
 * ``cucim-cpu``, ``cucim-cuda``  cuCIM's ``CuImage.read_region(..., device="cpu"|"cuda")``.
@@ -24,10 +30,12 @@ Readers that do not import (or have no CUDA device) are listed as unavailable wi
 Method. Every measurement runs in a fresh interpreter (so every reader starts with empty
 in-process caches, with its default cache settings), opens the slide, then times only the reads;
 every read ends with a numpy uint8 array (OpenSlide's PIL image is converted with
-``np.asarray``; cuCIM's CUDA results stay on the device). For each workload the readers
-alternate within a round (the order is rotated every round), and the median of the rounds is
-reported with patches/s, MP/s and the ratio slidestream / reader (slidestream = the Python API
-row). The 1-minute load average is recorded before every measurement.
+``np.asarray``; the CUDA rows' results stay on the device: slidestream's are ready when the
+call returns, cuCIM's are followed by a device synchronize (CuPy or PyTorch) before the timer
+stops). Device tile caches are per process, so cold runs of the CUDA rows start empty too.
+For each workload the readers alternate within a round (the order is rotated every round), and
+the median of the rounds is reported with patches/s, MP/s and the ratio slidestream / reader
+(slidestream = the Python API row). The 1-minute load average is recorded before every measurement.
 
 Workloads (``--workloads``, comma-separated; level-0 locations come from one seeded generator
 per workload, identical for every reader):
@@ -44,6 +52,26 @@ per workload, identical for every reader):
                            array: ``slidestream.Slide.read_regions`` and cuCIM's batched
                            ``read_region(locations, batch_size=..., num_workers=--threads)``;
                            the others loop and copy the RGB channels into a preallocated array
+  batch4096                the same with ``--batch-large`` patches (default 4096: the GPU
+                           target, "4096 random 256² level-0 patches, file → device tensor,
+                           ≥ 25,000 patches/s")
+
+MP/s is reported for every row (in the summary table for ``scan-l0``: the GPU scan target is
+≥ 3 GP/s); a "GPU targets" section compares ``slidestream-cuda`` with both targets.
+
+Failures. Every measurement (and probe) runs in its own process group with a timeout
+(``--measure-timeout-s``, default 120 s; ``--probe-timeout``): on expiry the whole group is
+killed with SIGKILL and the run is recorded as ``timeout`` ("timed out after 120 s"); a worker
+killed by a signal or exiting without a result is recorded as ``crashed`` (signal or exit
+status and the last line of its stderr, e.g. glibc's "free(): double free detected"). Either way
+the run goes on with the next reader and workload. After a timeout the reader's remaining rounds
+of that workload are skipped, and a reader that timed out ``--max-timeouts`` times (default 2)
+is dropped for the rest of the run; the report lists every failed run.
+
+Time budget (``--budget-s B``): no measurement or probe starts after B seconds from the start,
+and each one's timeout is capped at the time left, so the measuring ends by B whatever hangs
+(a run stopped that way is recorded as ``budget``; the report then takes a few seconds to
+write). Workloads and runs not started are marked as skipped in the report.
 
 Page cache (``--cache warm,cold``): warm = the file's pages are in memory (a warm-up read of the
 whole file first); cold (for ``--cold-workloads``) = before every measurement
@@ -67,6 +95,8 @@ stdout; progress goes to stderr.
 examples:
   compare.py                                   # full run: /tmp/big.svs warm + cold, testdata
   compare.py --quick                           # minutes: 100 patches, 1 round, warm only
+  compare.py --readers slidestream,slidestream-cuda,cucim-cuda --workloads batch4096,scan-l0 \
+      --measure-timeout-s 60 --max-timeouts 1 --budget-s 480
   compare.py SLIDE --workloads rand256-1t --readers slidestream,openslide,fastslide --rounds 5
 """
 import argparse
@@ -75,6 +105,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -86,7 +117,8 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-ALL_WORKLOADS = ["rand256-1t", "rand512-1t", "rand256-mt", "rand512-mt", "scan-l0", "rand256-l1", "rand256-l2", "batch1024"]
+ALL_WORKLOADS = ["rand256-1t", "rand512-1t", "rand256-mt", "rand512-mt", "scan-l0", "rand256-l1", "rand256-l2", "batch1024", "batch4096"]
+BATCH_WORKLOADS = ("batch1024", "batch4096")
 ALL_READERS = ["slidestream", "slidestream-1dt", "slidestream-cli", "slidestream-cuda", "slidestream-cli-cuda", "openslide", "tiffslide", "fastslide", "cucim-cpu", "cucim-cuda"]
 REF = "slidestream"
 # readers whose handle may be shared by threads (documented thread-safe; reads release the GIL)
@@ -118,11 +150,104 @@ def _cuda_sync():
         f()
 
 
+def _to_host(arr):
+    """A host numpy copy of a device array (CuPy, else PyTorch via DLPack), or None."""
+    import numpy as np
+
+    if isinstance(arr, np.ndarray):
+        return arr
+    try:
+        import cupy
+
+        return cupy.asnumpy(cupy.asarray(arr))
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import torch
+
+        return torch.from_dlpack(arr).cpu().numpy()
+    except Exception:  # noqa: BLE001
+        pass
+    try:  # a device array with its own host copy (__array__)
+        host = np.asarray(arr)
+        return host if host.dtype == np.uint8 and host.ndim == 3 else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    try:
+        return _jsonable(x.item())  # numpy scalars
+    except Exception:  # noqa: BLE001
+        return str(x)
+
+
+# gpu_stats() entries that are levels, not counters: taken as they are after the reads
+STATS_GAUGES = {"hardware_engines", "cache_entries", "cache_resident_bytes", "cache_capacity_bytes", "read_amplification", "device",
+                "entries", "resident_bytes", "capacity_bytes"}
+
+
+def stats_delta(before, after):
+    """Counters of `after` minus `before` (numbers but STATS_GAUGES; nested dicts recursively; the
+    rest from `after`), with read_amplification recomputed from the byte deltas."""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return after
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        if isinstance(v, dict):
+            out[k] = stats_delta(b if isinstance(b, dict) else {}, v)
+        elif (k not in STATS_GAUGES and isinstance(v, (int, float)) and not isinstance(v, bool)
+              and isinstance(b, (int, float)) and not isinstance(b, bool)):
+            out[k] = v - b
+        else:
+            out[k] = v
+    if "tile_bytes" in out:
+        read = sum(out.get(k) or 0 for k in ("posix_bytes", "cufile_gds_bytes", "cufile_compat_bytes"))
+        out["read_amplification"] = read / out["tile_bytes"] if out["tile_bytes"] else 0.0
+    return out
+
+
+def _test_fault(key, stage):
+    """Test hook: COMPARE_TEST_FAULT="reader=hang|crash[,reader=...]" makes that reader's
+    measurement (not its probe) hang (after starting a `sleep` child in its process group, whose
+    pid goes to $COMPARE_TEST_FAULT_PIDFILE when set) or abort. Used by the smoke tests only."""
+    spec = os.environ.get("COMPARE_TEST_FAULT")
+    if not spec or stage != "measure":
+        return
+    for item in spec.split(","):
+        r, _, what = item.partition("=")
+        if r.strip() != key:
+            continue
+        what = what.strip()
+        if what == "hang":
+            child = subprocess.Popen(["sleep", "3600"])
+            pidfile = os.environ.get("COMPARE_TEST_FAULT_PIDFILE")
+            if pidfile:
+                with open(pidfile, "a") as f:
+                    f.write(f"{child.pid}\n")
+            while True:
+                time.sleep(3600)
+        elif what == "crash":
+            sys.stderr.write("compare.py test fault: aborting\n")
+            sys.stderr.flush()
+            os.abort()
+
+
 class _Adapter:
     """One reader: open, level dimensions, read one region, optional batch API."""
 
     batch = None
     device = "cpu"
+    sync = False  # results need a device synchronize before the timer stops
+    scan_batched = False  # scan-l0 through the batch API (tile-aligned locations, chunks of --scan-batch)
+    stats = None  # callable returning a dict of counters (slidestream.gpu_stats)
 
     @staticmethod
     def batch_locs(locs0):
@@ -148,11 +273,22 @@ def make_adapter(key):
         a.levels = lambda h: [tuple(d) for d in h.level_dimensions]
         if key == "slidestream-cuda":
             hook = getattr(slidestream, "cuda_available", None)
-            if not (callable(hook) and hook()):
-                raise RuntimeError(f"slidestream {a.version} exposes no CUDA path in Python (no slidestream.cuda_available() returning True)")
+            if not callable(hook):
+                raise RuntimeError(f"slidestream {a.version} has no CUDA path in Python (no slidestream.cuda_available())")
+            try:
+                ok = bool(hook())
+            except Exception as e:  # noqa: BLE001
+                raise RuntimeError(f"slidestream.cuda_available() raised {type(e).__name__}: {e}") from None
+            if not ok:
+                raise RuntimeError(f"slidestream {a.version}: slidestream.cuda_available() is False (a build without CUDA, or no usable device)")
             a.device = "cuda"
+            a.sync = False  # DeviceArray data are ready when read_region(s) returns
+            a.scan_batched = True
             a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), lv, (w, hh), device="cuda")
             a.batch = lambda h, locs0, lv, w, hh, threads: h.read_regions(locs0, lv, (w, hh), device="cuda")
+            gs = getattr(slidestream, "gpu_stats", None)
+            if callable(gs):
+                a.stats = lambda: _jsonable(dict(gs(0)))
         else:
             a.read = lambda h, x0, y0, lx, ly, lv, w, hh: h.read_region((x0, y0), lv, (w, hh))
             a.batch = lambda h, locs0, lv, w, hh, threads: h.read_regions(locs0, lv, (w, hh))
@@ -185,6 +321,7 @@ def make_adapter(key):
         a.version = getattr(cucim, "__version__", "?")
         dev = "cuda" if key == "cucim-cuda" else "cpu"
         a.device = dev
+        a.sync = dev == "cuda"
         a.open = lambda p: CuImage(p)
         a.levels = lambda h: [tuple(d) for d in h.resolutions["level_dimensions"]]
         if dev == "cpu":
@@ -202,7 +339,7 @@ def make_adapter(key):
         a.close = lambda h: None
     else:
         raise ValueError(f"unknown reader {key}")
-    if a.device == "cuda":
+    if a.sync:
         _prepare_cuda_sync()
     return a
 
@@ -211,6 +348,7 @@ def worker_probe(spec):
     """Open the file, list levels, read a centred sample of level 0; save it as .npy."""
     import numpy as np
 
+    _test_fault(spec["reader"], "probe")
     a = make_adapter(spec["reader"])
     h = a.open(spec["path"])
     levels = a.levels(h)
@@ -218,21 +356,30 @@ def worker_probe(spec):
     s = max(1, min(64, W, H))
     x, y = (W - s) // 2, (H - s) // 2
     arr = a.read(h, x, y, x, y, 0, s, s)
+    extra = {}
     if a.device == "cuda":
-        _cuda_sync()
-        arr = None
-    else:
+        if a.sync:
+            _cuda_sync()
+        # slidestream's device arrays are copied back (CuPy or PyTorch) for the pixel check;
+        # cuCIM's stay on the device (no check)
+        arr = _to_host(arr) if a.key == "slidestream-cuda" else None
+        if arr is None and a.key == "slidestream-cuda":
+            extra["sample_note"] = "no host copy of the device sample (CuPy, PyTorch, __array__): no pixel check"
+    if arr is not None:
         arr = np.asarray(arr)
         if arr.ndim != 3 or arr.shape[:2] != (s, s):
             raise RuntimeError(f"sample read returned shape {arr.shape}, expected ({s}, {s}, 3|4)")
         np.save(spec["sample"], arr)
+    if a.stats is not None:
+        extra["gpu_stats"] = a.stats()
     a.close(h)
-    return {"version": a.version, "levels": levels, "sample_shape": None if arr is None else list(arr.shape)}
+    return dict({"version": a.version, "levels": levels, "sample_shape": None if arr is None else list(arr.shape)}, **extra)
 
 
 def worker_measure(spec):
     import numpy as np
 
+    _test_fault(spec["reader"], "measure")
     a = make_adapter(spec["reader"])
     locs = np.load(spec["locs"])  # (n, 6): x0, y0, lx, ly, w, h
     lv, mode, threads = spec["level"], spec["mode"], spec["threads"]
@@ -240,6 +387,7 @@ def worker_measure(spec):
     pixels = int((locs[:, 4] * locs[:, 5]).sum())
     rows = [tuple(int(v) for v in r) for r in locs]
     read = a.read
+    sync = _cuda_sync if a.sync else (lambda: None)
 
     def loop(h, part):
         for x0, y0, lx, ly, w, hh in part:
@@ -248,19 +396,47 @@ def worker_measure(spec):
     def warm_up(h):
         # one 16² read at the level's origin before the timer (library and device initialisation)
         read(h, 0, 0, 0, 0, lv, 16, 16)
-        if a.device == "cuda":
-            _cuda_sync()
+        sync()
 
-    if mode == "loop":
+    def finish(res, api):
+        res.update(seconds=dt, n=n, pixels=pixels, api=api)
+        if a.stats is not None:
+            after = a.stats()
+            res["gpu_stats"] = after
+            res["gpu_stats_timed"] = stats_delta(before, after)
+        return res
+
+    before = None
+    if mode in ("loop", "scan"):
         h = a.open(spec["path"])
         warm_up(h)
+        api = "loop"
+        chunks = None
+        if mode == "scan" and a.scan_batched and a.batch is not None:
+            # tile-aligned locations through the batch API: runs of equal size, chunks of --scan-batch
+            cap = max(1, int(spec.get("scan_batch") or 1024))
+            chunks, i = [], 0
+            while i < n:
+                j = i
+                while j < n and j - i < cap and (rows[j][4], rows[j][5]) == (rows[i][4], rows[i][5]):
+                    j += 1
+                chunks.append((a.batch_locs(np.ascontiguousarray(locs[i:j, :2], dtype=np.int64)), rows[i][4], rows[i][5]))
+                i = j
+            api = "batch"
+        before = a.stats() if a.stats is not None else None
         t0 = time.perf_counter()
-        loop(h, rows)
-        if a.device == "cuda":
-            _cuda_sync()
+        if chunks is not None:
+            for locs0, w, hh in chunks:
+                out = a.batch(h, locs0, lv, w, hh, threads)
+                del out
+        else:
+            loop(h, rows)
+        sync()
         dt = time.perf_counter() - t0
+        res = finish({}, api)
         a.close(h)
-    elif mode == "mt":
+        return res
+    if mode == "mt":
         shared = spec["handles"] == "shared"
         handles = [a.open(spec["path"])] if shared else [a.open(spec["path"]) for _ in range(threads)]
         for h in handles:
@@ -279,27 +455,29 @@ def worker_measure(spec):
         ts = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
         for t in ts:
             t.start()
+        before = a.stats() if a.stats is not None else None
         barrier.wait()
         t0 = time.perf_counter()
         for t in ts:
             t.join()
-        if a.device == "cuda":
-            _cuda_sync()
+        sync()
         dt = time.perf_counter() - t0
         if errors:
             raise errors[0]
+        res = finish({}, "mt")
         for h in handles:
             a.close(h)
-    elif mode == "batch":
+        return res
+    if mode == "batch":
         h = a.open(spec["path"])
         warm_up(h)
         w, hh = rows[0][4], rows[0][5]
         if a.batch is not None:
             locs0 = a.batch_locs(np.ascontiguousarray(locs[:, :2], dtype=np.int64))
+            before = a.stats() if a.stats is not None else None
             t0 = time.perf_counter()
             out = a.batch(h, locs0, lv, w, hh, threads)
-            if a.device == "cuda":
-                _cuda_sync()
+            sync()
             dt = time.perf_counter() - t0
             api = "batch"
         else:
@@ -310,11 +488,10 @@ def worker_measure(spec):
             dt = time.perf_counter() - t0
             api = "loop"
         del out
+        res = finish({}, api)
         a.close(h)
-        return {"seconds": dt, "n": n, "pixels": pixels, "api": api}
-    else:
-        raise ValueError(mode)
-    return {"seconds": dt, "n": n, "pixels": pixels, "api": mode}
+        return res
+    raise ValueError(mode)
 
 
 def worker_main():
@@ -322,8 +499,8 @@ def worker_main():
     try:
         res = worker_probe(spec) if spec.get("probe") else worker_measure(spec)
     except Exception as e:  # noqa: BLE001
-        res = {"error": " ".join(f"{type(e).__name__}: {e}".split())[:240]}
-    sys.stdout.write("\n@@RESULT@@" + json.dumps(res) + "\n")
+        res = {"error": " ".join(f"{type(e).__name__}: {e}".split())[:240], "status": "error"}
+    sys.stdout.write("\n@@RESULT@@" + json.dumps(res, default=str) + "\n")
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown (some readers' atexit hooks are slow)
 
@@ -346,47 +523,118 @@ def reader_env(key, args):
     return env
 
 
+def run_group(cmd, timeout, input_text=None, env=None):
+    """Run `cmd` as the leader of a new session (its own process group) with a timeout; on expiry
+    kill the whole group (the worker and whatever it started) with SIGKILL.
+    Returns (returncode, stdout, stderr, timed_out)."""
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+    def kill_group():
+        # the leader is not reaped yet (communicate() did not return), so its pid still names our group
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    try:
+        out, err = p.communicate(input_text, timeout=max(0.1, timeout))
+        return p.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        kill_group()
+    except BaseException:
+        kill_group()
+        raise
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # a process that left the group still holds the pipes
+        out, err = "", "the worker's process group did not exit within 30 s of SIGKILL"
+    return p.returncode, out or "", err or "", True
+
+
+def time_left(args):
+    """Seconds left of --budget-s, or None without a budget."""
+    if not getattr(args, "budget_s", 0) or getattr(args, "t0", None) is None:
+        return None
+    return args.t0 + args.budget_s - time.time()
+
+
+def budgeted_timeout(args, timeout):
+    """(timeout, capped): the timeout of a run starting now, capped at the time left of the budget."""
+    left = time_left(args)
+    if left is None or left >= timeout:
+        return float(timeout), False
+    return max(0.0, left), True
+
+
+def failed_run(rc, out, err, timed_out, timeout, capped):
+    """The record of a run that gave no result: status timeout, budget or crashed."""
+    if timed_out:
+        if capped:
+            return {"error": f"stopped at the end of the time budget (--budget-s) after {timeout:.0f} s", "status": "budget", "timeout_s": round(timeout, 1)}
+        return {"error": f"timed out after {timeout:.0f} s (process group killed)", "status": "timeout", "timeout_s": round(timeout, 1)}
+    lines = [ln.strip() for ln in ((err or "") + "\n" + (out or "")).splitlines() if ln.strip() and "@@RESULT@@" not in ln]
+    # prefer the C library's own words (double free, segfault messages) over Python's traceback tail
+    tail = next((ln for ln in reversed((err or "").splitlines()) if ln.strip()), lines[-1] if lines else "")
+    tail = " ".join(tail.split())[:200]
+    if rc is not None and rc < 0:
+        try:
+            name = signal.Signals(-rc).name
+        except ValueError:
+            name = f"signal {-rc}"
+        return {"error": f"crashed: killed by {name}" + (f" ({tail})" if tail else ""), "status": "crashed", "returncode": rc, "signal": name}
+    return {"error": f"crashed: exited with status {rc} without a result" + (f" ({tail})" if tail else ""), "status": "crashed", "returncode": rc}
+
+
 def run_worker(key, spec, args, timeout):
     spec = dict(spec, reader=key)
-    try:
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker"], input=json.dumps(spec), capture_output=True,
-                           text=True, timeout=timeout, env=reader_env(key, args))
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
-    marker = p.stdout.rfind("@@RESULT@@")
-    if marker < 0:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-1:] or [""]
-        return {"error": f"worker exited with status {p.returncode}: {tail[0][:200]}"}
-    return json.loads(p.stdout[marker + len("@@RESULT@@"):].strip().splitlines()[0])
+    t, capped = budgeted_timeout(args, timeout)
+    rc, out, err, timed_out = run_group([sys.executable, os.path.abspath(__file__), "--worker"], t, json.dumps(spec), reader_env(key, args))
+    marker = out.rfind("@@RESULT@@")
+    if marker >= 0:
+        try:
+            res = json.loads(out[marker + len("@@RESULT@@"):].strip().splitlines()[0])
+            if timed_out:
+                res["note"] = f"result written, but the worker did not exit within {t:.0f} s (killed)"
+            return res
+        except (ValueError, IndexError):
+            pass
+    return failed_run(rc, out, err, timed_out, t, capped)
 
 
 def cli_info(binary, path):
     return json.loads(subprocess.check_output([binary, "info", path, "--json"], stderr=subprocess.DEVNULL, timeout=60))
 
 
-def run_cli(binary, path, level, size, locs, threads=None):
+def run_cli(binary, path, level, size, locs, args, threads=None):
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(f"{int(r[0])},{int(r[1])}" for r in locs))
         name = f.name
     try:
         cmd = [binary] + (["--threads", str(threads)] if threads else []) + ["bench", path, "--level", str(level), "--size", str(size), "--locations", name, "--json"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            return {"error": f"slidestream bench exited {p.returncode}: {p.stderr.strip()[-200:]}"}
-        out = json.loads(p.stdout)
+        t, capped = budgeted_timeout(args, args.measure_timeout_s)
+        rc, out, err, timed_out = run_group(cmd, t)
+        if timed_out or (rc is not None and rc < 0):
+            return failed_run(rc, out, err, timed_out, t, capped)
+        if rc != 0:
+            return {"error": f"slidestream bench exited {rc}: {err.strip()[-200:]}", "status": "error"}
+        res = json.loads(out)
         px = int(sum(int(r[4]) * int(r[5]) for r in locs))
-        return {"seconds": out["seconds"], "n": len(locs), "pixels": px, "api": "loop"}
+        return {"seconds": res["seconds"], "n": len(locs), "pixels": px, "api": "loop"}
     finally:
         os.unlink(name)
 
 
-def run_cuda_cli(binary, path, size, n):
+def run_cuda_cli(binary, path, size, n, args):
     import re
 
-    p = subprocess.run([binary, "gpu-region", path, "--size", str(size), "--patches", str(n)], capture_output=True, text=True, timeout=900)
-    m = re.search(r"one region per call: ([0-9.]+) patches/s", p.stdout)
-    if p.returncode != 0 or not m:
-        return {"error": f"gpu-region exited {p.returncode}: {(p.stderr or p.stdout).strip()[-200:]}"}
+    t, capped = budgeted_timeout(args, args.measure_timeout_s)
+    rc, out, err, timed_out = run_group([binary, "gpu-region", path, "--size", str(size), "--patches", str(n)], t)
+    if timed_out or (rc is not None and rc < 0):
+        return failed_run(rc, out, err, timed_out, t, capped)
+    m = re.search(r"one region per call: ([0-9.]+) patches/s", out)
+    if rc != 0 or not m:
+        return {"error": f"gpu-region exited {rc}: {(err or out).strip()[-200:]}", "status": "error"}
     rate = float(m.group(1))
     return {"seconds": n / rate, "n": n, "pixels": n * size * size, "api": "loop"}
 
@@ -469,7 +717,7 @@ def make_locs(wl, dims, downs, tile, args, clamp=False):
         size = max(1, min(size, W, H))
     if W < size or H < size:
         return None, f"level {level} ({W}×{H}) is smaller than {size}²"
-    n = args.batch if wl == "batch1024" else (args.patches if not clamp else args.testdata_patches)
+    n = {"batch1024": args.batch, "batch4096": getattr(args, "batch_large", 4096)}.get(wl) or (args.patches if not clamp else args.testdata_patches)
     rng = seeded_rng(args.seed, wl)
     lx = rng.integers(0, W - size + 1, n)
     ly = rng.integers(0, H - size + 1, n)
@@ -480,11 +728,13 @@ def make_locs(wl, dims, downs, tile, args, clamp=False):
 
 
 def over_budget(args):
-    return bool(args.budget_s) and time.time() - args.t0 > args.budget_s
+    """True when no run should start any more (less than a second of --budget-s left)."""
+    left = time_left(args)
+    return left is not None and left < 1.0
 
 
 def wl_mode(wl):
-    return "mt" if wl.endswith("-mt") else ("batch" if wl == "batch1024" else "loop")
+    return "mt" if wl.endswith("-mt") else "batch" if wl in BATCH_WORKLOADS else "scan" if wl == "scan-l0" else "loop"
 
 
 def wl_level(wl):
@@ -501,6 +751,7 @@ def wl_describe(wl, args, size=None):
         "rand256-l1": "random 256² level-1 patches, 1 thread",
         "rand256-l2": "random 256² level-2 patches, 1 thread",
         "batch1024": f"batch of {args.batch} random 256² level-0 patches",
+        "batch4096": f"batch of {getattr(args, 'batch_large', 4096)} random 256² level-0 patches",
     }[wl]
     if size is not None and size != 256 and wl == "rand256-1t":
         d = d.replace("256²", f"{size}²")
@@ -533,7 +784,12 @@ def probe_slide(path, readers, args, tmp, stop_at_first_failure=False):
     order = [base] + [r for r in readers if r not in (base, "slidestream-1dt", "slidestream-cli", "slidestream-cli-cuda")]
     for key in order:
         sample = os.path.join(tmp, f"sample-{key}.npy")
+        if over_budget(args) and key != base:
+            out[key] = {"error": "not probed: the time budget (--budget-s) was spent", "status": "skipped"}
+            continue
         res = run_worker(key, {"probe": True, "path": path, "sample": sample}, args, timeout=args.probe_timeout)
+        if res.get("status") in ("timeout", "budget", "crashed"):
+            res["error"] = f"probe {res['error']}"
         if "error" not in res:
             res["sample"] = sample
         out[key] = res
@@ -561,9 +817,14 @@ def probe_slide(path, readers, args, tmp, stop_at_first_failure=False):
             elif not os.path.exists(args.cuda_cli):
                 out["slidestream-cli-cuda"] = {"error": f"no file {args.cuda_cli}"}
             else:
-                g = subprocess.run([args.cuda_cli, "gpu-probe"], capture_output=True, text=True, timeout=120)
-                out["slidestream-cli-cuda"] = (dict(out[base], version=f"{out[base]['version']} (Rust CLI, CUDA)") if g.returncode == 0
-                                               else {"error": "gpu-probe failed: " + " ".join((g.stderr or g.stdout).split())[-200:]})
+                t, capped = budgeted_timeout(args, args.probe_timeout)
+                rc, gout, gerr, timed_out = run_group([args.cuda_cli, "gpu-probe"], t)
+                if timed_out or (rc is not None and rc < 0):
+                    out["slidestream-cli-cuda"] = failed_run(rc, gout, gerr, timed_out, t, capped)
+                    out["slidestream-cli-cuda"]["error"] = "gpu-probe " + out["slidestream-cli-cuda"]["error"]
+                else:
+                    out["slidestream-cli-cuda"] = (dict(out[base], version=f"{out[base]['version']} (Rust CLI, CUDA)") if rc == 0
+                                                   else {"error": "gpu-probe failed: " + " ".join((gerr or gout).split())[-200:]})
     return out
 
 
@@ -623,19 +884,73 @@ def fmt_ratio(v):
     return "—" if v is None else f"{v:.2f}×"
 
 
+FAIL_STATUSES = ("timeout", "budget", "crashed", "error", "skipped")
+
+
+def run_outcome(r):
+    """One round as it appears in the report: its seconds, or what became of it."""
+    if "error" not in r:
+        return round(r["seconds"], 4)
+    st = r.get("status", "error")
+    if st in ("timeout", "budget"):
+        return f"{st} {r.get('timeout_s', 0):.0f} s"
+    if st == "crashed":
+        return f"crashed ({r['signal']})" if r.get("signal") else f"crashed (exit {r.get('returncode')})"
+    return st
+
+
 def summarize(runs):
     ok = [r for r in runs if "error" not in r]
+    fails = [r for r in runs if "error" in r]
+    outcomes = [run_outcome(r) for r in runs]
     if not ok:
-        return {"error": runs[0]["error"] if runs else "not run"}
+        if not runs:
+            return {"error": "not run", "status": "skipped", "outcomes": []}
+        # the first failure that ran (a skip only when nothing ran)
+        first = next((r for r in fails if r.get("status") != "skipped"), fails[0])
+        out = {k: first[k] for k in ("error", "status", "timeout_s", "returncode", "signal") if k in first}
+        out.setdefault("status", "error")
+        out["outcomes"] = outcomes
+        out["errors"] = [r["error"] for r in fails]
+        return out
     secs = [r["seconds"] for r in ok]
     med = statistics.median(secs)
     n, px = ok[0]["n"], ok[0]["pixels"]
     loads = [r["load"] for r in runs if "load" in r]
-    return {"runs_s": secs, "median_s": med, "n": n, "pixels": px, "patches_per_s": n / med if med > 0 else None,
-            "mp_per_s": px / med / 1e6 if med > 0 else None, "api": ok[0].get("api"),
-            "spread": (max(secs) - min(secs)) / med if med > 0 and len(secs) > 1 else 0.0,
-            "load_min": min(loads) if loads else None, "load_max": max(loads) if loads else None,
-            "errors": [r["error"] for r in runs if "error" in r]}
+    res = {"runs_s": secs, "median_s": med, "n": n, "pixels": px, "patches_per_s": n / med if med > 0 else None,
+           "mp_per_s": px / med / 1e6 if med > 0 else None, "api": ok[0].get("api"),
+           "spread": (max(secs) - min(secs)) / med if med > 0 and len(secs) > 1 else 0.0,
+           "load_min": min(loads) if loads else None, "load_max": max(loads) if loads else None,
+           "errors": [r["error"] for r in fails], "outcomes": outcomes,
+           "failed_runs": sum(1 for r in fails if r.get("status") != "skipped"), "skipped_runs": sum(1 for r in fails if r.get("status") == "skipped")}
+    # GPU counters of the run nearest the median (slidestream-cuda)
+    mid = min(ok, key=lambda r: abs(r["seconds"] - med))
+    for k in ("gpu_stats", "gpu_stats_timed"):
+        if k in mid:
+            res[k] = mid[k]
+    return res
+
+
+class RunState:
+    """Timeouts per reader across the run; readers dropped after --max-timeouts."""
+
+    def __init__(self, max_timeouts):
+        self.max_timeouts = max_timeouts
+        self.timeouts = {}  # reader -> ["wl cache round k", ...]
+        self.dropped = {}  # reader -> reason
+        self.failures = []  # every failed run: {slide, workload, cache, round, reader, status, error}
+
+    def record(self, slide, wl, cache, rnd, reader, res):
+        if "error" not in res or res.get("status") == "skipped":
+            return
+        self.failures.append({"slide": os.path.basename(slide), "workload": wl, "cache": cache, "round": rnd + 1, "reader": reader,
+                              "status": res.get("status", "error"), "error": res["error"]})
+        if res.get("status") == "timeout":
+            self.timeouts.setdefault(reader, []).append(f"{wl} {cache} round {rnd + 1}")
+            if self.max_timeouts and len(self.timeouts[reader]) >= self.max_timeouts and reader not in self.dropped:
+                self.dropped[reader] = (f"dropped after {len(self.timeouts[reader])} timeout(s) ({'; '.join(self.timeouts[reader])}; "
+                                        f"--max-timeouts {self.max_timeouts}): not run afterwards")
+                log(f"    {reader}: {self.dropped[reader]}")
 
 
 def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
@@ -666,13 +981,14 @@ def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
             continue
         entry["describe"] = wl_describe(wl, args, int(locs[0, 4]) if clamp else None)
         entry["size"] = [int(locs[0, 4]), int(locs[0, 5])] if wl != "scan-l0" else list(tile)
+        entry["n"] = int(len(locs))
         level = wl_level(wl)
         locfile = os.path.join(tmp, f"locs-{wl}.npy")
         np.save(locfile, locs)
         # which readers take part, and at which of their levels
         part = {}
         for r in present:
-            if r == "slidestream-cli" and (wl_mode(wl) != "loop" or wl == "scan-l0"):
+            if r == "slidestream-cli" and wl_mode(wl) != "loop":
                 entry["readers"][r] = {"na": "CLI `bench` times 1-thread random patches only"}
                 continue
             if r == "slidestream-cli-cuda" and (wl != "rand256-1t" or clamp):
@@ -685,6 +1001,8 @@ def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
                 continue
             part[r] = [tuple(x) for x in rl].index(want)
         runs = {r: [] for r in part}
+        state = args._state
+        timed_out = {}  # reader -> round of its timeout in this workload
         for rnd in range(args.rounds):
             order = list(part)
             k = rnd % max(1, len(order))
@@ -692,26 +1010,40 @@ def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
             if rnd % 2:
                 order.reverse()
             for r in order:
+                # one record per round and reader (skips included), so rounds stay paired
+                skip = None
+                if r in state.dropped:
+                    skip = state.dropped[r]
+                elif r in timed_out:
+                    skip = f"not run: timed out in round {timed_out[r]}"
+                elif over_budget(args):
+                    skip = f"not run: the time budget (--budget-s {args.budget_s}) was spent"
+                if skip:
+                    runs[r].append({"error": skip, "status": "skipped"})
+                    continue
                 read_path, cleanup = (path, lambda: None)
                 if cache == "cold":
                     read_path, cleanup = pc.cold(path)
                 load = os.getloadavg()[0]
                 try:
                     if r == "slidestream-cli":
-                        res = run_cli(args.binary, read_path, level, int(locs[0, 4]), locs)
+                        res = run_cli(args.binary, read_path, level, int(locs[0, 4]), locs, args)
                     elif r == "slidestream-cli-cuda":
-                        res = run_cuda_cli(args.cuda_cli, read_path, int(locs[0, 4]), len(locs))
+                        res = run_cuda_cli(args.cuda_cli, read_path, int(locs[0, 4]), len(locs), args)
                     else:
                         res = run_worker(r, {"path": read_path, "locs": locfile, "level": part[r], "mode": wl_mode(wl),
-                                             "threads": args.threads,
+                                             "threads": args.threads, "scan_batch": args.scan_batch,
                                              "handles": "shared" if (args.mt_handles == "shared" or (args.mt_handles == "auto" and r in THREAD_SAFE)) else "per-thread"},
-                                         args, timeout=args.timeout)
+                                         args, timeout=args.measure_timeout_s)
                 finally:
                     cleanup()
                 res["load"] = load
                 runs[r].append(res)
+                state.record(path, wl, cache, rnd, r, res)
+                if res.get("status") == "timeout":
+                    timed_out[r] = rnd + 1
                 if "error" in res:
-                    log(f"    {wl} {cache} round {rnd + 1} {r}: ERROR {res['error']}")
+                    log(f"    {wl} {cache} round {rnd + 1} {r}: {res.get('status', 'error').upper()} {res['error']}")
                 else:
                     log(f"    {wl} {cache} round {rnd + 1} {r}: {res['n'] / res['seconds']:.1f} patches/s ({res['seconds']:.2f} s, load {load:.2f})")
         for r in part:
@@ -749,19 +1081,81 @@ def reader_label(key, probe):
 
 # ------------------------------------------------------------------ report: markdown and plots
 
+def md_esc(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def fail_cell(s):
+    """Summary-table cell of a reader whose every round failed."""
+    st = s.get("status", "error")
+    if st == "timeout":
+        return f"**timed out** after {s.get('timeout_s', 0):.0f} s"
+    if st == "budget":
+        return "stopped by the time budget"
+    if st == "crashed":
+        return f"**crashed** ({s['signal'] if s.get('signal') else 'exit ' + str(s.get('returncode'))})"
+    if st == "skipped":
+        return "skipped"
+    return "error"
+
+
+def fmt_outcomes(s):
+    outs = s.get("outcomes")
+    if outs is None:  # reports written before outcomes were recorded
+        outs = s.get("runs_s", [])
+    return ", ".join(f"{x:.3f}" if isinstance(x, (int, float)) else str(x) for x in outs)
+
+
+def fmt_bytes(v):
+    return "?" if v is None else f"{v / 1e6:.1f} MB"
+
+
+def gpu_stats_line(gs):
+    """One line of slidestream.gpu_stats() counters (deltas of the timed reads)."""
+    if not isinstance(gs, dict):
+        return str(gs)
+    cache = gs.get("cache") if isinstance(gs.get("cache"), dict) else {}
+    hits = gs.get("cache_hits", cache.get("hits"))
+    misses = gs.get("cache_misses", cache.get("misses"))
+    ra = gs.get("read_amplification")
+    dec = [f"{name} {gs[k]}" for k, name in (("decoded_hardware", "hardware"), ("decoded_device_bitstream", "device-bitstream"),
+                                              ("decoded_hybrid", "hybrid"), ("decoded_cpu", "cpu")) if k in gs]
+    read = sum(gs.get(k) or 0 for k in ("posix_bytes", "cufile_gds_bytes", "cufile_compat_bytes"))
+    parts = [f"I/O path {gs.get('io_path', '?')}" + (f" ({gs['io_reason']})" if gs.get("io_reason") else ""),
+             f"read amplification {ra:.2f}" if isinstance(ra, (int, float)) else "read amplification ?",
+             "decoded " + (", ".join(dec) if dec else "?"),
+             f"device tile cache {hits} hits / {misses} misses",
+             f"{fmt_bytes(read)} read (posix {fmt_bytes(gs.get('posix_bytes'))}, cuFile compat {fmt_bytes(gs.get('cufile_compat_bytes'))}"
+             + (f", GDS {fmt_bytes(gs.get('cufile_gds_bytes'))}" if gs.get("cufile_gds_bytes") else "") + f") for {fmt_bytes(gs.get('tile_bytes'))} of tiles"]
+    if gs.get("nvjpeg_backend"):
+        parts.append(f"nvJPEG backend {gs['nvjpeg_backend']} ({gs.get('hardware_engines', '?')} hardware engines)")
+    if gs.get("gpu_batch_fallbacks"):
+        parts.append(f"{gs['gpu_batch_fallbacks']} GPU batch fallback(s)")
+    if gs.get("cpu_fallback_reason"):
+        parts.append(f"last CPU fallback: {gs['cpu_fallback_reason']}")
+    return "; ".join(parts)
+
+
+# The GPU targets of the issue tracker (slidestream-cuda): (workload, metric, target, text)
+GPU_TARGETS = [("batch4096", "patches_per_s", 25000, "4096 random 256² level-0 patches, file → device tensor: ≥ 25,000 patches/s"),
+               ("scan-l0", "mp_per_s", 3000, "level-0 tile scan: ≥ 3 GP/s (3,000 MP/s)")]
+
+
 def md_slide_tables(sres, readers, labels, args, title):
     lines = []
     cols = [r for r in readers if any(r in e["readers"] for e in sres["results"].values())]
     lines.append(f"#### {title}")
     lines.append("")
-    lines.append("patches/s (slidestream / reader); median of " + f"{args.rounds} round{'s' if args.rounds != 1 else ''}")
+    lines.append("patches/s (slidestream / reader); median of " + f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
+                 + "; `scan-l0` also in MP/s")
     lines.append("")
     lines.append("| workload | page cache | " + " | ".join(labels[r] for r in cols) + " |")
     lines.append("|---|---|" + "---:|" * len(cols))
+    partial = batched = False
     for key, e in sres["results"].items():
         desc = e.get("describe", e["workload"])
         if "na" in e:
-            lines.append(f"| {e['workload']} | {e['cache']} | " + " | ".join("n/a" for _ in cols) + f" |  <!-- {e['na']} -->")
+            lines.append(f"| {e['workload']} | {e['cache']} | " + " | ".join("n/a" for _ in cols) + f" |  <!-- {md_esc(e['na'])} -->")
             continue
         cells = []
         for r in cols:
@@ -771,14 +1165,61 @@ def md_slide_tables(sres, readers, labels, args, title):
             elif "na" in s:
                 cells.append("n/a")
             elif "error" in s:
-                cells.append("error")
+                cells.append(fail_cell(s))
             else:
-                api = " ᵇ" if e["workload"] == "batch1024" and s.get("api") == "batch" else ""
-                cells.append(f"{fmt_rate(s['patches_per_s'])}{api} ({fmt_ratio(s['ratio'])})")
+                api = ""
+                if s.get("api") == "batch" and (e["workload"] in BATCH_WORKLOADS or e["workload"] == "scan-l0"):
+                    api, batched = " ᵇ", True
+                mark = ""
+                if s.get("failed_runs") or s.get("skipped_runs"):
+                    mark, partial = " †", True
+                mp = f" · {s['mp_per_s']:.0f} MP/s" if e["workload"] == "scan-l0" and s.get("mp_per_s") else ""
+                cells.append(f"{fmt_rate(s['patches_per_s'])}{api}{mark} ({fmt_ratio(s['ratio'])}){mp}")
         lines.append(f"| {e['workload']}: {desc} | {e['cache']} | " + " | ".join(cells) + " |")
     lines.append("")
-    if any(e["workload"] == "batch1024" for e in sres["results"].values()):
-        lines.append("ᵇ the reader's batch API (`Slide.read_regions`, cuCIM batched `read_region`); others loop into a preallocated array.")
+    if batched:
+        lines.append("ᵇ the reader's batch API (`Slide.read_regions`, cuCIM batched `read_region`; `slidestream-cuda` scans with "
+                     f"`read_regions` over tile-aligned locations, {getattr(args, 'scan_batch', 1024)} tiles a call); others loop "
+                     "(batches: into a preallocated array).")
+        lines.append("")
+    if partial:
+        lines.append("† median of the rounds that ran: the others failed (timed out, crashed) or were skipped; see \"Failed runs\" and the detailed table.")
+        lines.append("")
+    if any(s.get("status") in ("timeout", "crashed", "budget") for e in sres["results"].values() for s in e["readers"].values()):
+        lines.append(f"**timed out** after N s: the measurement's process group was killed after its timeout (`--measure-timeout-s`); "
+                     "**crashed**: the worker died (signal or exit status in \"Failed runs\"). The run went on with the next reader.")
+        lines.append("")
+    notes = []
+    for key, e in sres["results"].items():
+        s = e["readers"].get("slidestream-cuda") or {}
+        if s.get("gpu_stats_timed") is not None:
+            notes.append(f"- `{e['workload']}` {e['cache']}: {gpu_stats_line(s['gpu_stats_timed'])}")
+    if notes:
+        lines.append("GPU path of `slidestream-cuda` (`slidestream.gpu_stats()`, counters of the timed reads of the median run):")
+        lines.append("")
+        lines.extend(notes)
+        lines.append("")
+    targets = []
+    for wl, metric, goal, text in GPU_TARGETS:
+        for cache in ("warm", "cold"):
+            e = sres["results"].get(f"{wl}|{cache}") or {}
+            s = (e.get("readers") or {}).get("slidestream-cuda") or {}
+            if "na" in e or not s:
+                continue
+            if "error" in s:
+                targets.append(f"- {text}, {cache}: {fail_cell(s).replace('**', '')} — not measured")
+                continue
+            v = s.get(metric)
+            if v is None:
+                continue
+            unit = "patches/s" if metric == "patches_per_s" else "MP/s"
+            n = e.get("n") or s.get("n")
+            what = f" ({n} patches)" if wl == "batch4096" and n != 4096 else f" ({n} tiles)" if wl == "scan-l0" else ""
+            targets.append(f"- {text}, {cache}{what}: **{v:,.0f} {unit}** ({v / goal:.2f}× the target): {'met' if v >= goal else 'not met'}")
+    if targets:
+        lines.append("GPU targets (`slidestream-cuda`):")
+        lines.append("")
+        lines.extend(targets)
         lines.append("")
     return lines
 
@@ -788,19 +1229,20 @@ def md_long_table(sres, labels):
              "|---|---|---|---:|---:|---:|---:|---|---:|---|"]
     for key, e in sres["results"].items():
         if "na" in e:
-            lines.append(f"| {e['workload']} | {e['cache']} | all | n/a: {e['na']} | | | | | | |")
+            lines.append(f"| {e['workload']} | {e['cache']} | all | n/a: {md_esc(e['na'])} | | | | | | |")
             continue
         for r, s in e["readers"].items():
             if "na" in s:
-                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | n/a: {s['na']} | | | | | | |")
+                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | n/a: {md_esc(s['na'])} | | | | | | |")
             elif "error" in s:
-                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | error: {s['error']} | | | | | | |")
+                # the messages of timeouts, crashes, budget stops and skips say what happened; errors get a prefix
+                msg = s["error"] if s.get("status") in ("timeout", "crashed", "budget", "skipped") else f"error: {s['error']}"
+                lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | {md_esc(msg)} | | | | {md_esc(fmt_outcomes(s))} | | |")
             else:
-                runs = ", ".join(f"{x:.3f}" for x in s["runs_s"])
                 pr = s.get("ratio_paired_median")
                 load = f"{s['load_min']:.2f}–{s['load_max']:.2f}" if s.get("load_min") is not None else ""
                 lines.append(f"| {e['workload']} | {e['cache']} | {labels[r]} | {fmt_rate(s['patches_per_s'])} | {s['mp_per_s']:.1f} | "
-                             f"{fmt_ratio(s['ratio'])} | {fmt_ratio(pr)} | {runs} | {100 * s['spread']:.0f} % | {load} |")
+                             f"{fmt_ratio(s['ratio'])} | {fmt_ratio(pr)} | {md_esc(fmt_outcomes(s))} | {100 * s['spread']:.0f} % | {load} |")
     return lines
 
 
@@ -819,6 +1261,12 @@ def md_report(report, args):
              + ("one shared handle for slidestream, OpenSlide and FastSlide, one per thread for tiffslide and cuCIM" if args.mt_handles == "auto" else f"{args.mt_handles} for every reader"))
     L.append(f"- page cache: warm = whole file read first; {report['cold_note'] or 'cold not run'}")
     L.append("- every measurement: fresh interpreter, slide opened before the timer, reader's default caches; alternating (rotated) order per round")
+    mt = getattr(args, "measure_timeout_s", None) or getattr(args, "timeout", None)
+    if mt:
+        budget = getattr(args, "budget_s", 0)
+        L.append(f"- timeouts: {mt:.0f} s per measurement, {getattr(args, 'probe_timeout', 60):.0f} s per probe (the worker's whole process group is killed on expiry); "
+                 + (f"a reader is dropped after {args.max_timeouts} timeout(s); " if getattr(args, "max_timeouts", 0) else "")
+                 + (f"time budget {budget} s (no run starts after it, and runs are stopped at it)" if budget else "no time budget"))
     L.append("")
     L.append("Readers:")
     L.append("")
@@ -830,6 +1278,12 @@ def md_report(report, args):
         L.append("")
         for r, why in report["unavailable"].items():
             L.append(f"- `{r}`: {why}")
+    if report.get("dropped"):
+        L.append("")
+        L.append("Dropped during the run:")
+        L.append("")
+        for r, why in report["dropped"].items():
+            L.append(f"- {labels.get(r, r)}: {why}")
     L.append("")
     for s in report["slides"]:
         L.append(f"## {s['path']}")
@@ -872,7 +1326,7 @@ def md_report(report, args):
                 cells = []
                 for r in cols:
                     x = e["readers"].get(r)
-                    cells.append("" if x is None else "n/a" if "na" in x else "error" if "error" in x else f"{fmt_rate(x['patches_per_s'])} ({fmt_ratio(x['ratio'])})")
+                    cells.append("" if x is None else "n/a" if "na" in x else fail_cell(x) if "error" in x else f"{fmt_rate(x['patches_per_s'])} ({fmt_ratio(x['ratio'])})")
                 check = ", ".join(f"{labels.get(r, r).split(' ')[0]} {d}" for r, d in s.get("diffs", {}).items()) if e["workload"] == "rand256-1t" else ""
                 nreads = next((x["n"] for x in e["readers"].values() if "n" in x), None)
                 what = f"{e.get('describe', e['workload'])} ({nreads} read{'s' if nreads != 1 else ''} per run)"
@@ -880,6 +1334,16 @@ def md_report(report, args):
         L.append("")
         for p in td.get("plots", []):
             L.append(f"![{os.path.basename(p)}]({os.path.basename(p)})")
+        L.append("")
+    if report.get("failures"):
+        L.append("## Failed runs")
+        L.append("")
+        L.append("Every measurement that gave no result (timeouts: the process group was killed; skipped rounds are not listed).")
+        L.append("")
+        L.append("| file | workload | page cache | round | reader | status | message |")
+        L.append("|---|---|---|---:|---|---|---|")
+        for f in report["failures"]:
+            L.append(f"| {f['slide']} | {f['workload']} | {f['cache']} | {f['round']} | {labels.get(f['reader'], f['reader'])} | **{f['status']}** | {md_esc(f['error'])} |")
         L.append("")
     return "\n".join(L) + "\n"
 
@@ -976,7 +1440,7 @@ def plots(report, outdir, name):
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("slides", nargs="*", help="slides that get every workload (default /tmp/big.svs, made if missing)")
-    ap.add_argument("--quick", action="store_true", help="small run: --patches 100 --rounds 1 --scan-tiles 300 --batch 128 --testdata-patches 30 --cache warm (explicit options win)")
+    ap.add_argument("--quick", action="store_true", help="small run: --patches 100 --rounds 1 --scan-tiles 300 --batch 128 --batch-large 256 --testdata-patches 30 --cache warm (explicit options win)")
     ap.add_argument("--workloads", help=f"comma list from {','.join(ALL_WORKLOADS)} (default all)")
     ap.add_argument("--readers", help=f"comma list from {','.join(ALL_READERS)} (default all that are available)")
     ap.add_argument("--patches", type=int, help="random patches per measurement (default 1000)")
@@ -986,6 +1450,8 @@ def parse_args(argv):
                     help="auto: thread-safe readers share one handle, tiffslide and cuCIM get one per thread")
     ap.add_argument("--scan-tiles", type=int, help="cap on tiles in scan-l0, 0 = every tile (default 10000)")
     ap.add_argument("--batch", type=int, help="patches in batch1024 (default 1024)")
+    ap.add_argument("--batch-large", type=int, help="patches in batch4096 (default 4096)")
+    ap.add_argument("--scan-batch", type=int, default=1024, help="tiles per read_regions call when slidestream-cuda scans (default 1024)")
     ap.add_argument("--cache", help="comma list of warm,cold (default warm,cold)")
     ap.add_argument("--cold-workloads", default="rand256-1t,rand256-mt,scan-l0,batch1024", help="workloads also run with a cold page cache")
     ap.add_argument("--testdata", default=None, help="folder of test files ('none' to skip; default ../shared/testdata)")
@@ -998,20 +1464,27 @@ def parse_args(argv):
     ap.add_argument("--name", default="local", help="report name: files are compare-NAME.*")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--cucim-batch-size", type=int, default=0, help="cuCIM batch_size in batch1024 (default: the whole batch)")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per measurement")
-    ap.add_argument("--probe-timeout", type=int, default=60, help="seconds per reader probe")
+    ap.add_argument("--measure-timeout-s", "--timeout", dest="measure_timeout_s", type=float, default=120,
+                    help="seconds per measurement; on expiry the worker's process group is killed and the run is recorded as timed out (default 120)")
+    ap.add_argument("--max-timeouts", type=int, default=2, help="drop a reader for the rest of the run after this many timeouts (0: never; default 2)")
+    ap.add_argument("--probe-timeout", type=float, default=60, help="seconds per reader probe (default 60)")
     ap.add_argument("--json", help="also write the JSON here")
     ap.add_argument("--cuda-cli", help="a CUDA build of the slidestream CLI: adds the gpu-region row (rand256-1t)")
     ap.add_argument("--from-json", help="measure nothing: re-write the markdown and charts of an earlier run's JSON into --out")
-    ap.add_argument("--budget-s", type=int, default=0, help="skip the workloads that would start after this many seconds (0: no limit)")
+    ap.add_argument("--budget-s", type=int, default=0,
+                    help="time budget from the start: no measurement or probe starts after this many seconds, and running ones are stopped "
+                         "at it, so the measuring ends by then whatever hangs; the report follows in seconds (0: no limit)")
     a = ap.parse_args(argv)
     q = a.quick
     a.patches = a.patches or (100 if q else 1000)
     a.rounds = a.rounds or (1 if q else 3)
     a.scan_tiles = a.scan_tiles if a.scan_tiles is not None else (300 if q else 10000)
     a.batch = a.batch or (128 if q else 1024)
+    a.batch_large = a.batch_large or (256 if q else 4096)
     a.testdata_patches = a.testdata_patches or (30 if q else 200)
     a.cache = [c.strip() for c in (a.cache or ("warm" if q else "warm,cold")).split(",") if c.strip()]
+    if a.measure_timeout_s <= 0:
+        ap.error("--measure-timeout-s must be positive")
     a.cold_workloads = [w.strip() for w in a.cold_workloads.split(",") if w.strip()]
     a.workloads = [w.strip() for w in a.workloads.split(",")] if a.workloads else list(ALL_WORKLOADS)
     a.readers = [r.strip() for r in a.readers.split(",")] if a.readers else list(ALL_READERS)
@@ -1052,6 +1525,8 @@ def rerender(args):
     with open(args.from_json) as f:
         report = json.load(f)
     run_args = argparse.Namespace(**dict(report["args"], no_plots=args.no_plots, json=args.json))
+    if getattr(run_args, "measure_timeout_s", None) is None:  # reports of runs before --measure-timeout-s
+        run_args.measure_timeout_s = getattr(run_args, "timeout", None)
     md = write_outputs(report, run_args, args.out, report["name"])
     print(md)
     return 0
@@ -1065,6 +1540,7 @@ def main(argv=None):
     if args.from_json:
         return rerender(args)
     t_start = args.t0 = time.time()
+    args._state = RunState(args.max_timeouts)
     started = datetime.datetime.now(datetime.timezone.utc)
     load_before = os.getloadavg()
     os.makedirs(args.out, exist_ok=True)
@@ -1085,7 +1561,7 @@ def main(argv=None):
               "machine": machine_info(), "git": git_rev(), "binary": args.binary if os.path.exists(args.binary) else "(none)",
               "command": " ".join([os.path.relpath(x, REPO) if x.startswith(REPO + os.sep) else x for x in [sys.executable] + sys.argv]),
               "nice": os.nice(0), "load_before": load_before, "cold_method": pc.method, "cold_note": pc.note,
-              "args": {k: v for k, v in vars(args).items()}, "slides": [], "unavailable": {}, "labels": {}}
+              "args": {k: v for k, v in vars(args).items() if not k.startswith("_")}, "slides": [], "unavailable": {}, "labels": {}}
     try:
         # -- probe the readers on the first slide; the available ones are the readers of this run
         probes = {}
@@ -1175,6 +1651,8 @@ def main(argv=None):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
+    report["dropped"] = dict(args._state.dropped)
+    report["failures"] = list(args._state.failures)
     report["load_after"] = os.getloadavg()
     report["finished_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M")
     report["wall_s"] = time.time() - t_start

@@ -156,6 +156,12 @@ impl<V: CacheWeight> TileCache<V> {
         g.resident = 0;
     }
 
+    /// Zero the hit / miss / eviction / insertion counters (resident tiles stay).
+    pub fn reset_counters(&self) {
+        let mut g = self.lock();
+        g.stats = CacheStats { capacity_bytes: self.capacity_bytes as u64, ..Default::default() };
+    }
+
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let g = self.lock();

@@ -392,34 +392,6 @@ impl Slide {
         Ok(())
     }
 
-    /// The compressed bytes of tiles (`col`, `row`) of `level` (first plane), read through the
-    /// read planner; `None` for missing tiles. Used by the GPU path, which decodes on the device.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn read_raw_tiles(&self, level: usize, coords: &[(u64, u64)]) -> Result<Vec<Option<Vec<u8>>>> {
-        use crate::io::plan::{plan_reads, Want};
-        let (img, at) = self.level_at(level)?;
-        let mut out: Vec<Option<Vec<u8>>> = vec![None; coords.len()];
-        let mut wants = Vec::new();
-        for (i, &(col, row)) in coords.iter().enumerate() {
-            let Some(l) = img.tile_locs(col, row).next() else { continue };
-            if l.is_missing() {
-                continue;
-            }
-            if l.byte_count > crate::pipeline::MAX_CHUNK_BYTES || l.offset.checked_add(l.byte_count).is_none_or(|e| e > self.src.len()) {
-                return Err(Error::format(&at.clone().with_tile(col, row), "tile data lies past the end of the file"));
-            }
-            wants.push(Want { id: i, offset: l.offset, len: l.byte_count });
-        }
-        let plan = plan_reads(&wants, &self.config.plan);
-        let buffers = crate::pipeline::read_requests(&*self.src, &plan, self.pool.as_deref(), |_| at.clone())?;
-        for (r, buf) in plan.requests.iter().zip(&buffers) {
-            for &(id, off, len) in &r.members {
-                out[id] = Some(buf[off as usize..(off + len) as usize].to_vec());
-            }
-        }
-        Ok(out)
-    }
-
     /// Process-unique id of this open slide (the key of its tiles in the caches).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn id(&self) -> u64 {

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 
+use common::jpeg::{self, assemble, jpeg_tiff};
 use common::tiffwriter::{cut_tiles, predict_horizontal, to_planes, tag, Chunk, Ifd, Rng, TempPath, Tiff, Value, Variant};
 use slidestream::{Config, Error, Slide, SlideOptions, TileCache};
 
@@ -334,111 +335,6 @@ fn missing_tiles_are_transparent_and_never_read() {
 // JPEG
 // ---------------------------------------------------------------------------------------------
 
-mod jpeg {
-    //! JPEG stream surgery for the fixtures.
-
-    /// (marker, start, end) of each segment before SOS, then the SOS-to-end tail start.
-    pub fn segments(s: &[u8]) -> (Vec<(u8, usize, usize)>, usize) {
-        assert_eq!(&s[..2], &[0xFF, 0xD8]);
-        let mut i = 2;
-        let mut segs = Vec::new();
-        loop {
-            assert_eq!(s[i], 0xFF, "marker expected at {i}");
-            let m = s[i + 1];
-            if m == 0xDA {
-                return (segs, i);
-            }
-            let len = u16::from_be_bytes([s[i + 2], s[i + 3]]) as usize;
-            segs.push((m, i, i + 2 + len));
-            i += 2 + len;
-        }
-    }
-
-    /// Drop every APPn marker (JFIF, Adobe) and renumber the components 0, 1, 2 in SOF and
-    /// SOS, as Aperio writes its RGB-coded tiles.
-    pub fn aperio_style(s: &[u8]) -> Vec<u8> {
-        let (segs, sos) = segments(s);
-        let mut out = vec![0xFF, 0xD8];
-        let mut ids = Vec::new();
-        for (m, a, b) in segs {
-            if (0xE0..=0xEF).contains(&m) {
-                continue;
-            }
-            let mut seg = s[a..b].to_vec();
-            if m == 0xC0 || m == 0xC1 {
-                let n = seg[9] as usize;
-                for c in 0..n {
-                    ids.push(seg[10 + c * 3]);
-                    seg[10 + c * 3] = c as u8;
-                }
-            }
-            out.extend_from_slice(&seg);
-        }
-        let mut tail = s[sos..].to_vec();
-        let n = tail[4] as usize;
-        for c in 0..n {
-            let id = tail[5 + c * 2];
-            tail[5 + c * 2] = ids.iter().position(|&x| x == id).expect("SOS id in SOF") as u8;
-        }
-        out.extend_from_slice(&tail);
-        out
-    }
-
-    /// Split a complete stream into a tables-only stream (SOI, DQT, DHT, EOI) and the
-    /// abbreviated image stream (everything else, without DQT and DHT).
-    pub fn split_tables(s: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let (segs, sos) = segments(s);
-        let mut tables = vec![0xFF, 0xD8];
-        let mut image = vec![0xFF, 0xD8];
-        for (m, a, b) in segs {
-            if m == 0xDB || m == 0xC4 {
-                tables.extend_from_slice(&s[a..b]);
-            } else {
-                image.extend_from_slice(&s[a..b]);
-            }
-        }
-        tables.extend_from_slice(&[0xFF, 0xD9]);
-        image.extend_from_slice(&s[sos..]);
-        (tables, image)
-    }
-
-    /// Compress RGB pixels.
-    pub fn compress(rgb: &[u8], w: usize, h: usize, quality: i32, subsamp: turbojpeg::Subsamp, rgb_coded: bool) -> Vec<u8> {
-        let mut c = turbojpeg::Compressor::new().unwrap();
-        c.set_quality(quality).unwrap();
-        c.set_subsamp(subsamp).unwrap();
-        if rgb_coded {
-            c.set_colorspace(turbojpeg::Colorspace::RGB).unwrap();
-        }
-        let img = turbojpeg::Image { pixels: rgb, width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB };
-        c.compress_to_vec(img).unwrap()
-    }
-
-    /// libjpeg-turbo's own decode of a complete stream, RGBA rows of `w * 4` bytes.
-    pub fn decode(s: &[u8]) -> (usize, usize, Vec<u8>) {
-        let img = turbojpeg::decompress(s, turbojpeg::PixelFormat::RGBA).unwrap();
-        let mut out = Vec::with_capacity(img.width * img.height * 4);
-        for row in img.pixels.chunks(img.pitch).take(img.height) {
-            out.extend_from_slice(&row[..img.width * 4]);
-        }
-        (img.width, img.height, out)
-    }
-}
-
-/// Assemble per-tile RGBA decodes (each `tw × th`) into the `w × h` image.
-fn assemble(tiles: &[Vec<u8>], w: usize, h: usize, tw: usize, th: usize) -> Vec<u8> {
-    let across = w.div_ceil(tw);
-    let mut out = vec![0u8; w * h * 4];
-    for y in 0..h {
-        for x in 0..w {
-            let t = &tiles[(y / th) * across + x / tw];
-            let s = ((y % th) * tw + x % tw) * 4;
-            out[(y * w + x) * 4..(y * w + x) * 4 + 4].copy_from_slice(&t[s..s + 4]);
-        }
-    }
-    out
-}
-
 fn diff_stats(a: &[u8], b: &[u8]) -> (u8, f64) {
     assert_eq!(a.len(), b.len());
     let mut max = 0u8;
@@ -460,15 +356,6 @@ fn smooth(x: u64, y: u64) -> [u8; 3] {
 fn blocks(x: u64, y: u64) -> [u8; 3] {
     const C: [[u8; 3]; 6] = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 0], [0, 255, 255], [255, 0, 255]];
     C[((x / 8 + y / 8 * 3) % 6) as usize]
-}
-
-fn jpeg_tiff(tiles: Vec<Vec<u8>>, w: u32, h: u32, t: u32, photometric: u16, tables: Option<Vec<u8>>) -> TempPath {
-    let mut ifd = Ifd::tiled(w, h, t, t, tiles.into_iter().map(Chunk::Data).collect()).compression(7);
-    ifd.photometric = photometric;
-    ifd.jpeg_tables = tables;
-    let file = TempPath::new("jpeg.tif");
-    Tiff::new(Variant::Classic, vec![ifd]).write(file.path());
-    file
 }
 
 #[test]
@@ -530,6 +417,20 @@ fn ycbcr_jpeg_with_chroma_subsampling() {
         let src = expected_region((w as u64, h as u64), 1.0, (0, 0), (w as u64, h as u64), &|x, y| rgba(smooth(x, y)));
         let (max, _) = diff_stats(&got.data, &src);
         assert!(max <= 8, "{ss:?}: {max} away from the source");
+    }
+}
+
+#[test]
+fn ycbcr_jpeg_tiff_with_tables_matches_libjpeg_turbo_exactly() {
+    // libtiff-style YCbCr JPEG TIFFs (JPEGTables + abbreviated tiles, YCbCrSubSampling): the
+    // whole level 0 must equal libjpeg-turbo's decode of each tile's complete stream.
+    for ss in [turbojpeg::Subsamp::None, turbojpeg::Subsamp::Sub2x1, turbojpeg::Subsamp::Sub2x2] {
+        let (w, h) = (301u32, 203u32);
+        let (file, want) = jpeg::ycbcr_jpeg_tiff(w, h, 128, ss, 7);
+        let slide = Slide::open(file.path()).unwrap_or_else(|e| panic!("{ss:?}: {e}"));
+        let got = slide.read_region((0, 0), 0, (w as u64, h as u64)).unwrap();
+        let max = common::max_abs_diff(&got.data, &want);
+        assert!(max == 0, "{ss:?}: max diff {max}, {}", first_diff(&got.data, &want, w as u64));
     }
 }
 

@@ -5,6 +5,11 @@
 //! `slidestream._errors`. Process-level state (decode thread pool, tile cache) is created per
 //! process ID, so a `Slide` opened before `fork` works in the child, and pickling stores only the
 //! path and options.
+//!
+//! Device reads (`device="cuda"`) return `slidestream.DeviceArray` (module `device`); the core
+//! is always built with its `cuda` feature, whose CUDA libraries load at run time.
+
+mod device;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -13,7 +18,11 @@ use numpy::{PyArray3, PyArray4};
 use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
+use slidestream::error::GpuError;
+use slidestream::gpu::DeviceOptions;
 use slidestream::{Error, Slide, SlideOptions, TileCache};
+
+use device::{note_device_use, parse_device, PyDeviceArray};
 
 /// Per-process state: the decode pool and the shared tile cache. Rebuilt when the process ID
 /// changes (after `fork`, the parent's pool threads do not exist in the child).
@@ -41,7 +50,7 @@ fn proc_state() -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
 }
 
 /// Map a core error to the Python exception hierarchy (`slidestream._errors`).
-fn to_py(py: Python<'_>, e: Error) -> PyErr {
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
     let msg = e.to_string();
     let class = match &e {
         Error::Io { source, at } => {
@@ -61,6 +70,8 @@ fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Unsupported { .. } => "UnsupportedFormatError",
         Error::Limits { .. } => "LimitsExceededError",
         Error::Usage(_) => "InvalidArgumentError",
+        Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_)) => "GpuUnavailableError",
+        Error::Gpu(GpuError::Fork { .. }) => "GpuForkError",
         Error::Gpu(_) => "GpuError",
         _ => "SlideError",
     };
@@ -136,6 +147,15 @@ impl PySlide {
     fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
         let slide = self.slide(py)?;
         py.detach(move || f(&slide)).map_err(|e| to_py(py, e))
+    }
+
+    /// [`run`](Self::run) for a device read on CUDA device `device`: also records that this
+    /// process used the GPU (for `io_stats()`).
+    fn run_device<T: Send>(&self, py: Python<'_>, device: usize, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
+        let slide = self.slide(py)?;
+        let r = py.detach(move || f(&slide));
+        note_device_use(device, &r);
+        r.map_err(|e| to_py(py, e))
     }
 }
 
@@ -280,16 +300,32 @@ impl PySlide {
     /// location: (x, y) in level-0 pixels (may be negative); level: int; size: (width, height)
     /// in pixels of that level. The GIL is released during the read. The array owns the
     /// decoded buffer (no copy) and supports `__dlpack__`.
+    ///
+    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
+    /// torch.device): the region is decoded on that GPU and returned as a DeviceArray of the
+    /// same shape and pixels. Raises GpuUnavailableError without a usable GPU, GpuForkError in
+    /// a process forked after CUDA was initialised, ValueError / TypeError for a bad device.
+    #[pyo3(signature = (location, level, size, *, device=None))]
     fn read_region<'py>(
         &self,
         py: Python<'py>,
         location: (i64, i64),
         level: usize,
         size: (i64, i64),
-    ) -> PyResult<Bound<'py, PyArray3<u8>>> {
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let size = check_size(size)?;
-        let r = self.run(py, move |s| s.read_region(location, level, size))?;
-        rgba_array(py, r)
+        match parse_device(device)? {
+            None => {
+                let r = self.run(py, move |s| s.read_region(location, level, size))?;
+                Ok(rgba_array(py, r)?.into_any())
+            }
+            Some(dev) => {
+                let opts = DeviceOptions { device: dev, channels: 4, background: [255; 3] };
+                let a = self.run_device(py, dev, move |s| s.read_region_device(location, level, size, &opts))?;
+                Ok(Bound::new(py, PyDeviceArray::new(a))?.into_any())
+            }
+        }
     }
 
     /// Read many patches of one level in one call: numpy uint8 array (n, height, width, 3), RGB.
@@ -298,7 +334,12 @@ impl PySlide {
     /// background: int or (r, g, b) used outside the image and on missing tiles; partly
     /// transparent pixels are composited over it. Tiles shared by patches are decoded once;
     /// the work is spread over threads with the GIL released.
-    #[pyo3(signature = (locations, level, size, *, background=None))]
+    ///
+    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
+    /// torch.device): the patches are decoded and assembled on that GPU and returned as one
+    /// DeviceArray (n, height, width, 3) with the same pixels. A patch that cannot be read
+    /// raises its error (CorruptDataError...), as on the CPU.
+    #[pyo3(signature = (locations, level, size, *, background=None, device=None))]
     fn read_regions<'py>(
         &self,
         py: Python<'py>,
@@ -306,9 +347,11 @@ impl PySlide {
         level: usize,
         size: (i64, i64),
         background: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyArray4<u8>>> {
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let size = check_size(size)?;
         let bg = background_rgb(background)?;
+        let dev = parse_device(device)?;
         let locs: Vec<(i64, i64)> = match locations.extract::<numpy::PyReadonlyArray2<'py, i64>>() {
             Ok(a) => {
                 let v = a.as_array();
@@ -333,13 +376,18 @@ impl PySlide {
                 Error::Limits { at: slidestream::error::Location::file(&self.path), message: format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})") },
             ));
         }
+        if let Some(dev) = dev {
+            let opts = DeviceOptions { device: dev, channels: 3, background: bg };
+            let a = self.run_device(py, dev, move |s| s.read_regions_device(&locs, level, size, &opts)?.into_result())?;
+            return Ok(Bound::new(py, PyDeviceArray::new(a))?.into_any());
+        }
         let out = self.run(py, move |s| {
             let mut out = slidestream::alloc_pixels(bytes);
             s.read_regions_rgb_into(&locs, level, size, bg, &mut out)?;
             Ok(out)
         })?;
         let arr = ndarray::Array4::from_shape_vec((n, h, w, 3), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(PyArray4::from_owned_array(py, arr))
+        Ok(PyArray4::from_owned_array(py, arr).into_any())
     }
 
     /// The level to read for a wanted downsample (OpenSlide's rule).
@@ -362,13 +410,19 @@ impl PySlide {
         Ok(d)
     }
 
-    /// I/O counters since open in this process: dict with requests, bytes (POSIX pread path).
+    /// I/O counters since open in this process: dict with requests, bytes (POSIX pread path of
+    /// the CPU reads of this slide); plus, once this process has made a device read, "gpu":
+    /// the process-wide GPU counters (as gpu_stats()) of the device it read on, with its
+    /// ordinal under "device". Does not initialise CUDA.
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.slide(py)?.io_counters();
         let d = PyDict::new(py);
         d.set_item("requests", c.requests)?;
         d.set_item("bytes", c.bytes)?;
         d.set_item("path", "posix")?;
+        if let Some(g) = device::io_stats_gpu(py)? {
+            d.set_item("gpu", g)?;
+        }
         Ok(d)
     }
 
@@ -416,6 +470,15 @@ fn core_version() -> &'static str {
 #[pymodule]
 fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySlide>()?;
+    m.add_class::<PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
+    m.add_function(wrap_pyfunction!(device::cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(device::gpu_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(device::gpu_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(device::gpu_reset_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(device::gpu_clear_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(device::parse_device_py, m)?)?;
+    m.add_function(wrap_pyfunction!(device::test_cpu_dlpack, m)?)?;
+    m.add_function(wrap_pyfunction!(device::test_cpu_dlpack_releases, m)?)?;
     Ok(())
 }

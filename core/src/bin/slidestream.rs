@@ -104,6 +104,9 @@ enum Cmd {
         /// Random patches to time (0 = correctness only).
         #[arg(long, default_value_t = 0)]
         patches: usize,
+        /// Patches per batched call in the timing run.
+        #[arg(long, default_value_t = 4096)]
+        batch: usize,
     },
     /// Random-patch benchmark: read N patches at random level-0 locations (one caller thread)
     /// and print patches/s. Locations come from --locations (a file of "x,y" lines, level-0
@@ -186,7 +189,7 @@ fn run(cmd: Cmd) -> Result<(), Error> {
             write_png(&output, r.width, r.height, r.data)
         }
         Cmd::Tiles { path, level, batch, json } => tiles(&path, level, batch.max(1), json),
-        Cmd::GpuRegion { path, size, patches } => gpu_region(&path, size, patches),
+        Cmd::GpuRegion { path, size, patches, batch } => gpu_region(&path, size, patches, batch),
         Cmd::GpuProbe { path, level, batch, tiles } => gpu_probe(path.as_deref(), level, batch.max(1), tiles),
         Cmd::Bench { path, level, size, patches, seed, locations, json } => bench(&path, level, size, patches, seed, locations, json),
     }
@@ -460,35 +463,49 @@ fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) 
     Ok(())
 }
 
-#[cfg(feature = "cuda")]
-fn gpu_region(path: &Path, size: u64, patches: usize) -> Result<(), Error> {
-    use slidestream::gpu::region::GpuReader;
+/// `gpu-region`: GPU reads checked against the CPU path on every level (RGBA and RGB), then
+/// random level-0 patches file → device, one region per call and in batches.
+fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -> Result<(), Error> {
+    use slidestream::gpu::DeviceOptions;
     let slide = Slide::open(path)?;
-    let mut gpu = GpuReader::new(0)?;
-    println!("{}: nvJPEG backend {}", path.display(), gpu.backend());
+    let rgba = DeviceOptions::default();
+    let rgb = DeviceOptions { channels: 3, background: [255, 255, 255], ..DeviceOptions::default() };
     let mut worst = 0u8;
     let mut regions = 0;
     for level in 0..slide.level_count() {
         let (w, h) = slide.level_dimensions()[level];
         let ds = slide.level_downsamples()[level];
         let l0 = |v: i64| (v as f64 * ds) as i64;
-        for (x, y, rw, rh) in [
+        let rects = [
             (0i64, 0i64, 300u64, 200u64),
             (w as i64 / 3, h as i64 / 3, 517, 259),
             (w as i64 - 100, h as i64 - 50, 300, 300),
             (-37, -11, 128, 128),
             (w as i64 + 10, 0, 64, 64),
-        ] {
+        ];
+        for (x, y, rw, rh) in rects {
             let loc = (l0(x), l0(y));
             let cpu = slide.read_region(loc, level, (rw, rh))?;
-            let dev = gpu.read_region(&slide, loc, level, (rw, rh))?;
-            let host = dev.to_host()?;
-            let d = host.iter().zip(&cpu.data).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
-            worst = worst.max(d);
-            regions += 1;
+            let host = slide.read_region_device(loc, level, (rw, rh), &rgba)?.to_host()?;
+            worst = worst.max(host.iter().zip(&cpu.data).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
+            let mut cpu3 = vec![0u8; (rw * rh * 3) as usize];
+            slide.read_regions_rgb_into(&[loc], level, (rw, rh), rgb.background, &mut cpu3)?;
+            let host3 = slide.read_regions_device(&[loc], level, (rw, rh), &rgb)?.into_result()?.to_host()?;
+            worst = worst.max(host3.iter().zip(&cpu3).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
+            regions += 2;
         }
     }
-    println!("{regions} regions over all levels: GPU vs CPU max abs diff {worst} ({} tiles decoded on the GPU, {} on the CPU)", gpu.gpu_tiles, gpu.cpu_tiles);
+    let st = slidestream::gpu::stats(0);
+    println!(
+        "{}: {regions} regions over all levels (RGBA and RGB): GPU vs CPU max abs diff {worst}; tiles decoded: {} hardware, {} device-bitstream, {} hybrid, {} CPU; io path {}{}",
+        path.display(),
+        st.decoded_hardware,
+        st.decoded_device_bitstream,
+        st.decoded_hybrid,
+        st.decoded_cpu,
+        st.io_path,
+        if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
+    );
     if patches > 0 {
         let (w, h) = slide.dimensions();
         let mut s = 0x9E37_79B9_7F4A_7C15u64;
@@ -500,19 +517,38 @@ fn gpu_region(path: &Path, size: u64, patches: usize) -> Result<(), Error> {
         };
         let locs: Vec<(i64, i64)> = (0..patches).map(|_| (next(w - size) as i64, next(h - size) as i64)).collect();
         for &l in locs.iter().take(16) {
-            gpu.read_region(&slide, l, 0, (size, size))?;
+            slide.read_region_device(l, 0, (size, size), &rgba)?;
         }
+        slidestream::gpu::clear_device_cache(0);
+        slidestream::gpu::reset_stats(0);
         let t0 = Instant::now();
         for &l in &locs {
-            gpu.read_region(&slide, l, 0, (size, size))?;
+            slide.read_region_device(l, 0, (size, size), &rgba)?;
         }
         let secs = t0.elapsed().as_secs_f64();
         println!("{patches} random {size}x{size} level-0 patches file -> device, one region per call: {:.0} patches/s", patches as f64 / secs);
+        for cached in [false, true] {
+            if !cached {
+                slidestream::gpu::clear_device_cache(0);
+            }
+            slidestream::gpu::reset_stats(0);
+            let t0 = Instant::now();
+            for chunk in locs.chunks(batch.max(1)) {
+                slide.read_regions_device(chunk, 0, (size, size), &rgb)?.into_result()?;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let st = slidestream::gpu::stats(0);
+            println!(
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} CPU, cache hits {} misses {}",
+                if cached { "device cache warm" } else { "device cache cold" },
+                patches as f64 / secs,
+                st.read_amplification(),
+                st.decoded_hardware,
+                st.decoded_cpu,
+                st.cache.hits,
+                st.cache.misses
+            );
+        }
     }
     Ok(())
-}
-
-#[cfg(not(feature = "cuda"))]
-fn gpu_region(_path: &Path, _size: u64, _patches: usize) -> Result<(), Error> {
-    Err(slidestream::error::GpuError::NotCompiled.into())
 }

@@ -250,6 +250,74 @@ pub fn decode_rgba(
     })
 }
 
+/// Component planes of a JPEG, as [`decode_planes`] returns them: the samples of each
+/// component (row-major, unpadded) and its (width, height).
+pub type ComponentPlanes = (Vec<Vec<u8>>, Vec<(usize, usize)>);
+
+/// Decode a complete 3-component JPEG stream to its component planes exactly as coded: no
+/// chroma upsampling and no colour conversion (TurboJPEG `tj3DecompressToYUVPlanes8`, i.e.
+/// libjpeg's raw-data output, with the same inverse DCT as [`decode_rgba`]).
+///
+/// Returns `(planes, dims)`: `planes[c]` holds `dims[c].0 × dims[c].1` samples, row-major, rows
+/// `dims[c].0` bytes apart (TurboJPEG's padded planes are cropped). `dims[c]` is libjpeg's
+/// `downsampled_width × downsampled_height` of component `c`, `ceil(image_size × samp_factor /
+/// max_samp_factor)`, which is also what nvJPEG's `nvjpegGetImageInfo` reports. Components are
+/// in stream order: Y, Cb, Cr for YCbCr streams, R, G, B for RGB-coded ones.
+///
+/// # Errors
+/// libjpeg-turbo's message (corrupt data, warnings included), or a message for streams that are
+/// not 3-component YCbCr/RGB or whose sampling factors TurboJPEG does not recognise.
+pub fn decode_planes(stream: &[u8]) -> Result<ComponentPlanes, String> {
+    with_handle(|h| {
+        let hdr = header_with(h, stream)?;
+        // SAFETY: valid handle, header read just above.
+        let colorspace = unsafe { raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_COLORSPACE as libc_int) };
+        if colorspace != raw::TJCS_TJCS_YCbCr as libc_int && colorspace != raw::TJCS_TJCS_RGB as libc_int {
+            return Err(format!("planar decoding needs a 3-component YCbCr or RGB JPEG (TurboJPEG colour space {colorspace})"));
+        }
+        let ss = hdr.subsamp;
+        let Some((mcu_w, mcu_h)) = mcu_size(ss).filter(|_| ss != raw::TJSAMP_TJSAMP_GRAY) else {
+            return Err(format!("planar decoding: unsupported chroma subsampling (TurboJPEG code {ss})"));
+        };
+        let (w, hgt) = (hdr.width as usize, hdr.height as usize);
+        // Horizontal and vertical ratio of luma to chroma sampling.
+        let (rh, rv) = (mcu_w as usize / 8, mcu_h as usize / 8);
+        let dims = vec![(w, hgt), (w.div_ceil(rh), hgt.div_ceil(rv)), (w.div_ceil(rh), hgt.div_ceil(rv))];
+        // TurboJPEG's plane sizes: the luma plane is padded to the iMCU's sampling ratio
+        // (e.g. an even width for 4:2:2), the chroma planes are exactly `dims`.
+        let mut padded = Vec::with_capacity(3);
+        for c in 0..3 {
+            // SAFETY: plain functions of their integer arguments.
+            let (pw, ph) = unsafe { (raw::tj3YUVPlaneWidth(c, w as libc_int, ss), raw::tj3YUVPlaneHeight(c, hgt as libc_int, ss)) };
+            let (pw, ph) = (usize::try_from(pw).unwrap_or(0), usize::try_from(ph).unwrap_or(0));
+            let (dw, dh) = dims[c as usize];
+            if pw < dw || ph < dh {
+                return Err(format!("TurboJPEG plane {c} is {pw}x{ph}, smaller than the component ({dw}x{dh})"));
+            }
+            padded.push((pw, ph));
+        }
+        let mut bufs: Vec<Vec<u8>> = padded.iter().map(|&(pw, ph)| vec![0u8; pw * ph]).collect();
+        let mut ptrs: Vec<*mut u8> = bufs.iter_mut().map(|b| b.as_mut_ptr()).collect();
+        let mut strides: Vec<libc_int> = padded.iter().map(|&(pw, _)| pw as libc_int).collect();
+        // SAFETY: valid handle; three planes of stride × plane-height bytes each, the sizes
+        // TurboJPEG computes for this image (tj3YUVPlaneWidth/Height at scale 1).
+        let rc = unsafe { raw::tj3DecompressToYUVPlanes8(h.0, stream.as_ptr(), stream.len() as _, ptrs.as_mut_ptr(), strides.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(h.error());
+        }
+        let crop = |mut buf: Vec<u8>, pw: usize, (dw, dh): (usize, usize)| {
+            if pw == dw {
+                buf.truncate(dw * dh);
+                buf
+            } else {
+                buf.chunks(pw).take(dh).flat_map(|row| &row[..dw]).copied().collect()
+            }
+        };
+        let planes = bufs.into_iter().zip(&padded).zip(&dims).map(|((buf, &(pw, _)), &d)| crop(buf, pw, d)).collect();
+        Ok((planes, dims))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,9 @@ mod engine;
 #[cfg(feature = "cuda")]
 pub mod sys;
 
-use crate::error::{Error, GpuError, Result};
+#[cfg(not(feature = "cuda"))]
+use crate::error::GpuError;
+use crate::error::{Error, Result};
 use crate::slide::Slide;
 
 /// Which I/O path the GPU reads use, KvikIO-style (`SLIDESTREAM_COMPAT_MODE`).
@@ -396,22 +398,11 @@ impl PlanarImage {
         let mut out = vec![0u8; n * 4];
         for i in 0..n {
             let (a, b, c) = (self.planes[0][i], self.planes[1][i], self.planes[2][i]);
-            let (r, g, bl) = if ycbcr { ycc_to_rgb(a, b, c) } else { (a, b, c) };
+            let (r, g, bl) = if ycbcr { color::ycc_to_rgb(a, b, c) } else { (a, b, c) };
             out[i * 4..i * 4 + 4].copy_from_slice(&[r, g, bl, 255]);
         }
         Some(out)
     }
-}
-
-/// libjpeg's `ycc_rgb_convert` in 16-bit fixed point (`jdcolor.c`, `build_ycc_rgb_table`).
-fn ycc_to_rgb(y: u8, cb: u8, cr: u8) -> (u8, u8, u8) {
-    const ONE_HALF: i32 = 1 << 15;
-    let fix = |x: f64| (x * 65536.0 + 0.5) as i32;
-    let (y, cb, cr) = (y as i32, cb as i32 - 128, cr as i32 - 128);
-    let r = y + ((fix(1.40200) * cr + ONE_HALF) >> 16);
-    let b = y + ((fix(1.77200) * cb + ONE_HALF) >> 16);
-    let g = y + ((-fix(0.34414) * cb + -fix(0.71414) * cr + ONE_HALF) >> 16);
-    (r.clamp(0, 255) as u8, g.clamp(0, 255) as u8, b.clamp(0, 255) as u8)
 }
 
 /// A batched nvJPEG decoder bound to one device and one CUDA stream.
@@ -509,7 +500,7 @@ mod imp {
         }
     }
 
-    fn nv(rc: nvjpegStatus, what: &str) -> std::result::Result<(), GpuError> {
+    pub(super) fn nv(rc: nvjpegStatus, what: &str) -> std::result::Result<(), GpuError> {
         if rc == 0 {
             Ok(())
         } else {
@@ -627,10 +618,6 @@ mod imp {
             }
         }
 
-        pub fn stream(&self) -> CUstream {
-            self.stream
-        }
-
         /// Decode `streams` in one batch into device buffers owned by the decoder (valid until
         /// the next call), planar as coded.
         pub fn decode_device(&mut self, streams: &[&[u8]]) -> Result<Vec<DevicePlanes>> {
@@ -733,14 +720,6 @@ mod imp {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ycc_table_matches_known_libjpeg_values() {
-        // Neutral grey stays grey; pure-chroma extremes clamp as libjpeg does.
-        assert_eq!(ycc_to_rgb(128, 128, 128), (128, 128, 128));
-        assert_eq!(ycc_to_rgb(76, 85, 255), (254, 0, 0));
-        assert_eq!(ycc_to_rgb(0, 255, 255), (178, 0, 225));
-    }
 
     #[test]
     fn gpu_entry_points_never_panic_without_a_gpu() {

@@ -36,6 +36,46 @@ pub type nvjpegJpegState = *mut c_void;
 pub const NVJPEG_BACKEND_HARDWARE: c_int = 3;
 /// `NVJPEG_BACKEND_DEFAULT`.
 pub const NVJPEG_BACKEND_DEFAULT: c_int = 0;
+/// `NVJPEG_BACKEND_GPU_HYBRID_DEVICE`: `nvjpegDecodeBatched` takes bitstreams in device memory.
+pub const NVJPEG_BACKEND_GPU_HYBRID_DEVICE: c_int = 4;
+/// `NVJPEG_BACKEND_HARDWARE_DEVICE`: hardware engines, bitstreams in device memory.
+pub const NVJPEG_BACKEND_HARDWARE_DEVICE: c_int = 5;
+/// `nvjpegChromaSubsampling_t` values (nvjpeg.h).
+pub const NVJPEG_CSS_444: c_int = 0;
+/// See above.
+pub const NVJPEG_CSS_422: c_int = 1;
+/// See above.
+pub const NVJPEG_CSS_420: c_int = 2;
+/// See above.
+pub const NVJPEG_CSS_440: c_int = 3;
+/// `CU_STREAM_NON_BLOCKING`.
+pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+/// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (cuda.h `CUmemPool_attribute`).
+pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
+/// `CU_FILE_HANDLE_TYPE_OPAQUE_FD` (cufile.h).
+pub const CU_FILE_HANDLE_TYPE_OPAQUE_FD: c_int = 1;
+
+/// `CUfileError_t`: cuFile status and, for CUDA failures, the `CUresult`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CUfileError {
+    /// `CUfileOpError` (0 = `CU_FILE_SUCCESS`).
+    pub err: c_int,
+    /// `CUresult` when `err` is a CUDA driver error.
+    pub cu_err: c_int,
+}
+
+/// `CUfileDescr_t`: handle type, the union of an fd and a Windows handle (8 bytes; the fd in
+/// the low 4 bytes on little-endian x86-64), and the optional file-system operations.
+#[repr(C)]
+pub struct CUfileDescr {
+    /// `CUfileFileHandleType`.
+    pub handle_type: c_int,
+    /// The `union { int fd; void *handle; }`.
+    pub handle: usize,
+    /// `const CUfileFSOps_t *` (NULL).
+    pub fs_ops: *const c_void,
+}
 /// `NVJPEG_OUTPUT_UNCHANGED`: planar components exactly as coded (no colour transform).
 pub const NVJPEG_OUTPUT_UNCHANGED: c_int = 0;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.
@@ -113,6 +153,15 @@ pub struct Cuda {
     pub cuStreamCreate: unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult,
     pub cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> CUresult,
     pub cuMemcpyHtoD: unsafe extern "C" fn(CUdeviceptr, *const c_void, usize) -> CUresult,
+    pub cuMemcpyHtoDAsync: unsafe extern "C" fn(CUdeviceptr, *const c_void, usize, CUstream) -> CUresult,
+    pub cuMemcpyDtoHAsync: unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, CUstream) -> CUresult,
+    pub cuMemAllocHost: unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult,
+    pub cuMemFreeHost: unsafe extern "C" fn(*mut c_void) -> CUresult,
+    pub cuMemAllocAsync: unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult,
+    pub cuMemFreeAsync: unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult,
+    pub cuDeviceGetDefaultMemPool: unsafe extern "C" fn(*mut *mut c_void, CUdevice) -> CUresult,
+    pub cuMemPoolSetAttribute: unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> CUresult,
+    pub cuStreamDestroy: unsafe extern "C" fn(CUstream) -> CUresult,
     pub cuModuleLoadData: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult,
     pub cuModuleGetFunction: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult,
     pub cuLaunchKernel: unsafe extern "C" fn(
@@ -152,6 +201,15 @@ impl Cuda {
             cuStreamCreate: bind!(lib, "cuStreamCreate"),
             cuStreamSynchronize: bind!(lib, "cuStreamSynchronize"),
             cuMemcpyHtoD: bind!(lib, "cuMemcpyHtoD_v2"),
+            cuMemcpyHtoDAsync: bind!(lib, "cuMemcpyHtoDAsync_v2"),
+            cuMemcpyDtoHAsync: bind!(lib, "cuMemcpyDtoHAsync_v2"),
+            cuMemAllocHost: bind!(lib, "cuMemAllocHost_v2"),
+            cuMemFreeHost: bind!(lib, "cuMemFreeHost"),
+            cuMemAllocAsync: bind!(lib, "cuMemAllocAsync"),
+            cuMemFreeAsync: bind!(lib, "cuMemFreeAsync"),
+            cuDeviceGetDefaultMemPool: bind!(lib, "cuDeviceGetDefaultMemPool"),
+            cuMemPoolSetAttribute: bind!(lib, "cuMemPoolSetAttribute"),
+            cuStreamDestroy: bind!(lib, "cuStreamDestroy_v2"),
             cuModuleLoadData: bind!(lib, "cuModuleLoadData"),
             cuModuleGetFunction: bind!(lib, "cuModuleGetFunction"),
             cuLaunchKernel: bind!(lib, "cuLaunchKernel"),
@@ -238,6 +296,37 @@ impl Nvrtc {
             nvrtcGetProgramLogSize: bind!(lib, "nvrtcGetProgramLogSize"),
             nvrtcGetProgramLog: bind!(lib, "nvrtcGetProgramLog"),
             nvrtcDestroyProgram: bind!(lib, "nvrtcDestroyProgram"),
+            _lib: lib,
+        })
+    }
+}
+
+/// The cuFile (GPUDirect Storage) functions slidestream uses (`libcufile.so.0`).
+pub struct CuFile {
+    _lib: Library,
+    pub cuFileDriverOpen: unsafe extern "C" fn() -> CUfileError,
+    pub cuFileHandleRegister: unsafe extern "C" fn(*mut *mut c_void, *mut CUfileDescr) -> CUfileError,
+    pub cuFileHandleDeregister: unsafe extern "C" fn(*mut c_void),
+    pub cuFileBufRegister: unsafe extern "C" fn(*const c_void, usize, c_int) -> CUfileError,
+    pub cuFileBufDeregister: unsafe extern "C" fn(*const c_void) -> CUfileError,
+    pub cuFileRead: unsafe extern "C" fn(*mut c_void, *mut c_void, usize, i64, i64) -> isize,
+}
+
+impl CuFile {
+    /// Load `libcufile.so.0` and bind the functions. Call only after a CUDA device was found:
+    /// without a GPU driver `cuFileDriverOpen` does not return (measured on the lent H200).
+    ///
+    /// # Errors
+    /// A message naming the missing library or symbol.
+    pub fn load() -> Result<CuFile, String> {
+        let lib = open_any(&["libcufile.so.0", "libcufile.so"])?;
+        Ok(CuFile {
+            cuFileDriverOpen: bind!(lib, "cuFileDriverOpen"),
+            cuFileHandleRegister: bind!(lib, "cuFileHandleRegister"),
+            cuFileHandleDeregister: bind!(lib, "cuFileHandleDeregister"),
+            cuFileBufRegister: bind!(lib, "cuFileBufRegister"),
+            cuFileBufDeregister: bind!(lib, "cuFileBufDeregister"),
+            cuFileRead: bind!(lib, "cuFileRead"),
             _lib: lib,
         })
     }

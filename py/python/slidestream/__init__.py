@@ -7,6 +7,14 @@ Quick start::
         print(s.dimensions, s.level_count, s.properties["openslide.vendor"])
         rgba = s.read_region((1000, 1000), 0, (256, 256))      # (256, 256, 4) uint8
         rgb = s.read_regions([(0, 0), (512, 512)], 0, (256, 256))  # (2, 256, 256, 3) uint8
+        if slidestream.cuda_available():
+            d = s.read_regions([(0, 0), (512, 512)], 0, (256, 256), device="cuda")
+            t = torch.from_dlpack(d)                      # CUDA tensor, no copy
+
+GPU: ``read_region`` / ``read_regions`` take ``device="cuda"`` (or ``"cuda:N"``, an int, a
+``torch.device``) and return a :class:`DeviceArray` in GPU memory (DLPack and CUDA Array
+Interface, zero-copy into PyTorch / CuPy); :func:`cuda_available`, :func:`gpu_probe`,
+:func:`gpu_stats`, :func:`gpu_reset_stats`, :func:`gpu_clear_cache`.
 
 Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` and
 ``slidestream.deepzoom.DeepZoomGenerator``. PyTorch: :mod:`slidestream.torch`; Dask:
@@ -18,13 +26,23 @@ from typing import TYPE_CHECKING, Any
 from ._errors import (
     CorruptDataError,
     GpuError,
+    GpuForkError,
+    GpuUnavailableError,
     InvalidArgumentError,
     LimitsExceededError,
     SlideError,
     UnsupportedFormatError,
 )
 from ._slide import AssociatedImages, Slide
-from ._slidestream import core_version
+from ._slidestream import (
+    DeviceArray,
+    core_version,
+    cuda_available,
+    gpu_clear_cache,
+    gpu_probe,
+    gpu_reset_stats,
+    gpu_stats,
+)
 
 if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
     from ._compat import (
@@ -48,6 +66,14 @@ __all__ = [
     "LimitsExceededError",
     "InvalidArgumentError",
     "GpuError",
+    "GpuUnavailableError",
+    "GpuForkError",
+    "DeviceArray",
+    "cuda_available",
+    "gpu_probe",
+    "gpu_stats",
+    "gpu_reset_stats",
+    "gpu_clear_cache",
     "OpenSlide",
     "open_slide",
     "OpenSlideError",

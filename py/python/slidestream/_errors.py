@@ -32,7 +32,21 @@ class InvalidArgumentError(SlideError, ValueError):
 
 
 class GpuError(SlideError):
-    """The GPU path is unavailable or failed."""
+    """A device read (``device="cuda"``) or another GPU call failed: a CUDA, nvJPEG or cuFile
+    call returned an error (the message names the call and its status code). The subclasses
+    say why the GPU could not be used at all."""
+
+
+class GpuUnavailableError(GpuError):
+    """No usable GPU in this process: libcuda / nvJPEG could not be loaded, ``cuInit`` failed
+    or there is no CUDA device (:func:`slidestream.cuda_available` is False). The CPU path
+    (``device=None``) still works."""
+
+
+class GpuForkError(GpuError):
+    """This process was forked from one that had already initialised CUDA; CUDA cannot be
+    used in such a child. Start workers with the ``spawn`` or ``forkserver`` method, or make
+    the first device read only after forking. The message names both process ids."""
 
 
 __all__ = [
@@ -42,4 +56,6 @@ __all__ = [
     "LimitsExceededError",
     "InvalidArgumentError",
     "GpuError",
+    "GpuUnavailableError",
+    "GpuForkError",
 ]

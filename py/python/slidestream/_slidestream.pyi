@@ -4,19 +4,118 @@ Coordinates follow OpenSlide: a ``location`` is (x, y) in level-0 pixels, x to t
 y down from the top-left corner of the slide; a ``size`` is (width, height) in pixels of the
 level being read. Arrays are C-contiguous numpy ``uint8``, row-major (height first), and own
 the decoded buffer.
+
+Device reads (``device="cuda"``, ``"cuda:N"``, an int ``N``, a ``torch.device``) return a
+:class:`DeviceArray` in GPU memory instead; ``device=None`` / ``"cpu"`` keep the numpy result.
 """
 
 import os
-from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, Union, overload
 
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import Self, disjoint_base
 
-__all__ = ["Slide", "core_version"]
+__all__ = [
+    "Slide",
+    "DeviceArray",
+    "core_version",
+    "cuda_available",
+    "gpu_probe",
+    "gpu_stats",
+    "gpu_reset_stats",
+    "gpu_clear_cache",
+]
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Background = Union[int, Tuple[int, int, int]]
+
+class _TorchDeviceLike(Protocol):
+    """Anything with ``type`` and ``index`` attributes, such as ``torch.device``."""
+
+    @property
+    def type(self) -> str: ...
+    @property
+    def index(self) -> Optional[int]: ...
+
+#: A CUDA device: ``"cuda"`` (device 0), ``"cuda:N"``, an int ``N >= 0`` or a ``torch.device``
+#: of type ``cuda``. (``"cpu"`` / a CPU ``torch.device`` select the CPU path.)
+_Device = Union[str, int, _TorchDeviceLike]
+
+@disjoint_base
+class DeviceArray:
+    """An array of ``uint8`` in GPU memory, made by ``Slide.read_region(..., device=...)``
+    (shape (height, width, 4), RGBA) and ``Slide.read_regions(..., device=...)`` (shape
+    (n, height, width, 3), RGB). C-contiguous, row-major. The memory is freed when the last
+    reference goes away: this object, or a tensor imported from it (DLPack tensors and
+    ``__cuda_array_interface__`` consumers keep it alive after this object is deleted).
+
+    The data are complete when the read returns, so consumers on any CUDA stream may use them
+    without synchronising. Zero-copy exchange: ``torch.from_dlpack(a)``,
+    ``cupy.from_dlpack(a)``, ``cupy.asarray(a)``, ``numba.cuda.as_cuda_array(a)``. Host
+    copies: ``a.cpu()``, ``a.numpy()``, ``numpy.asarray(a)``. Not picklable.
+    """
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """Shape, outermost first: (height, width, 4) or (n, height, width, 3)."""
+
+    @property
+    def dtype(self) -> np.dtype[np.uint8]:
+        """Always ``numpy.dtype('uint8')``."""
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions (3 for a region, 4 for a batch)."""
+
+    @property
+    def nbytes(self) -> int:
+        """Size in bytes (product of the shape)."""
+
+    @property
+    def device(self) -> int:
+        """CUDA device ordinal holding the data."""
+
+    def __len__(self) -> int:
+        """Length of the first dimension."""
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        """CUDA Array Interface version 3: ``shape``, ``typestr`` ``'|u1'``, ``data``
+        (device pointer, False = writable; 0 for an empty array), ``strides`` None
+        (C-contiguous), ``version`` 3 and ``stream`` None: no synchronisation is needed
+        because the data are complete when the read returns."""
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        """``(2, device)``: kDLCUDA and the device ordinal."""
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any:
+        """A DLPack capsule (``"dltensor"``, unversioned ``DLManagedTensor``, which the array
+        API standard allows for any ``max_version``) sharing the device memory, no copy.
+
+        ``stream``: the consumer's stream; ignored, since the data are complete (nothing to
+        wait for). ``dl_device``: None or this device; ``(1, 0)`` (CPU) exports a host copy
+        unless ``copy`` is False (then BufferError). ``copy=True`` on the device raises
+        BufferError. Raises GpuError when a host copy fails."""
+
+    def cpu(self) -> npt.NDArray[np.uint8]:
+        """A host copy: new numpy uint8 array of the same shape (GIL released during the
+        copy). Raises GpuError if the copy fails (GpuForkError in a process forked after the
+        array was made)."""
+
+    def numpy(self) -> npt.NDArray[np.uint8]:
+        """Same as :meth:`cpu`."""
+
+    def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> npt.NDArray[Any]:
+        """``numpy.asarray(a)``: always a host copy (as :meth:`cpu`), cast to ``dtype`` when
+        given; ``copy=False`` raises ValueError."""
 
 @disjoint_base
 class Slide:
@@ -96,9 +195,27 @@ class Slide:
     def mpp(self) -> Optional[Tuple[float, float]]:
         """(mpp_x, mpp_y): micrometres per level-0 pixel, or None when unknown."""
 
+    @overload
     def read_region(
-        self, location: Tuple[int, int], level: int, size: Tuple[int, int]
-    ) -> npt.NDArray[np.uint8]:
+        self,
+        location: Tuple[int, int],
+        level: int,
+        size: Tuple[int, int],
+        *,
+        device: Optional[Literal["cpu"]] = None,
+    ) -> npt.NDArray[np.uint8]: ...
+    @overload
+    def read_region(
+        self, location: Tuple[int, int], level: int, size: Tuple[int, int], *, device: _Device
+    ) -> Union[npt.NDArray[np.uint8], DeviceArray]: ...
+    def read_region(
+        self,
+        location: Tuple[int, int],
+        level: int,
+        size: Tuple[int, int],
+        *,
+        device: Optional[_Device] = None,
+    ) -> Union[npt.NDArray[np.uint8], DeviceArray]:
         """Read a region: uint8 array of shape (height, width, 4), RGBA, non-premultiplied;
         (0, 0, 0, 0) outside the image and on missing tiles.
 
@@ -108,8 +225,15 @@ class Slide:
         is released during the read; the array owns the buffer and supports ``__dlpack__``.
         Raises InvalidArgumentError (bad level, closed slide), ValueError (negative size),
         LimitsExceededError (output above ``SLIDESTREAM_MAX_REGION_BYTES``),
-        CorruptDataError (a tile cannot be decoded)."""
+        CorruptDataError (a tile cannot be decoded).
 
+        ``device``: None or ``"cpu"`` → numpy array (above). A CUDA device (``"cuda"``,
+        ``"cuda:N"``, int ``N``, ``torch.device``) → :class:`DeviceArray` (height, width, 4)
+        in that GPU's memory with the same pixels (JPEG decoded by nvJPEG). Also raises
+        GpuUnavailableError (no usable GPU), GpuForkError (forked after CUDA was
+        initialised), GpuError (a CUDA call failed), ValueError / TypeError (bad device)."""
+
+    @overload
     def read_regions(
         self,
         locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
@@ -117,14 +241,40 @@ class Slide:
         size: Tuple[int, int],
         *,
         background: Optional[_Background] = None,
-    ) -> npt.NDArray[np.uint8]:
+        device: Optional[Literal["cpu"]] = None,
+    ) -> npt.NDArray[np.uint8]: ...
+    @overload
+    def read_regions(
+        self,
+        locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
+        level: int,
+        size: Tuple[int, int],
+        *,
+        background: Optional[_Background] = None,
+        device: _Device,
+    ) -> Union[npt.NDArray[np.uint8], DeviceArray]: ...
+    def read_regions(
+        self,
+        locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
+        level: int,
+        size: Tuple[int, int],
+        *,
+        background: Optional[_Background] = None,
+        device: Optional[_Device] = None,
+    ) -> Union[npt.NDArray[np.uint8], DeviceArray]:
         """Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
 
         ``locations``: n (x, y) level-0 pixel pairs, a sequence or an int64 array of shape
         (n, 2). ``size``: (width, height) of every patch in pixels of ``level``.
         ``background``: int 0..255 or (r, g, b), default 255 (white): used outside the image
         and on missing tiles; partly transparent pixels are composited over it. Tiles shared
-        by patches are decoded once; the work runs on threads with the GIL released."""
+        by patches are decoded once; the work runs on threads with the GIL released.
+
+        ``device``: None or ``"cpu"`` → numpy array (above). A CUDA device → one
+        :class:`DeviceArray` (n, height, width, 3) with the same pixels, the tiles of all
+        patches decoded in nvJPEG batches and assembled on the GPU. A patch that cannot be
+        read raises its error (CorruptDataError, ...) as on the CPU; GPU errors as
+        :meth:`read_region`."""
 
     def get_best_level_for_downsample(self, downsample: float) -> int:
         """The level to read for a wanted downsample (OpenSlide's rule: the level with the
@@ -136,7 +286,10 @@ class Slide:
 
     def io_stats(self) -> Dict[str, Any]:
         """I/O counters since open in this process: ``requests`` (int), ``bytes`` (int) and
-        ``path`` (str, ``"posix"``: positional reads)."""
+        ``path`` (str, ``"posix"``: positional reads) of this slide's CPU reads. Once this
+        process has made a device read, also ``"gpu"``: the process-wide counters of the
+        device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). Never
+        initialises CUDA."""
 
     def close(self) -> None:
         """Close the file. Later reads raise InvalidArgumentError; closing twice is harmless."""
@@ -149,3 +302,40 @@ class Slide:
 
 def core_version() -> str:
     """Version of the Rust core (also ``slidestream.__version__``)."""
+
+def cuda_available() -> bool:
+    """True when a usable CUDA device is present (libcuda loads, ``cuInit`` succeeds, at least
+    one device). Never raises."""
+
+def gpu_probe() -> Dict[str, Any]:
+    """Probe the GPU stack (initialises CUDA): ``driver_version`` (int, 13000 = 13.0),
+    ``devices`` (list of ``{"name": str, "compute_capability": (major, minor)}``),
+    ``nvjpeg_version`` ((major, minor, patch) or None), ``hardware_engines`` (hardware JPEG
+    engines of device 0; 0 without), ``hardware_reason`` (str or None: why the hardware JPEG
+    backend is unavailable). Raises GpuUnavailableError when CUDA cannot be loaded or
+    initialised."""
+
+def gpu_stats(device: Optional[_Device] = None) -> Dict[str, Any]:
+    """Process-wide counters of the GPU path of ``device`` (default 0), all slides: I/O path
+    and bytes / requests per path, read amplification, tiles per decoder, CPU fallbacks,
+    nvJPEG backend and the device tile cache (keys in docs/python.md). Never initialises
+    CUDA: an unused device reports zeros. ValueError for ``"cpu"`` or a bad device."""
+
+def gpu_reset_stats(device: Optional[_Device] = None) -> None:
+    """Zero the GPU counters of ``device`` (default 0); the device tile cache keeps its
+    tiles."""
+
+def gpu_clear_cache(device: Optional[_Device] = None) -> None:
+    """Drop every tile of the device tile cache of ``device`` (default 0); counters are kept.
+    No-op when the device was not used."""
+
+def _parse_device(device: Optional[_Device] = None) -> Optional[int]:
+    """``device=`` argument parsed as the reads parse it: None for the CPU path, else the CUDA
+    ordinal. ValueError / TypeError for a bad device."""
+
+def _test_cpu_dlpack(shape: List[int]) -> Any:
+    """Test hook: a DLPack capsule built as ``DeviceArray.__dlpack__`` builds one, over host
+    memory (kDLCPU) holding ``i % 251`` at flat index ``i``."""
+
+def _test_cpu_dlpack_releases() -> int:
+    """Test hook: how many ``_test_cpu_dlpack`` tensors have been freed."""

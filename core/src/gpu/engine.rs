@@ -1,0 +1,1535 @@
+//! The GPU engine of one device (feature `cuda`): context, streams, nvJPEG handles, kernels,
+//! the device tile cache, the I/O path (POSIX into pinned memory, or cuFile) and counters.
+//!
+//! Data flow of [`read_regions`] (one call = one batch of same-sized patches of one level):
+//! 1. the tiles of all patches are deduplicated and looked up in the device tile cache;
+//! 2. misses of a JPEG level are processed in chunks of [`CHUNK_TILES`] tiles, alternating
+//!    between two slots (stream + nvJPEG state + buffers) so reading and parsing chunk k + 1 on
+//!    the host overlaps decoding chunk k on the device:
+//!    * POSIX: coalesced `pread`s ([`plan_reads`]) into a pinned host buffer, JPEGTables spliced
+//!      on the host, geometry checked with `nvjpegGetImageInfo`, batched nvJPEG (hardware
+//!      engines) decoding to planar components;
+//!    * cuFile: coalesced `cuFileRead`s into a device buffer, tables spliced and SOF geometry
+//!      read by kernels, batched nvJPEG on device bitstreams (`HARDWARE_DEVICE`, else
+//!      `GPU_HYBRID_DEVICE`); if no device-bitstream backend works, the streams are copied to
+//!      pinned host memory and decoded as in the POSIX path (reported);
+//!    * then the `convert` kernel writes each tile as RGBA (libjpeg-turbo's upsampling and
+//!      colour conversion) into its own device allocation, which enters the cache;
+//! 3. tiles nvJPEG cannot take (other codecs, bad headers, a failed batch, the CPU share) are
+//!    decoded by the CPU decoders in parallel and uploaded; a tile that fails there fails only
+//!    the patches that need it;
+//! 4. the `assemble` kernel writes every patch in one launch.
+//!
+//! Ordering: every stream used by a call is synchronised before it returns, so results are
+//! complete for any consumer stream. Device tiles are freed with `cuMemFreeAsync` on a
+//! dedicated stream only once no call holds them (they are shared through `Arc`).
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use super::imp::{cu, libs, nv};
+use super::sys::*;
+use super::{CompatMode, DeviceArray, DeviceBatch, DeviceOptions, GpuStats};
+use crate::cache::{CacheWeight, TileCache, TileKey};
+use crate::codec::{decode_chunk, ChunkGeometry, DecodedTile};
+use crate::error::{Error, GpuError, Location, Result};
+use crate::geometry::{level_origin, tile_span, Rect};
+use crate::index::{Compression, ImageIndex, Photometric};
+use crate::io::plan::{plan_reads, Want};
+use crate::io::ByteSource;
+use crate::slide::Slide;
+
+/// Tiles per nvJPEG batch (one slot's chunk).
+const CHUNK_TILES: usize = 256;
+/// Most lanes (independent stream pairs) per device; more concurrent callers wait for one.
+const MAX_LANES: usize = 8;
+/// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
+const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
+/// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
+const MAX_GPU_TILE_EDGE: u32 = 16384;
+
+const KERNELS: &str = include_str!("kernels.cu");
+
+type Res<T> = std::result::Result<T, GpuError>;
+
+fn pid() -> u32 {
+    std::process::id()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device and pinned memory
+
+/// A decoded tile in device memory: RGBA, `w × h` pixels, pitch `w × 4`.
+pub(crate) struct DevTile {
+    ptr: CUdeviceptr,
+    w: u32,
+    h: u32,
+    ctx: CUcontext,
+    free_stream: CUstream,
+    pid: u32,
+}
+
+// Device pointers are plain integers; the context and stream handles are usable from any thread.
+unsafe impl Send for DevTile {}
+unsafe impl Sync for DevTile {}
+
+impl CacheWeight for DevTile {
+    fn byte_size(&self) -> usize {
+        self.w as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
+    }
+}
+
+impl Drop for DevTile {
+    fn drop(&mut self) {
+        if self.ptr == 0 || self.pid != pid() {
+            return; // a forked child must not touch the parent's CUDA state
+        }
+        if let Ok((cuda, _, _)) = libs() {
+            // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every call
+            // that used it synchronised its streams (it is only dropped when no `Arc` is left).
+            unsafe {
+                (cuda.cuCtxSetCurrent)(self.ctx);
+                (cuda.cuMemFreeAsync)(self.ptr, self.free_stream);
+            }
+        }
+    }
+}
+
+/// A growable device buffer owned by one slot (used only while the slot's stream is idle).
+struct DevMem {
+    ptr: CUdeviceptr,
+    len: usize,
+    /// Registered with cuFile (`cuFileBufRegister`).
+    registered: bool,
+}
+
+impl DevMem {
+    const fn new() -> DevMem {
+        DevMem { ptr: 0, len: 0, registered: false }
+    }
+
+    /// Make room for `len` bytes (contents not kept). The owner's stream must be idle.
+    fn ensure(&mut self, len: usize, register: Option<&CuFile>) -> Res<()> {
+        if self.len >= len && (register.is_none() || self.registered) {
+            return Ok(());
+        }
+        self.release(register);
+        let (cuda, _, _) = libs()?;
+        let want = len.max(1 << 20).next_power_of_two();
+        let mut p = 0;
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { (cuda.cuMemAlloc)(&mut p, want) }, "cuMemAlloc")?;
+        self.ptr = p;
+        self.len = want;
+        if let Some(cf) = register {
+            // SAFETY: a device allocation of `want` bytes; deregistered before it is freed.
+            let e = unsafe { (cf.cuFileBufRegister)(p as *const c_void, want, 0) };
+            self.registered = e.err == 0;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, cufile: Option<&CuFile>) {
+        if self.ptr == 0 {
+            return;
+        }
+        if let Ok((cuda, _, _)) = libs() {
+            // SAFETY: allocated in `ensure`, freed once; the stream using it is idle.
+            unsafe {
+                if self.registered {
+                    if let Some(cf) = cufile {
+                        (cf.cuFileBufDeregister)(self.ptr as *const c_void);
+                    }
+                }
+                (cuda.cuMemFree)(self.ptr);
+            }
+        }
+        *self = DevMem::new();
+    }
+}
+
+/// A growable pinned (page-locked) host buffer.
+struct Pinned {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Pinned {
+    const fn new() -> Pinned {
+        Pinned { ptr: std::ptr::null_mut(), len: 0 }
+    }
+
+    fn ensure(&mut self, len: usize) -> Res<()> {
+        if self.len >= len {
+            return Ok(());
+        }
+        self.release();
+        let (cuda, _, _) = libs()?;
+        let want = len.max(1 << 20).next_power_of_two();
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { (cuda.cuMemAllocHost)(&mut p, want) }, "cuMemAllocHost")?;
+        self.ptr = p as *mut u8;
+        self.len = want;
+        Ok(())
+    }
+
+    fn as_mut_slice(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.len);
+        if len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `len` bytes of a live pinned allocation owned by `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+
+    fn release(&mut self) {
+        if !self.ptr.is_null() {
+            if let Ok((cuda, _, _)) = libs() {
+                // SAFETY: allocated in `ensure`, freed once; no copy from it is pending.
+                unsafe { (cuda.cuMemFreeHost)(self.ptr as *mut c_void) };
+            }
+        }
+        *self = Pinned::new();
+    }
+}
+
+/// Upload `bytes` to a fresh stream-ordered allocation on `stream` (freed by the caller with
+/// `free_async` on the same stream once the kernels using it were launched).
+fn upload_async(bytes: &[u8], stream: CUstream) -> Res<CUdeviceptr> {
+    let (cuda, _, _) = libs()?;
+    let mut p = 0;
+    // SAFETY: out-pointer; the copy reads `bytes.len()` bytes of a live slice; for pageable
+    // memory cuMemcpyHtoDAsync returns once the data were staged, so the slice may go away.
+    unsafe {
+        cu((cuda.cuMemAllocAsync)(&mut p, bytes.len().max(1), stream), "cuMemAllocAsync")?;
+        if !bytes.is_empty() {
+            cu((cuda.cuMemcpyHtoDAsync)(p, bytes.as_ptr() as *const c_void, bytes.len(), stream), "cuMemcpyHtoDAsync")?;
+        }
+    }
+    Ok(p)
+}
+
+fn free_async(p: CUdeviceptr, stream: CUstream) {
+    if let Ok((cuda, _, _)) = libs() {
+        // SAFETY: a stream-ordered allocation made on `stream`, freed once after its last use
+        // was enqueued on the same stream.
+        unsafe { (cuda.cuMemFreeAsync)(p, stream) };
+    }
+}
+
+fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: T is a repr(C) plain-old-data descriptor; viewing it as bytes is sound.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel descriptors (layouts match kernels.cu)
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ConvDesc {
+    planes: [u64; 3],
+    pitch: [c_int; 3],
+    pw: [c_int; 3],
+    ph: [c_int; 3],
+    sub_h: c_int,
+    sub_v: c_int,
+    kind: c_int,
+    w: c_int,
+    h: c_int,
+    pad: c_int,
+    out: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TileRef {
+    ptr: u64,
+    x0: i64,
+    y0: i64,
+    w: c_int,
+    h: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PatchDesc {
+    rx: i64,
+    ry: i64,
+    col0: i64,
+    row0: i64,
+    gcols: c_int,
+    grows: c_int,
+    grid: c_int,
+    pad: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct SpliceDesc {
+    src: u64,
+    dst: u64,
+    len: c_int,
+    pad: c_int,
+}
+
+/// A raw pointer to a kernel parameter, as `cuLaunchKernel` wants them.
+fn arg<T>(v: &mut T) -> *mut c_void {
+    v as *mut T as *mut c_void
+}
+
+struct Funcs {
+    convert: *mut c_void,
+    assemble: *mut c_void,
+    splice: *mut c_void,
+    sof_scan: *mut c_void,
+}
+
+fn launch(f: *mut c_void, grid: (u32, u32, u32), block: (u32, u32, u32), stream: CUstream, params: &mut [*mut c_void], what: &str) -> Res<()> {
+    let (cuda, _, _) = libs()?;
+    // SAFETY: `params` point to locals matching the kernel's parameter list (checked by the
+    // callers against kernels.cu); buffers they reference outlive the stream's synchronisation.
+    cu(
+        unsafe { (cuda.cuLaunchKernel)(f, grid.0, grid.1, grid.2, block.0, block.1, block.2, 0, stream, params.as_mut_ptr(), std::ptr::null_mut()) },
+        what,
+    )
+}
+
+fn nvrtc_ptx(src: &str, arch: &str) -> Res<Vec<u8>> {
+    let rtc = Nvrtc::load().map_err(GpuError::Unavailable)?;
+    let csrc = CString::new(src).map_err(|_| GpuError::Call("NUL in kernel source".into()))?;
+    let name = CString::new("slidestream_kernels.cu").expect("static");
+    let opt = CString::new(format!("--gpu-architecture={arch}")).expect("static");
+    let opts = [opt.as_ptr()];
+    let mut prog = std::ptr::null_mut();
+    // SAFETY: NVRTC calls with valid C strings; the program is destroyed on every path.
+    unsafe {
+        let rc = (rtc.nvrtcCreateProgram)(&mut prog, csrc.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null());
+        if rc != 0 {
+            return Err(GpuError::Call(format!("nvrtcCreateProgram returned {rc}")));
+        }
+        let rc = (rtc.nvrtcCompileProgram)(prog, 1, opts.as_ptr());
+        if rc != 0 {
+            let mut n = 0usize;
+            (rtc.nvrtcGetProgramLogSize)(prog, &mut n);
+            let mut log = vec![0u8; n.max(1)];
+            (rtc.nvrtcGetProgramLog)(prog, log.as_mut_ptr() as *mut std::ffi::c_char);
+            (rtc.nvrtcDestroyProgram)(&mut prog);
+            return Err(GpuError::Call(format!("NVRTC compile failed: {}", String::from_utf8_lossy(&log))));
+        }
+        let mut n = 0usize;
+        (rtc.nvrtcGetPTXSize)(prog, &mut n);
+        let mut ptx = vec![0u8; n];
+        (rtc.nvrtcGetPTX)(prog, ptx.as_mut_ptr() as *mut std::ffi::c_char);
+        (rtc.nvrtcDestroyProgram)(&mut prog);
+        Ok(ptx)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lanes and slots
+
+/// One half of a lane's double buffer.
+struct Slot {
+    stream: CUstream,
+    state: nvjpegJpegState,
+    batch: c_int,
+    dev_state: nvjpegJpegState,
+    dev_batch: c_int,
+    /// Planar nvJPEG outputs of the chunk.
+    scratch: DevMem,
+    /// cuFile read staging (device).
+    staging: DevMem,
+    /// Spliced device bitstreams (cuFile path).
+    spliced: DevMem,
+    /// POSIX read staging / device-to-host copies (pinned host).
+    pinned: Pinned,
+    /// Spliced host bitstreams of the chunk in flight.
+    arena: Vec<u8>,
+}
+
+/// Two slots used alternately by one caller at a time.
+struct Lane {
+    slots: [Slot; 2],
+}
+
+// Handles are used by one thread at a time (a lane is taken out of the pool for a call).
+unsafe impl Send for Lane {}
+
+/// I/O path chosen at engine start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IoPath {
+    Posix,
+    CuFileGds,
+    CuFileCompat,
+}
+
+impl IoPath {
+    fn name(self) -> &'static str {
+        match self {
+            IoPath::Posix => "posix",
+            IoPath::CuFileGds => "cufile",
+            IoPath::CuFileCompat => "cufile-compat",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    posix_bytes: AtomicU64,
+    posix_requests: AtomicU64,
+    gds_bytes: AtomicU64,
+    gds_requests: AtomicU64,
+    compat_bytes: AtomicU64,
+    compat_requests: AtomicU64,
+    tile_bytes: AtomicU64,
+    hardware: AtomicU64,
+    device_bitstream: AtomicU64,
+    hybrid: AtomicU64,
+    cpu: AtomicU64,
+    batch_fallbacks: AtomicU64,
+}
+
+/// A cuFile handle of one open slide's file (deregistered and closed with the slide).
+struct CuFileHandle {
+    handle: *mut c_void,
+    _file: std::fs::File,
+}
+
+unsafe impl Send for CuFileHandle {}
+unsafe impl Sync for CuFileHandle {}
+
+/// Everything of one device.
+pub(crate) struct Engine {
+    device: usize,
+    ctx: CUcontext,
+    pid: u32,
+    funcs: Funcs,
+    nvj_host: nvjpegHandle,
+    host_backend: &'static str,
+    engines: u32,
+    nvj_dev: Option<nvjpegHandle>,
+    dev_backend_reason: String,
+    free_stream: CUstream,
+    lanes: Mutex<(Vec<Box<Lane>>, usize)>,
+    lane_free: Condvar,
+    cache: TileCache<DevTile>,
+    counters: Counters,
+    cpu_reason: Mutex<String>,
+    mode: CompatMode,
+    io: IoPath,
+    io_reason: String,
+    io_error: Option<String>,
+    cufile: Option<&'static CuFile>,
+    files: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
+    cpu_share: f64,
+}
+
+// CUDA contexts, streams, modules and nvJPEG handles may be used from any thread; per-thread
+// state (nvJPEG states, buffers) lives in lanes handed to one caller at a time.
+unsafe impl Send for Engine {}
+unsafe impl Sync for Engine {}
+
+static ENGINES: OnceLock<Mutex<HashMap<usize, Arc<Engine>>>> = OnceLock::new();
+
+fn engines() -> std::sync::MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
+    ENGINES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The engine of `device`, started on first use. Refuses in a process forked after CUDA was
+/// initialised.
+fn engine(device: usize) -> Result<Arc<Engine>> {
+    let mut map = engines();
+    if let Some(e) = map.get(&device) {
+        if e.pid != pid() {
+            return Err(GpuError::Fork { parent: e.pid, child: pid() }.into());
+        }
+        return Ok(e.clone());
+    }
+    if let Some(other) = map.values().next() {
+        if other.pid != pid() {
+            return Err(GpuError::Fork { parent: other.pid, child: pid() }.into());
+        }
+    }
+    let e = Arc::new(Engine::start(device)?);
+    map.insert(device, e.clone());
+    Ok(e)
+}
+
+/// The engine of `device` if it was started in this process (never starts CUDA).
+fn existing(device: usize) -> Option<Arc<Engine>> {
+    engines().get(&device).filter(|e| e.pid == pid()).cloned()
+}
+
+fn nvfs_loaded() -> bool {
+    std::path::Path::new("/proc/driver/nvidia-fs").exists() || std::path::Path::new("/sys/module/nvidia_fs").exists()
+}
+
+fn static_cufile() -> std::result::Result<&'static CuFile, String> {
+    static CF: OnceLock<std::result::Result<CuFile, String>> = OnceLock::new();
+    CF.get_or_init(|| {
+        let cf = CuFile::load()?;
+        // SAFETY: documented entry point; only reached after a CUDA device was found (it does
+        // not return without a GPU driver).
+        let e = unsafe { (cf.cuFileDriverOpen)() };
+        if e.err != 0 {
+            return Err(format!("cuFileDriverOpen failed (CUfileOpError {}, CUresult {})", e.err, e.cu_err));
+        }
+        Ok(cf)
+    })
+    .as_ref()
+    .map_err(|e| e.clone())
+}
+
+impl Engine {
+    fn start(device: usize) -> Result<Engine> {
+        let report = super::probe()?;
+        let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
+        let (cuda, nvj, why) = libs()?;
+        let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable(why.clone().unwrap_or_else(|| "nvJPEG not loaded".into())))?;
+        let mut ctx = std::ptr::null_mut();
+        let mut free_stream = std::ptr::null_mut();
+        // SAFETY: out-pointers to locals; documented call order.
+        unsafe {
+            let mut dev = 0;
+            cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
+            cu((cuda.cuDevicePrimaryCtxRetain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
+            cu((cuda.cuCtxSetCurrent)(ctx), "cuCtxSetCurrent")?;
+            cu((cuda.cuStreamCreate)(&mut free_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")?;
+            // Keep freed tile memory in the pool (no return to the OS at every synchronisation).
+            let mut pool = std::ptr::null_mut();
+            if (cuda.cuDeviceGetDefaultMemPool)(&mut pool, dev) == 0 {
+                let mut threshold = u64::MAX;
+                (cuda.cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
+            }
+        }
+        // Kernels.
+        let ptx = nvrtc_ptx(KERNELS, &format!("compute_{ma}{mi}"))?;
+        let mut module = std::ptr::null_mut();
+        // SAFETY: NUL-terminated PTX from NVRTC; the context is current.
+        cu(unsafe { (cuda.cuModuleLoadData)(&mut module, ptx.as_ptr() as *const c_void) }, "cuModuleLoadData")?;
+        let func = |name: &str| -> Res<*mut c_void> {
+            let c = CString::new(name).expect("static");
+            let mut f = std::ptr::null_mut();
+            // SAFETY: module loaded above; name NUL-terminated.
+            cu(unsafe { (cuda.cuModuleGetFunction)(&mut f, module, c.as_ptr()) }, "cuModuleGetFunction")?;
+            Ok(f)
+        };
+        let funcs = Funcs { convert: func("convert")?, assemble: func("assemble")?, splice: func("splice")?, sof_scan: func("sof_scan")? };
+        // nvJPEG: hardware backend for host bitstreams where present, else the default one.
+        let mut nvj_host = std::ptr::null_mut();
+        let (mut host_backend, mut engines_n) = ("default", 0u32);
+        // SAFETY: out-pointers to locals.
+        unsafe {
+            if (nvj.nvjpegCreateEx)(NVJPEG_BACKEND_HARDWARE, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut nvj_host) == 0 {
+                host_backend = "hardware";
+                let (mut e, mut c) = (0, 0);
+                if (nvj.nvjpegGetHardwareDecoderInfo)(nvj_host, &mut e, &mut c) == 0 {
+                    engines_n = e;
+                }
+            } else {
+                nv((nvj.nvjpegCreateEx)(NVJPEG_BACKEND_DEFAULT, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut nvj_host), "nvjpegCreateEx")?;
+            }
+        }
+        // I/O path (KvikIO-style compat mode).
+        let mode = CompatMode::from_env();
+        let (mut io, mut io_reason, mut io_error, mut cufile) = (IoPath::Posix, String::new(), None, None);
+        match mode {
+            CompatMode::On => io_reason = "SLIDESTREAM_COMPAT_MODE=on: POSIX reads into pinned host memory".into(),
+            CompatMode::Off | CompatMode::Auto => match static_cufile() {
+                Err(e) if mode == CompatMode::Off => io_error = Some(format!("SLIDESTREAM_COMPAT_MODE=off needs cuFile: {e}")),
+                Err(e) => io_reason = format!("cuFile unavailable ({e}): POSIX reads into pinned host memory"),
+                Ok(cf) => {
+                    let gds = nvfs_loaded();
+                    if gds {
+                        io = IoPath::CuFileGds;
+                        cufile = Some(cf);
+                    } else if mode == CompatMode::Off {
+                        io = IoPath::CuFileCompat;
+                        cufile = Some(cf);
+                        io_reason = "nvidia-fs kernel module not loaded: cuFile runs in its compatibility mode (POSIX reads into its bounce buffers, then copies to the device)".into();
+                    } else {
+                        io_reason = "nvidia-fs kernel module not loaded, so GPUDirect Storage is inactive and cuFile would only add a bounce-buffer copy: POSIX reads into pinned host memory (SLIDESTREAM_COMPAT_MODE=off forces cuFile)".into();
+                    }
+                }
+            },
+        }
+        // Device-bitstream decoder for the cuFile path.
+        let (mut nvj_dev, mut dev_backend_reason) = (None, String::new());
+        if cufile.is_some() {
+            for (backend, name) in [(NVJPEG_BACKEND_HARDWARE_DEVICE, "HARDWARE_DEVICE"), (NVJPEG_BACKEND_GPU_HYBRID_DEVICE, "GPU_HYBRID_DEVICE")] {
+                let mut h = std::ptr::null_mut();
+                // SAFETY: out-pointer to a local.
+                let rc = unsafe { (nvj.nvjpegCreateEx)(backend, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut h) };
+                if rc == 0 {
+                    nvj_dev = Some(h);
+                    dev_backend_reason = name.to_string();
+                    break;
+                }
+                dev_backend_reason.push_str(&format!("nvjpegCreateEx({name}) returned {rc}; "));
+            }
+        }
+        let cache_bytes = std::env::var("SLIDESTREAM_DEVICE_CACHE_BYTES")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(DEFAULT_DEVICE_CACHE_BYTES, |v| usize::try_from(v).unwrap_or(usize::MAX));
+        let cpu_share = std::env::var("SLIDESTREAM_GPU_CPU_SHARE")
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|v| (0.0..=1.0).contains(v))
+            .unwrap_or(0.0);
+        Ok(Engine {
+            device,
+            ctx,
+            pid: pid(),
+            funcs,
+            nvj_host,
+            host_backend,
+            engines: engines_n,
+            nvj_dev,
+            dev_backend_reason,
+            free_stream,
+            lanes: Mutex::new((Vec::new(), 0)),
+            lane_free: Condvar::new(),
+            cache: TileCache::new(cache_bytes),
+            counters: Counters::default(),
+            cpu_reason: Mutex::new(String::new()),
+            mode,
+            io,
+            io_reason,
+            io_error,
+            cufile,
+            files: Mutex::new(HashMap::new()),
+            cpu_share,
+        })
+    }
+
+    fn make_current(&self) -> Res<()> {
+        let (cuda, _, _) = libs()?;
+        // SAFETY: the engine's retained primary context.
+        cu(unsafe { (cuda.cuCtxSetCurrent)(self.ctx) }, "cuCtxSetCurrent")
+    }
+
+    fn new_lane(&self) -> Res<Box<Lane>> {
+        let (cuda, nvj, _) = libs()?;
+        let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
+        let mk = || -> Res<Slot> {
+            let mut stream = std::ptr::null_mut();
+            let mut state = std::ptr::null_mut();
+            let mut dev_state = std::ptr::null_mut();
+            // SAFETY: out-pointers to locals; handles created at engine start.
+            unsafe {
+                cu((cuda.cuStreamCreate)(&mut stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")?;
+                nv((nvj.nvjpegJpegStateCreate)(self.nvj_host, &mut state), "nvjpegJpegStateCreate")?;
+                if let Some(h) = self.nvj_dev {
+                    nv((nvj.nvjpegJpegStateCreate)(h, &mut dev_state), "nvjpegJpegStateCreate(device)")?;
+                }
+            }
+            Ok(Slot { stream, state, batch: -1, dev_state, dev_batch: -1, scratch: DevMem::new(), staging: DevMem::new(), spliced: DevMem::new(), pinned: Pinned::new(), arena: Vec::new() })
+        };
+        Ok(Box::new(Lane { slots: [mk()?, mk()?] }))
+    }
+
+    fn take_lane(&self) -> Res<Box<Lane>> {
+        let mut g = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(l) = g.0.pop() {
+                return Ok(l);
+            }
+            if g.1 < MAX_LANES {
+                g.1 += 1;
+                drop(g);
+                return self.new_lane().inspect_err(|_| {
+                    self.lanes.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
+                });
+            }
+            g = self.lane_free.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn give_lane(&self, lane: Box<Lane>) {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner()).0.push(lane);
+        self.lane_free.notify_one();
+    }
+
+    fn note_cpu(&self, reason: String) {
+        *self.cpu_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason;
+    }
+
+    fn stats(&self) -> GpuStats {
+        let c = &self.counters;
+        GpuStats {
+            compat_mode: self.mode.as_str().into(),
+            io_path: self.io.name().into(),
+            io_reason: match &self.io_error {
+                Some(e) => e.clone(),
+                None => self.io_reason.clone(),
+            },
+            posix_bytes: c.posix_bytes.load(Relaxed),
+            posix_requests: c.posix_requests.load(Relaxed),
+            cufile_gds_bytes: c.gds_bytes.load(Relaxed),
+            cufile_gds_requests: c.gds_requests.load(Relaxed),
+            cufile_compat_bytes: c.compat_bytes.load(Relaxed),
+            cufile_compat_requests: c.compat_requests.load(Relaxed),
+            tile_bytes: c.tile_bytes.load(Relaxed),
+            decoded_hardware: c.hardware.load(Relaxed),
+            decoded_device_bitstream: c.device_bitstream.load(Relaxed),
+            decoded_hybrid: c.hybrid.load(Relaxed),
+            decoded_cpu: c.cpu.load(Relaxed),
+            gpu_batch_fallbacks: c.batch_fallbacks.load(Relaxed),
+            cpu_fallback_reason: self.cpu_reason.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            cache: self.cache.stats(),
+            nvjpeg_backend: if self.nvj_dev.is_some() && self.io != IoPath::Posix {
+                format!("{} (host bitstreams), {} (device bitstreams)", self.host_backend, self.dev_backend_reason)
+            } else {
+                self.host_backend.into()
+            },
+            hardware_engines: self.engines,
+        }
+    }
+
+    /// The cuFile handle of `slide`'s file, registered on first use; `None` (with the reason
+    /// noted) when the slide is not a local file or registration fails.
+    fn cufile_handle(&self, slide: &Slide) -> Option<Arc<CuFileHandle>> {
+        let cf = self.cufile?;
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        files
+            .entry(slide.id())
+            .or_insert_with(|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                use std::os::unix::io::AsRawFd;
+                const O_DIRECT: i32 = 0o40000; // x86-64 Linux <fcntl.h>
+                let path = &slide.index().path;
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(O_DIRECT)
+                    .open(path)
+                    .or_else(|_| std::fs::File::open(path))
+                    .ok()?;
+                if file.metadata().ok()?.len() != slide.source().len() {
+                    return None; // not the bytes the slide was opened from
+                }
+                let mut descr = CUfileDescr { handle_type: CU_FILE_HANDLE_TYPE_OPAQUE_FD, handle: file.as_raw_fd() as usize, fs_ops: std::ptr::null() };
+                let mut h = std::ptr::null_mut();
+                // SAFETY: descriptor of an open fd; out-pointer to a local.
+                let e = unsafe { (cf.cuFileHandleRegister)(&mut h, &mut descr) };
+                if e.err != 0 {
+                    self.note_cpu(format!("cuFileHandleRegister failed (CUfileOpError {}): POSIX reads for this slide", e.err));
+                    return None;
+                }
+                Some(Arc::new(CuFileHandle { handle: h, _file: file }))
+            })
+            .clone()
+    }
+
+    fn drop_file(&self, slide: u64) {
+        let h = self.files.lock().unwrap_or_else(|p| p.into_inner()).remove(&slide);
+        if let (Some(Some(h)), Some(cf)) = (h, self.cufile) {
+            if let Ok(h) = Arc::try_unwrap(h) {
+                // SAFETY: registered in `cufile_handle`, deregistered once before the fd closes.
+                unsafe { (cf.cuFileHandleDeregister)(h.handle) };
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry points used by `gpu/mod.rs`
+
+pub(super) fn stats(device: usize) -> GpuStats {
+    match existing(device) {
+        Some(e) => e.stats(),
+        None => GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() },
+    }
+}
+
+pub(super) fn reset_stats(device: usize) {
+    if let Some(e) = existing(device) {
+        let c = &e.counters;
+        for a in [
+            &c.posix_bytes,
+            &c.posix_requests,
+            &c.gds_bytes,
+            &c.gds_requests,
+            &c.compat_bytes,
+            &c.compat_requests,
+            &c.tile_bytes,
+            &c.hardware,
+            &c.device_bitstream,
+            &c.hybrid,
+            &c.cpu,
+            &c.batch_fallbacks,
+        ] {
+            a.store(0, Relaxed);
+        }
+        e.cache.reset_counters();
+        e.cpu_reason.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+pub(super) fn clear_cache(device: usize) {
+    if let Some(e) = existing(device) {
+        e.cache.clear();
+    }
+}
+
+pub(super) fn purge_slide(id: u64) {
+    let all: Vec<Arc<Engine>> = match ENGINES.get() {
+        Some(m) => m.lock().unwrap_or_else(|p| p.into_inner()).values().filter(|e| e.pid == pid()).cloned().collect(),
+        None => return,
+    };
+    for e in all {
+        let _ = e.make_current();
+        e.cache.purge_slide(id);
+        e.drop_file(id);
+    }
+}
+
+pub(super) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
+    if a.pid != pid() {
+        return Err(GpuError::Fork { parent: a.pid, child: pid() }.into());
+    }
+    let e = engine(a.device)?;
+    e.make_current()?;
+    let (cuda, _, _) = libs()?;
+    let n = a.nbytes();
+    let mut v = vec![0u8; n];
+    if n > 0 {
+        // SAFETY: n bytes on both sides; the array's data are complete (its stream was synced).
+        cu(unsafe { (cuda.cuMemcpyDtoH)(v.as_mut_ptr() as *mut c_void, a.ptr, n) }, "cuMemcpyDtoH")?;
+    }
+    Ok(v)
+}
+
+pub(super) fn free_array(a: &mut DeviceArray) {
+    if a.ptr == 0 || a.pid != pid() {
+        return;
+    }
+    if let Some(e) = existing(a.device) {
+        if e.make_current().is_ok() {
+            if let Ok((cuda, _, _)) = libs() {
+                // SAFETY: allocated with cuMemAlloc in `read_regions`, freed once. cuMemFree
+                // waits for outstanding work on the memory (consumers' streams included).
+                unsafe { (cuda.cuMemFree)(a.ptr) };
+            }
+        }
+    }
+    a.ptr = 0;
+}
+
+fn dup_error(e: &Error) -> Error {
+    match e {
+        Error::Format { at, message } => Error::Format { at: at.clone(), message: message.clone() },
+        Error::Unsupported { at, feature } => Error::Unsupported { at: at.clone(), feature: feature.clone() },
+        Error::Usage(m) => Error::Usage(m.clone()),
+        Error::Io { at, source } => Error::Io { at: at.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
+        Error::Limits { at, message } => Error::Limits { at: at.clone(), message: message.clone() },
+        other => Error::Gpu(GpuError::Call(other.to_string())),
+    }
+}
+
+/// One unique tile of a batch.
+struct Need {
+    col: u64,
+    row: u64,
+    tile: Option<Arc<DevTile>>,
+    err: Option<Error>,
+}
+
+/// A tile waiting for a decoder.
+#[derive(Clone, Copy)]
+struct Miss {
+    /// Index into the batch's `needs`.
+    need: usize,
+    col: u64,
+    row: u64,
+    offset: u64,
+    len: u64,
+}
+
+pub(super) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+    let e = engine(opts.device)?;
+    if let Some(err) = &e.io_error {
+        return Err(GpuError::Unavailable(err.clone()).into());
+    }
+    e.make_current()?;
+    let mut lane = e.take_lane()?;
+    let r = e.read_regions(&mut lane, slide, locations, level, size, opts);
+    e.give_lane(lane);
+    r
+}
+
+impl Engine {
+    fn read_regions(&self, lane: &mut Lane, slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+        let (cuda, _, _) = libs()?;
+        let (img, ds, at) = slide.level_image(level)?;
+        let n = locations.len();
+        let ch = opts.channels as usize;
+        let (w, h) = (size.0 as usize, size.1 as usize);
+        let bytes = n * w * h * ch;
+        // Output (plain cuMemAlloc: freed by cuMemFree, which orders after consumers' streams).
+        let mut out = 0;
+        if bytes > 0 {
+            // SAFETY: out-pointer to a local.
+            cu(unsafe { (cuda.cuMemAlloc)(&mut out, bytes) }, "cuMemAlloc")?;
+        }
+        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.pid };
+        if bytes == 0 {
+            return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
+        }
+        // Tiles of every patch, deduplicated.
+        let mut needs: Vec<Need> = Vec::new();
+        let mut index: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut patches: Vec<PatchDesc> = Vec::with_capacity(n);
+        let mut grids: Vec<c_int> = Vec::new();
+        let mut patch_tiles: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
+        for &(x, y) in locations {
+            let rect = Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 };
+            let g0 = grids.len();
+            let mut pd = PatchDesc { rx: rect.x, ry: rect.y, grid: g0 as c_int, ..Default::default() };
+            if let Some(clip) = rect.clip(img.width, img.height) {
+                let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
+                pd.col0 = *cols.start() as i64;
+                pd.row0 = *rows.start() as i64;
+                pd.gcols = (cols.end() - cols.start() + 1) as c_int;
+                pd.grows = (rows.end() - rows.start() + 1) as c_int;
+                for row in rows {
+                    for col in cols.clone() {
+                        let k = *index.entry((col, row)).or_insert_with(|| {
+                            needs.push(Need { col, row, tile: None, err: None });
+                            needs.len() - 1
+                        });
+                        grids.push(k as c_int);
+                    }
+                }
+            }
+            patch_tiles.push(g0..grids.len());
+            patches.push(pd);
+        }
+        // Cache lookups, then decode the misses.
+        let mut misses: Vec<Miss> = Vec::new();
+        for (k, need) in needs.iter_mut().enumerate() {
+            let locs: Vec<_> = img.tile_locs(need.col, need.row).collect();
+            if locs.iter().any(|l| l.is_missing()) {
+                continue; // missing tile: transparent / background
+            }
+            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
+            if let Some(t) = self.cache.get(&key) {
+                need.tile = Some(t);
+                continue;
+            }
+            let l = locs[0];
+            if l.byte_count > crate::pipeline::MAX_CHUNK_BYTES || l.offset.checked_add(l.byte_count).is_none_or(|end| end > slide.source().len()) {
+                need.err = Some(Error::format(&at.clone().with_tile(need.col, need.row), "tile data lies past the end of the file"));
+                continue;
+            }
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count });
+        }
+        if !misses.is_empty() {
+            self.decode_misses(lane, slide, img, &at, level, &mut needs, misses)?;
+        }
+        // Per-patch errors.
+        let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
+        for (p, r) in patch_tiles.iter().enumerate() {
+            if let Some(err) = grids[r.clone()].iter().find_map(|&k| needs[k as usize].err.as_ref()) {
+                errors[p] = Some(dup_error(err));
+            }
+        }
+        // Assemble.
+        let refs: Vec<TileRef> = needs
+            .iter()
+            .map(|nd| TileRef {
+                ptr: nd.tile.as_ref().map_or(0, |t| t.ptr),
+                x0: (nd.col * img.tile_width as u64) as i64,
+                y0: (nd.row * img.tile_height as u64) as i64,
+                w: nd.tile.as_ref().map_or(0, |t| t.w as c_int),
+                h: nd.tile.as_ref().map_or(0, |t| t.h as c_int),
+            })
+            .collect();
+        let stream = lane.slots[0].stream;
+        let d_refs = upload_async(as_bytes(&refs), stream)?;
+        let d_grids = upload_async(as_bytes(&grids), stream)?;
+        let d_patches = upload_async(as_bytes(&patches), stream)?;
+        let (bx, by) = (32u32, 8u32);
+        let (gx, gy) = ((w as u32).div_ceil(bx), (h as u32).div_ceil(by));
+        let mut p0 = 0usize;
+        let mut result = Ok(());
+        while p0 < n && result.is_ok() {
+            let pn = (n - p0).min(65535);
+            let (mut a_refs, mut a_grids, mut a_patches, mut a_p0) = (d_refs, d_grids, d_patches, p0 as c_int);
+            let (mut a_tw, mut a_th, mut a_w, mut a_h, mut a_ch) = (img.tile_width as c_int, img.tile_height as c_int, w as c_int, h as c_int, ch as c_int);
+            let [mut r, mut g, mut b] = opts.background.map(|v| v as c_int);
+            let mut a_out = out;
+            let mut params = [
+                arg(&mut a_refs),
+                arg(&mut a_grids),
+                arg(&mut a_patches),
+                arg(&mut a_p0),
+                arg(&mut a_tw),
+                arg(&mut a_th),
+                arg(&mut a_w),
+                arg(&mut a_h),
+                arg(&mut a_ch),
+                arg(&mut r),
+                arg(&mut g),
+                arg(&mut b),
+                arg(&mut a_out),
+            ];
+            result = launch(self.funcs.assemble, (gx, gy, pn as u32), (bx, by, 1), stream, &mut params, "cuLaunchKernel(assemble)");
+            p0 += pn;
+        }
+        for p in [d_refs, d_grids, d_patches] {
+            free_async(p, stream);
+        }
+        // SAFETY: the lane's stream; waits for the assembly (and the frees) to finish.
+        let sync = cu(unsafe { (cuda.cuStreamSynchronize)(stream) }, "cuStreamSynchronize");
+        result?;
+        sync?;
+        drop(needs); // tiles not cached are freed now that the kernels are done
+        Ok(DeviceBatch { array, errors })
+    }
+
+    /// Decode `misses` into device tiles (`needs[m.need].tile`), or record their errors.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_misses(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, level: usize, needs: &mut [Need], mut misses: Vec<Miss>) -> Result<()> {
+        let c = &img.codec;
+        let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+        self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
+        misses.sort_by_key(|m| m.offset);
+        let mut cpu: Vec<Miss> = Vec::new();
+        let mut gpu: Vec<Miss> = Vec::new();
+        if gpu_level {
+            // The CPU share: every k-th tile goes to the CPU decoders.
+            let share = self.cpu_share;
+            for (i, m) in misses.into_iter().enumerate() {
+                if share > 0.0 && ((i as f64 + 1.0) * share).floor() > (i as f64 * share).floor() {
+                    cpu.push(m);
+                } else {
+                    gpu.push(m);
+                }
+            }
+        } else {
+            if c.compression == Compression::Jpeg {
+                self.note_cpu(format!("{at}: JPEG with {} samples (planar {}) goes to the CPU decoder", c.samples_per_pixel, c.planar_separate));
+            }
+            cpu = misses;
+        }
+        let ctx = self.ctx;
+        let (gpu_done, cpu_done) = std::thread::scope(|s| {
+            let cpu_thread = (!cpu.is_empty()).then(|| s.spawn(|| self.cpu_decode(slide, img, at, &cpu)));
+            let g = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode(lane, slide, img, at, &gpu) };
+            let cpu_res = cpu_thread.map(|t| t.join().unwrap_or_else(|_| Vec::new()));
+            (g, cpu_res.unwrap_or_default())
+        });
+        // SAFETY: restore this thread's current context (the scope's threads do not change it,
+        // but the CPU decoders may have run CUDA-free code on this thread's rayon pool).
+        let _ = unsafe { (libs()?.0.cuCtxSetCurrent)(ctx) };
+        let gpu_done = gpu_done?;
+        // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
+        let mut retry = Vec::new();
+        for (m, r) in gpu_done {
+            match r {
+                Ok(t) => self.finish(slide, level, needs, m, t),
+                Err(None) => retry.push(m),
+                Err(Some(err)) => needs[m.need].err = Some(err),
+            }
+        }
+        let mut cpu_done = cpu_done;
+        if !retry.is_empty() {
+            cpu_done.extend(self.cpu_decode(slide, img, at, &retry));
+        }
+        // Upload CPU-decoded tiles.
+        let stream = lane.slots[0].stream;
+        let mut uploaded = Vec::new();
+        for (m, r) in cpu_done {
+            match r {
+                Ok(t) => {
+                    let p = upload_async(&t.rgba, stream)?;
+                    uploaded.push((m, Arc::new(DevTile { ptr: p, w: t.width, h: t.height, ctx, free_stream: self.free_stream, pid: self.pid })));
+                }
+                Err(err) => needs[m.need].err = Some(err),
+            }
+        }
+        if !uploaded.is_empty() {
+            let (cuda, _, _) = libs()?;
+            // SAFETY: the lane's stream; the uploads must land before the tiles are shared.
+            cu(unsafe { (cuda.cuStreamSynchronize)(stream) }, "cuStreamSynchronize")?;
+            self.counters.cpu.fetch_add(uploaded.len() as u64, Relaxed);
+            for (m, t) in uploaded {
+                self.finish(slide, level, needs, m, t);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
+        let nd = &mut needs[m.need];
+        self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone());
+        nd.tile = Some(t);
+    }
+
+    /// Read and decode `misses` on the CPU (the slide's pool), one result per tile.
+    fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+        use rayon::prelude::*;
+        let planes = img.planes();
+        // Every plane of every tile (planar-separate images have one chunk per sample).
+        let mut wants = Vec::new();
+        for (i, m) in misses.iter().enumerate() {
+            for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
+                if !l.is_missing() && l.offset.checked_add(l.byte_count).is_some_and(|e| e <= slide.source().len()) && l.byte_count <= crate::pipeline::MAX_CHUNK_BYTES {
+                    wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
+                }
+            }
+        }
+        let plan = plan_reads(&wants, &slide.config().plan);
+        let buffers = crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone());
+        let buffers = match buffers {
+            Ok(b) => b,
+            Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
+        };
+        self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+        self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+        let mut slices: Vec<Option<(usize, u64, u64)>> = vec![None; misses.len() * planes];
+        for (ri, r) in plan.requests.iter().enumerate() {
+            for &(id, off, len) in &r.members {
+                slices[id] = Some((ri, off, len));
+            }
+        }
+        let decode = |(i, m): (usize, &Miss)| {
+            let (col, row) = (m.col, m.row);
+            let tile_at = at.clone().with_tile(col, row);
+            let mut chunks = Vec::with_capacity(planes);
+            for p in 0..planes {
+                match slices[i * planes + p] {
+                    Some((ri, off, len)) => chunks.push(&buffers[ri][off as usize..(off + len) as usize]),
+                    None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
+                }
+            }
+            let (vw, vh) = img.valid_tile_size(col, row);
+            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
+        };
+        crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+    }
+}
+
+/// Result of one tile on the GPU: the tile, `Err(None)` = hand it to the CPU decoder,
+/// `Err(Some(e))` = it failed.
+type GpuResult = std::result::Result<Arc<DevTile>, Option<Error>>;
+
+/// Geometry of one stream accepted for nvJPEG.
+#[derive(Clone, Copy)]
+struct Geo {
+    pw: [c_int; 3],
+    ph: [c_int; 3],
+    sub: (c_int, c_int),
+}
+
+/// Tiles of a chunk whose convert kernels are enqueued on a slot's stream (complete once the
+/// stream is synchronised), and tiles already settled (errors, CPU hand-backs).
+type ChunkOut = (Vec<(Miss, Arc<DevTile>)>, Vec<(Miss, GpuResult)>);
+
+fn sub_of(css: c_int) -> Option<(c_int, c_int)> {
+    match css {
+        NVJPEG_CSS_444 => Some((1, 1)),
+        NVJPEG_CSS_422 => Some((2, 1)),
+        NVJPEG_CSS_420 => Some((2, 2)),
+        NVJPEG_CSS_440 => Some((1, 2)),
+        _ => None,
+    }
+}
+
+/// Plane geometry of a 3-component image of `w × h` with chroma subsampled by `sub`
+/// (libjpeg's `downsampled_width/height`).
+fn geo_of(w: c_int, h: c_int, sub: (c_int, c_int)) -> Geo {
+    let (cw, chh) = ((w + sub.0 - 1) / sub.0, (h + sub.1 - 1) / sub.1);
+    Geo { pw: [w, cw, cw], ph: [h, chh, chh], sub }
+}
+
+impl Engine {
+    /// Decode JPEG tiles on the GPU in chunks alternating between the lane's two slots.
+    fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
+        let (cuda, _, _) = libs()?;
+        let cufile = if self.io != IoPath::Posix { self.cufile_handle(slide) } else { None };
+        let mut out = Vec::with_capacity(misses.len());
+        let mut pending: [Vec<(Miss, Arc<DevTile>)>; 2] = [Vec::new(), Vec::new()];
+        let mut failure = None;
+        for (k, chunk) in misses.chunks(CHUNK_TILES).enumerate() {
+            let si = k % 2;
+            let slot = &mut lane.slots[si];
+            // SAFETY: the slot's stream; its previous chunk must be complete before reuse.
+            if let Err(e) = cu(unsafe { (cuda.cuStreamSynchronize)(slot.stream) }, "cuStreamSynchronize") {
+                failure = Some(e);
+                break;
+            }
+            out.extend(pending[si].drain(..).map(|(m, t)| (m, Ok(t))));
+            let r = match &cufile {
+                Some(fh) => self.chunk_cufile(slot, fh, slide, img, at, chunk),
+                None => self.chunk_posix(slot, slide, img, at, chunk),
+            };
+            match r {
+                Ok((done, settled)) => {
+                    pending[si] = done;
+                    out.extend(settled);
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        for (si, p) in pending.iter_mut().enumerate() {
+            // SAFETY: the slot's stream.
+            let r = cu(unsafe { (cuda.cuStreamSynchronize)(lane.slots[si].stream) }, "cuStreamSynchronize");
+            if let Err(e) = r {
+                failure.get_or_insert(e);
+            }
+            out.extend(p.drain(..).map(|(m, t)| (m, Ok(t))));
+        }
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(out),
+        }
+    }
+
+    /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
+    /// host-bitstream nvJPEG.
+    fn chunk_posix(&self, slot: &mut Slot, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
+        use rayon::prelude::*;
+        let mut settled = Vec::new();
+        let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+        let plan = plan_reads(&wants, &slide.config().plan);
+        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        slot.pinned.ensure(total)?;
+        let buf = slot.pinned.as_mut_slice(total);
+        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(plan.requests.len());
+        let mut rest = buf;
+        for r in &plan.requests {
+            let (a, b) = rest.split_at_mut(r.len as usize);
+            parts.push(a);
+            rest = b;
+        }
+        let src = slide.source();
+        let read = |(p, r): (&mut &mut [u8], &crate::io::plan::Request)| src.read_exact_at(p, r.offset);
+        let results: Vec<std::io::Result<()>> = if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
+            crate::pipeline::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
+        } else {
+            parts.iter_mut().zip(plan.requests.iter()).map(read).collect()
+        };
+        self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+        self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+        // Where each tile lies in the pinned buffer.
+        let mut place: Vec<Option<(usize, usize)>> = vec![None; chunk.len()];
+        let mut base = 0usize;
+        for (r, res) in plan.requests.iter().zip(&results) {
+            for &(id, off, len) in &r.members {
+                match res {
+                    Ok(()) => place[id] = Some((base + off as usize, len as usize)),
+                    Err(e) => {
+                        let m = chunk[id];
+                        settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::new(e.kind(), e.to_string()))))));
+                    }
+                }
+            }
+            base += r.len as usize;
+        }
+        let buf = slot.pinned.as_mut_slice(total);
+        // Splice tables, check geometry with nvJPEG's own parser.
+        let (_, nvj, _) = libs()?;
+        let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
+        let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
+        slot.arena.clear();
+        let mut items: Vec<(Miss, usize, usize, Geo)> = Vec::with_capacity(chunk.len());
+        let mut tmp = Vec::new();
+        for (i, m) in chunk.iter().enumerate() {
+            let Some((off, len)) = place[i] else { continue };
+            let tile_at = || at.clone().with_tile(m.col, m.row);
+            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables.as_deref(), &buf[off..off + len], color, &mut tmp) {
+                settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
+                continue;
+            }
+            let (mut nc, mut css) = (0 as c_int, 0 as c_int);
+            let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+            // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
+            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.nvj_host, tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let geo = match (rc, sub_of(css)) {
+                (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= MAX_GPU_TILE_EDGE && h[0] as u32 <= MAX_GPU_TILE_EDGE => {
+                    let g = geo_of(w[0], h[0], sub);
+                    (g.pw[1] == w[1] && g.ph[1] == h[1] && g.pw[2] == w[2] && g.ph[2] == h[2]).then_some(g)
+                }
+                _ => None,
+            };
+            let Some(geo) = geo else {
+                self.note_cpu(format!("{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile", tile_at(), w[0], h[0]));
+                settled.push((*m, Err(None)));
+                continue;
+            };
+            items.push((*m, slot.arena.len(), tmp.len(), geo));
+            slot.arena.extend_from_slice(&tmp);
+        }
+        let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (slot.arena[off..].as_ptr(), len)).collect();
+        let todo: Vec<(Miss, Geo)> = items.iter().map(|&(m, _, _, g)| (m, g)).collect();
+        let (done, more) = self.decode_convert(slot, false, img, &streams, &todo)?;
+        settled.extend(more);
+        Ok((done, settled))
+    }
+
+    /// cuFile: coalesced `cuFileRead`s into the slot's device staging buffer, tables spliced and
+    /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
+    fn chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
+        use rayon::prelude::*;
+        let (cuda, _, _) = libs()?;
+        let cf = self.cufile.ok_or_else(|| GpuError::Unavailable("cuFile not loaded".into()))?;
+        let mut settled = Vec::new();
+        let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+        let plan = plan_reads(&wants, &slide.config().plan);
+        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        slot.staging.ensure(total, Some(cf))?;
+        let mut bases = Vec::with_capacity(plan.requests.len());
+        let mut base = 0usize;
+        for r in &plan.requests {
+            bases.push(base);
+            base += r.len as usize;
+        }
+        let (staging, ctx, handle) = (slot.staging.ptr, self.ctx as usize, fh.handle as usize);
+        let read = |(r, &b): (&crate::io::plan::Request, &usize)| -> std::result::Result<(), String> {
+            // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
+            // staging + b, inside the staging allocation (sized to the plan's total above).
+            let n = unsafe {
+                (cuda.cuCtxSetCurrent)(ctx as CUcontext);
+                (cf.cuFileRead)(handle as *mut c_void, staging as *mut c_void, r.len as usize, r.offset as i64, b as i64)
+            };
+            if n == r.len as isize {
+                Ok(())
+            } else {
+                Err(format!("cuFileRead of {} bytes at offset {} returned {n}", r.len, r.offset))
+            }
+        };
+        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
+            crate::pipeline::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
+        } else {
+            plan.requests.iter().zip(bases.iter()).map(read).collect()
+        };
+        self.make_current()?;
+        let (bytes_c, req_c) = match self.io {
+            IoPath::CuFileGds => (&self.counters.gds_bytes, &self.counters.gds_requests),
+            _ => (&self.counters.compat_bytes, &self.counters.compat_requests),
+        };
+        bytes_c.fetch_add(plan.read_bytes(), Relaxed);
+        req_c.fetch_add(plan.requests.len() as u64, Relaxed);
+        // Tables prefix: SOI + the JPEGTables body (tile streams follow after their own SOI).
+        let prefix: Vec<u8> = match img.codec.jpeg_tables.as_deref() {
+            Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
+                let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
+                body.to_vec()
+            }
+            Some(t) if !t.is_empty() => {
+                self.note_cpu(format!("{at}: JPEGTables does not start with SOI"));
+                return Ok((Vec::new(), chunk.iter().map(|&m| (m, Err(None))).collect()));
+            }
+            _ => vec![0xFF, 0xD8],
+        };
+        let mut descs = Vec::new();
+        let mut accepted = Vec::new();
+        let mut spliced_total = 0usize;
+        for (r, (res, &b)) in plan.requests.iter().zip(results.iter().zip(&bases)) {
+            for &(id, off, len) in &r.members {
+                let m = chunk[id];
+                match res {
+                    Err(msg) => settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::other(msg.clone())))))),
+                    Ok(()) if len < 4 => settled.push((m, Err(None))),
+                    Ok(()) => {
+                        let dst_len = prefix.len() + len as usize - 2;
+                        descs.push(SpliceDesc { src: staging + (b as u64 + off), dst: spliced_total as u64, len: len as c_int, pad: 0 });
+                        accepted.push((m, spliced_total, dst_len));
+                        spliced_total += dst_len;
+                    }
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return Ok((Vec::new(), settled));
+        }
+        slot.spliced.ensure(spliced_total, None)?;
+        for d in &mut descs {
+            d.dst += slot.spliced.ptr;
+        }
+        let stream = slot.stream;
+        let d_descs = upload_async(as_bytes(&descs), stream)?;
+        let d_prefix = upload_async(&prefix, stream)?;
+        let n = descs.len();
+        let mut info_dev = 0;
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { (cuda.cuMemAllocAsync)(&mut info_dev, n * 8 * 4, stream) }, "cuMemAllocAsync")?;
+        let (mut a_d, mut a_p, mut a_pl, mut a_n, mut a_i) = (d_descs, d_prefix, prefix.len() as c_int, n as c_int, info_dev);
+        launch(self.funcs.splice, (n as u32, 1, 1), (256, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)], "cuLaunchKernel(splice)")?;
+        launch(self.funcs.sof_scan, ((n as u32).div_ceil(64), 1, 1), (64, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)], "cuLaunchKernel(sof_scan)")?;
+        let mut info = vec![0 as c_int; n * 8];
+        // SAFETY: n*8 ints on both sides; synchronised below before `info` is read.
+        cu(unsafe { (cuda.cuMemcpyDtoHAsync)(info.as_mut_ptr() as *mut c_void, info_dev, n * 32, stream) }, "cuMemcpyDtoHAsync")?;
+        for p in [d_descs, d_prefix, info_dev] {
+            free_async(p, stream);
+        }
+        // SAFETY: the slot's stream.
+        cu(unsafe { (cuda.cuStreamSynchronize)(stream) }, "cuStreamSynchronize")?;
+        let mut todo = Vec::new();
+        let mut streams = Vec::new();
+        for (k, &(m, off, len)) in accepted.iter().enumerate() {
+            let o = &info[k * 8..k * 8 + 8];
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let (hgt, wid, nc) = (o[1], o[2], o[3]);
+            let hv0 = o[4];
+            let sub = (hv0 >> 4, hv0 & 15);
+            let ok = o[0] == 1
+                && nc == 3
+                && o[5] == 0x11
+                && o[6] == 0x11
+                && matches!(sub, (1, 1) | (2, 1) | (2, 2) | (1, 2))
+                && wid as u32 >= vw
+                && hgt as u32 >= vh
+                && wid as u32 <= MAX_GPU_TILE_EDGE
+                && hgt as u32 <= MAX_GPU_TILE_EDGE;
+            if o[0] == 3 {
+                settled.push((m, Err(Some(Error::format(&at.clone().with_tile(m.col, m.row), "JPEG: not a JPEG stream (no SOI marker)")))));
+            } else if !ok {
+                self.note_cpu(format!("{}: SOF status {}, {nc} components, {wid}x{hgt}, sampling {:#x}/{:#x}/{:#x}", at.clone().with_tile(m.col, m.row), o[0], o[4], o[5], o[6]));
+                settled.push((m, Err(None)));
+            } else {
+                todo.push((m, geo_of(wid, hgt, sub)));
+                streams.push(((slot.spliced.ptr + off as u64) as usize as *const u8, len));
+            }
+        }
+        if self.nvj_dev.is_some() {
+            match self.decode_convert(slot, true, img, &streams, &todo) {
+                Ok((done, more)) => {
+                    settled.extend(more);
+                    return Ok((done, settled));
+                }
+                Err(e) => self.note_cpu(format!("device-bitstream decode failed ({e}): streams copied to the host")),
+            }
+        } else {
+            self.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.dev_backend_reason));
+        }
+        // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
+        slot.pinned.ensure(spliced_total)?;
+        // SAFETY: spliced_total bytes on both sides; synchronous copy (stream idle).
+        cu(unsafe { (cuda.cuMemcpyDtoH)(slot.pinned.ptr as *mut c_void, slot.spliced.ptr, spliced_total) }, "cuMemcpyDtoH")?;
+        let host: Vec<(*const u8, usize)> = streams
+            .iter()
+            .map(|&(p, len)| {
+                let off = p as usize - slot.spliced.ptr as usize;
+                // SAFETY: inside the pinned buffer of spliced_total bytes.
+                (unsafe { slot.pinned.ptr.add(off) } as *const u8, len)
+            })
+            .collect();
+        let (done, more) = self.decode_convert(slot, false, img, &host, &todo)?;
+        settled.extend(more);
+        Ok((done, settled))
+    }
+
+    /// Batched nvJPEG decode of `streams` (host or device bitstreams) into the slot's planar
+    /// scratch, then the convert kernel into fresh device tiles. A failed batch hands all its
+    /// tiles back to the CPU (`Err(None)`); nothing here fails a single tile.
+    fn decode_convert(&self, slot: &mut Slot, device: bool, img: &ImageIndex, streams: &[(*const u8, usize)], todo: &[(Miss, Geo)]) -> Res<ChunkOut> {
+        let n = todo.len();
+        if n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (cuda, nvj, _) = libs()?;
+        let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
+        let (handle, state, batch) = if device {
+            (self.nvj_dev.ok_or_else(|| GpuError::Unavailable("no device-bitstream nvJPEG backend".into()))?, slot.dev_state, &mut slot.dev_batch)
+        } else {
+            (self.nvj_host, slot.state, &mut slot.batch)
+        };
+        // Planar outputs back to back in the scratch buffer (slack for decoders writing whole MCUs).
+        let mut offs = Vec::with_capacity(n);
+        let mut total = 0usize;
+        for (_, g) in todo {
+            offs.push(total);
+            total += (0..3).map(|c| (g.pw[c] as usize) * (g.ph[c] as usize + 16) + 64).sum::<usize>();
+        }
+        slot.scratch.ensure(total, None)?;
+        let base = slot.scratch.ptr;
+        let mut images = Vec::with_capacity(n);
+        let mut descs = Vec::with_capacity(n);
+        for ((m, g), &off) in todo.iter().zip(&offs) {
+            let mut img_ = nvjpegImage { channel: [std::ptr::null_mut(); 4], pitch: [0; 4] };
+            let mut planes = [0u64; 3];
+            let mut o = off;
+            for c in 0..3 {
+                planes[c] = base + o as u64;
+                img_.channel[c] = planes[c] as usize as *mut u8;
+                img_.pitch[c] = g.pw[c] as usize;
+                o += (g.pw[c] as usize) * (g.ph[c] as usize + 16) + 64;
+            }
+            images.push(img_);
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            descs.push(ConvDesc {
+                planes,
+                pitch: g.pw,
+                pw: g.pw,
+                ph: g.ph,
+                sub_h: g.sub.0,
+                sub_v: g.sub.1,
+                kind: (img.codec.photometric == Photometric::YCbCr) as c_int,
+                w: vw as c_int,
+                h: vh as c_int,
+                pad: 0,
+                out: 0,
+            });
+        }
+        let ptrs: Vec<*const u8> = streams.iter().map(|s| s.0).collect();
+        let lens: Vec<usize> = streams.iter().map(|s| s.1).collect();
+        // SAFETY: arrays of n entries; output planes inside the scratch allocation sized above;
+        // bitstreams stay alive until the slot's stream is synchronised (slot-owned buffers).
+        let rc = unsafe {
+            let mut rc = 0;
+            if *batch != n as c_int {
+                rc = (nvj.nvjpegDecodeBatchedInitialize)(handle, state, n as c_int, 1, NVJPEG_OUTPUT_UNCHANGED);
+                *batch = if rc == 0 { n as c_int } else { -1 };
+            }
+            if rc == 0 {
+                rc = (nvj.nvjpegDecodeBatched)(handle, state, ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream);
+            }
+            rc
+        };
+        if rc != 0 {
+            *batch = -1;
+            self.counters.batch_fallbacks.fetch_add(1, Relaxed);
+            self.note_cpu(format!("nvjpegDecodeBatched ({} bitstreams) returned {rc} for a batch of {n}: the batch was decoded on the CPU", if device { "device" } else { "host" }));
+            if device {
+                return Err(GpuError::Call(format!("nvjpegDecodeBatched(device bitstreams) returned {rc}")));
+            }
+            return Ok((Vec::new(), todo.iter().map(|&(m, _)| (m, Err(None))).collect()));
+        }
+        let counter = if device {
+            &self.counters.device_bitstream
+        } else if self.host_backend == "hardware" {
+            &self.counters.hardware
+        } else {
+            &self.counters.hybrid
+        };
+        counter.fetch_add(n as u64, Relaxed);
+        // Device tiles, then one convert launch for the chunk.
+        let mut done = Vec::with_capacity(n);
+        for ((m, _), d) in todo.iter().zip(descs.iter_mut()) {
+            let mut p = 0;
+            // SAFETY: out-pointer to a local; stream-ordered allocation on the slot's stream.
+            cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, (d.w as usize * d.h as usize * 4).max(4), slot.stream) }, "cuMemAllocAsync")?;
+            d.out = p;
+            done.push((*m, Arc::new(DevTile { ptr: p, w: d.w as u32, h: d.h as u32, ctx: self.ctx, free_stream: self.free_stream, pid: self.pid })));
+        }
+        let (mw, mh) = descs.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
+        let d_descs = upload_async(as_bytes(&descs), slot.stream)?;
+        let mut a = d_descs;
+        let r = launch(self.funcs.convert, ((mw as u32).div_ceil(32), (mh as u32).div_ceil(8), n as u32), (32, 8, 1), slot.stream, &mut [arg(&mut a)], "cuLaunchKernel(convert)");
+        free_async(d_descs, slot.stream);
+        r?;
+        Ok((done, Vec::new()))
+    }
+}
