@@ -77,7 +77,8 @@ Page cache (``--cache warm,cold``): warm = the file's pages are in memory (a war
 whole file first); cold (for ``--cold-workloads``) = before every measurement
 ``echo 1 > /proc/sys/vm/drop_caches`` (needs root); where that is refused, every cold
 measurement reads a fresh copy of the file (written, fsync'ed, then evicted with
-posix_fadvise(DONTNEED), best effort), and the report says so.
+posix_fadvise(DONTNEED), best effort), and the report says so. ``--warm-workloads`` limits
+the warm runs to some workloads (the others run cold only).
 
 Levels are matched by dimensions: a reader that does not see a level with slidestream's level-k
 dimensions (tiffslide treats the second IFD of an SVS as its thumbnail) is n/a there.
@@ -567,12 +568,17 @@ def budgeted_timeout(args, timeout):
     return max(0.0, left), True
 
 
+def fmt_s(t):
+    """Seconds for messages: whole numbers without decimals."""
+    return f"{t:.0f}" if abs(t - round(t)) < 0.05 else f"{t:.1f}"
+
+
 def failed_run(rc, out, err, timed_out, timeout, capped):
     """The record of a run that gave no result: status timeout, budget or crashed."""
     if timed_out:
         if capped:
-            return {"error": f"stopped at the end of the time budget (--budget-s) after {timeout:.0f} s", "status": "budget", "timeout_s": round(timeout, 1)}
-        return {"error": f"timed out after {timeout:.0f} s (process group killed)", "status": "timeout", "timeout_s": round(timeout, 1)}
+            return {"error": f"stopped at the end of the time budget (--budget-s) after {fmt_s(timeout)} s", "status": "budget", "timeout_s": round(timeout, 1)}
+        return {"error": f"timed out after {fmt_s(timeout)} s (process group killed)", "status": "timeout", "timeout_s": round(timeout, 1)}
     lines = [ln.strip() for ln in ((err or "") + "\n" + (out or "")).splitlines() if ln.strip() and "@@RESULT@@" not in ln]
     # prefer the C library's own words (double free, segfault messages) over Python's traceback tail
     tail = next((ln for ln in reversed((err or "").splitlines()) if ln.strip()), lines[-1] if lines else "")
@@ -884,16 +890,13 @@ def fmt_ratio(v):
     return "—" if v is None else f"{v:.2f}×"
 
 
-FAIL_STATUSES = ("timeout", "budget", "crashed", "error", "skipped")
-
-
 def run_outcome(r):
     """One round as it appears in the report: its seconds, or what became of it."""
     if "error" not in r:
         return round(r["seconds"], 4)
     st = r.get("status", "error")
     if st in ("timeout", "budget"):
-        return f"{st} {r.get('timeout_s', 0):.0f} s"
+        return f"{st} {fmt_s(r.get('timeout_s', 0))} s"
     if st == "crashed":
         return f"crashed ({r['signal']})" if r.get("signal") else f"crashed (exit {r.get('returncode')})"
     return st
@@ -964,7 +967,8 @@ def bench_slide(path, workloads, readers, probe, args, pc, clamp, tmp):
     results = {}
     # every warm workload first (the file read once beforehand), then the cold ones: a cold
     # measurement empties the page cache, which would leave the next warm one half cold
-    plan = [(wl, "warm") for wl in workloads if "warm" in args.cache]
+    warm_only = getattr(args, "warm_workloads", None)
+    plan = [(wl, "warm") for wl in workloads if "warm" in args.cache and (clamp or warm_only is None or wl in warm_only)]
     plan += [(wl, "cold") for wl in workloads if "cold" in args.cache and wl in args.cold_workloads and not clamp]
     for i, (wl, cache) in enumerate(plan):
         if cache == "warm" and i == 0:
@@ -1089,7 +1093,7 @@ def fail_cell(s):
     """Summary-table cell of a reader whose every round failed."""
     st = s.get("status", "error")
     if st == "timeout":
-        return f"**timed out** after {s.get('timeout_s', 0):.0f} s"
+        return f"**timed out** after {fmt_s(s.get('timeout_s', 0))} s"
     if st == "budget":
         return "stopped by the time budget"
     if st == "crashed":
@@ -1155,7 +1159,8 @@ def md_slide_tables(sres, readers, labels, args, title):
     for key, e in sres["results"].items():
         desc = e.get("describe", e["workload"])
         if "na" in e:
-            lines.append(f"| {e['workload']} | {e['cache']} | " + " | ".join("n/a" for _ in cols) + f" |  <!-- {md_esc(e['na'])} -->")
+            cell = "skipped" if e["na"].startswith("skipped") else "n/a"
+            lines.append(f"| {e['workload']} | {e['cache']} | " + " | ".join(cell for _ in cols) + f" |  <!-- {md_esc(e['na'])} -->")
             continue
         cells = []
         for r in cols:
@@ -1178,16 +1183,23 @@ def md_slide_tables(sres, readers, labels, args, title):
         lines.append(f"| {e['workload']}: {desc} | {e['cache']} | " + " | ".join(cells) + " |")
     lines.append("")
     if batched:
-        lines.append("ᵇ the reader's batch API (`Slide.read_regions`, cuCIM batched `read_region`; `slidestream-cuda` scans with "
-                     f"`read_regions` over tile-aligned locations, {getattr(args, 'scan_batch', 1024)} tiles a call); others loop "
+        cuda_scan = ("; `slidestream-cuda` scans with `read_regions` over tile-aligned locations, "
+                     f"{getattr(args, 'scan_batch', 1024)} tiles a call") if "slidestream-cuda" in cols else ""
+        lines.append(f"ᵇ the reader's batch API (`Slide.read_regions`, cuCIM batched `read_region`{cuda_scan}); others loop "
                      "(batches: into a preallocated array).")
+        lines.append("")
+    if any(e.get("na", "").startswith("skipped") for e in sres["results"].values()) or any(
+            s.get("status") == "skipped" for e in sres["results"].values() for s in e["readers"].values()):
+        lines.append("skipped: not run, because the time budget (`--budget-s`) was spent or the reader had timed out before "
+                     "(the reason is in the detailed table).")
         lines.append("")
     if partial:
         lines.append("† median of the rounds that ran: the others failed (timed out, crashed) or were skipped; see \"Failed runs\" and the detailed table.")
         lines.append("")
     if any(s.get("status") in ("timeout", "crashed", "budget") for e in sres["results"].values() for s in e["readers"].values()):
-        lines.append(f"**timed out** after N s: the measurement's process group was killed after its timeout (`--measure-timeout-s`); "
-                     "**crashed**: the worker died (signal or exit status in \"Failed runs\"). The run went on with the next reader.")
+        lines.append("**timed out** after N s: the measurement's process group was killed after its timeout (`--measure-timeout-s`); "
+                     "**crashed**: the worker died (signal or exit status in \"Failed runs\"); stopped by the time budget: still running "
+                     "when `--budget-s` ran out. Either way the run went on with the next reader.")
         lines.append("")
     notes = []
     for key, e in sres["results"].items():
@@ -1261,8 +1273,8 @@ def md_report(report, args):
              + ("one shared handle for slidestream, OpenSlide and FastSlide, one per thread for tiffslide and cuCIM" if args.mt_handles == "auto" else f"{args.mt_handles} for every reader"))
     L.append(f"- page cache: warm = whole file read first; {report['cold_note'] or 'cold not run'}")
     L.append("- every measurement: fresh interpreter, slide opened before the timer, reader's default caches; alternating (rotated) order per round")
-    mt = getattr(args, "measure_timeout_s", None) or getattr(args, "timeout", None)
-    if mt:
+    mt = getattr(args, "measure_timeout_s", None)
+    if mt and "failures" in report:  # runs since the per-measurement timeouts
         budget = getattr(args, "budget_s", 0)
         L.append(f"- timeouts: {mt:.0f} s per measurement, {getattr(args, 'probe_timeout', 60):.0f} s per probe (the worker's whole process group is killed on expiry); "
                  + (f"a reader is dropped after {args.max_timeouts} timeout(s); " if getattr(args, "max_timeouts", 0) else "")
@@ -1454,6 +1466,8 @@ def parse_args(argv):
     ap.add_argument("--scan-batch", type=int, default=1024, help="tiles per read_regions call when slidestream-cuda scans (default 1024)")
     ap.add_argument("--cache", help="comma list of warm,cold (default warm,cold)")
     ap.add_argument("--cold-workloads", default="rand256-1t,rand256-mt,scan-l0,batch1024", help="workloads also run with a cold page cache")
+    ap.add_argument("--warm-workloads", help="the workloads run with a warm page cache (default: every one of --workloads); "
+                                             "the others of --workloads run cold only (if in --cold-workloads)")
     ap.add_argument("--testdata", default=None, help="folder of test files ('none' to skip; default ../shared/testdata)")
     ap.add_argument("--testdata-patches", type=int, help="random patches per test file (default 200)")
     ap.add_argument("--testdata-max-bytes", type=int, default=64 << 20, help="skip test files larger than this")
@@ -1463,7 +1477,7 @@ def parse_args(argv):
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "benchmarks"), help="output folder")
     ap.add_argument("--name", default="local", help="report name: files are compare-NAME.*")
     ap.add_argument("--no-plots", action="store_true")
-    ap.add_argument("--cucim-batch-size", type=int, default=0, help="cuCIM batch_size in batch1024 (default: the whole batch)")
+    ap.add_argument("--cucim-batch-size", type=int, default=0, help="cuCIM batch_size in the batch workloads (default: the whole batch)")
     ap.add_argument("--measure-timeout-s", "--timeout", dest="measure_timeout_s", type=float, default=120,
                     help="seconds per measurement; on expiry the worker's process group is killed and the run is recorded as timed out (default 120)")
     ap.add_argument("--max-timeouts", type=int, default=2, help="drop a reader for the rest of the run after this many timeouts (0: never; default 2)")
@@ -1486,9 +1500,10 @@ def parse_args(argv):
     if a.measure_timeout_s <= 0:
         ap.error("--measure-timeout-s must be positive")
     a.cold_workloads = [w.strip() for w in a.cold_workloads.split(",") if w.strip()]
+    a.warm_workloads = [w.strip() for w in a.warm_workloads.split(",") if w.strip()] if a.warm_workloads else None
     a.workloads = [w.strip() for w in a.workloads.split(",")] if a.workloads else list(ALL_WORKLOADS)
     a.readers = [r.strip() for r in a.readers.split(",")] if a.readers else list(ALL_READERS)
-    for w in a.workloads:
+    for w in a.workloads + a.cold_workloads + (a.warm_workloads or []):
         if w not in ALL_WORKLOADS:
             ap.error(f"unknown workload {w}")
     for r in a.readers:

@@ -38,8 +38,8 @@
 # MEASURE_TIMEOUT_S, MAX_TIMEOUTS, COMPARE_ARGS (extra compare.py options, last wins, e.g.
 # "--rounds 1" or "--readers slidestream,slidestream-cuda"), TESTDATA=1 (PART=2 only: also the
 # carried test files, ~2-3 more minutes: lower the load elsewhere). Every measurement is a fresh
-# interpreter (~0.5-1 s with cuCIM's imports). The wheels are installed into /tmp/site once per
-# machine (a warm machine keeps /tmp: the second part skips the install and the slide).
+# interpreter (~0.5-1 s with cuCIM's imports). The wheels are installed into /tmp/h200-site once
+# per machine (a warm machine keeps /tmp: the second part skips the install and the slide).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 W=.whl
@@ -56,19 +56,21 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 
 ls $W/*.whl >/dev/null 2>&1 || { echo "no wheels in $W (run benches/fetch_h200_wheels.sh here and carry .whl)"; exit 1; }
 ls $W/slidestream-*.whl >/dev/null 2>&1 || echo "WARNING: no slidestream wheel in $W: the slidestream rows need it (maturin build --release -m py/Cargo.toml --out .whl)"
-# install once per set of wheels (a warm machine keeps /tmp/site; --target does not replace what is there)
-stamp=$(ls -l --time-style=+%s $W/*.whl | md5sum | cut -d' ' -f1)
-if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$stamp" ]; then
-  rm -rf /tmp/site
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $W/*.whl || { echo "pip install failed"; exit 1; }
-  echo "$stamp" > /tmp/site/.wheels
+# install once per set of wheels, into a folder of this script's own (a warm machine keeps /tmp;
+# pip --target does not replace what is there, so a changed set of wheels starts afresh)
+SITE=/tmp/h200-site
+stamp=$(cat $W/*.whl | md5sum | cut -d' ' -f1)
+if [ "$(cat $SITE/.wheels 2>/dev/null)" != "$stamp" ]; then
+  rm -rf "$SITE"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --target $SITE $W/*.whl || { echo "pip install failed"; exit 1; }
+  mkdir -p $SITE && echo "$stamp" > $SITE/.wheels
 else
-  echo "wheels already installed in /tmp/site"
+  echo "wheels already installed in $SITE"
 fi
-export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 # shared libraries of the carried wheels (cuCIM, nvImageCodec and its extensions, nvTIFF,
 # openslide-bin, auditwheel's .libs folders), then CUDA's
-libdirs=$(find /tmp/site -name '*.so*' \( -path '/tmp/site/nvidia/*' -o -path '/tmp/site/cucim*' -o -path '/tmp/site/openslide_bin/*' \) -printf '%h\n' | sort -u | paste -sd:)
+libdirs=$(find $SITE -name '*.so*' \( -path "$SITE/nvidia/*" -o -path "$SITE/cucim*" -o -path "$SITE/openslide_bin/*" \) -printf '%h\n' | sort -u | paste -sd:)
 export LD_LIBRARY_PATH=${libdirs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 echo "== machine (PART=$PART)"
@@ -104,11 +106,12 @@ if [ "$PART" = 1 ]; then
          --cold-workloads batch4096,scan-l0,rand256-1t)
 else
   if [ "${TESTDATA:-0}" = 1 ] && [ -d $W/testdata ]; then args+=(--testdata $W/testdata --testdata-patches 100); else args+=(--testdata none); fi
-  # warm: levels 1-2 and the scan; cold (compare.py runs the cold ones after every warm one):
+  # warm: levels 1-2 and the scan; cold only (compare.py runs every cold one after the warm ones):
   # the level-0 random, batch and scan workloads
   args+=(--scan-tiles 2000
          --readers slidestream,slidestream-1dt,slidestream-cli,openslide,tiffslide,fastslide,cucim-cpu
          --workloads rand256-l1,rand256-l2,scan-l0,rand256-1t,rand256-mt,batch1024
+         --warm-workloads rand256-l1,rand256-l2,scan-l0
          --cold-workloads rand256-1t,rand256-mt,scan-l0,batch1024
          --cache warm,cold)
 fi
