@@ -7,6 +7,7 @@
 //! raise `slidestream.GpuUnavailableError`.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use numpy::{PyArrayDescr, PyArrayDyn};
@@ -240,16 +241,36 @@ fn cuda_ordinal(obj: &Bound<'_, PyAny>) -> PyResult<usize> {
     parse_device(Some(obj))?.ok_or_else(|| PyValueError::new_err("this function needs a CUDA device ('cuda', 'cuda:N' or an int N), not the CPU"))
 }
 
+/// Process that initialised CUDA through this module (a successful probe or a device read that
+/// reached the GPU); 0 when none did. Inherited by `fork`, so a child sees its parent's pid.
+static CUDA_PID: AtomicU32 = AtomicU32::new(0);
+
+fn note_cuda_init() {
+    let _ = CUDA_PID.compare_exchange(0, std::process::id(), Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// `Err(GpuError::Fork)` in a process forked after CUDA was initialised (CUDA contexts do not
+/// survive `fork`): checked before any CUDA call, so a forked child never touches CUDA.
+pub(crate) fn fork_check() -> Result<(), Error> {
+    match CUDA_PID.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        p if p == std::process::id() => Ok(()),
+        parent => Err(GpuError::Fork { parent, child: std::process::id() }.into()),
+    }
+}
+
 /// Devices this process has read on (bit d = ordinal d, capped at 63), with the pid that
 /// recorded them (a forked child starts empty).
 static GPU_USED: Mutex<(u32, u64)> = Mutex::new((0, 0));
 
 /// Record that a device read reached `device` (the GPU was initialised and used), unless the
-/// error says it never got there (no GPU, forked child).
+/// error says it never got there: no GPU, a forked child, or arguments refused before any GPU
+/// work (usage, limits).
 pub(crate) fn note_device_use<T>(device: usize, r: &Result<T, Error>) {
-    if let Err(Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_) | GpuError::Fork { .. })) = r {
+    if let Err(Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_) | GpuError::Fork { .. }) | Error::Usage(_) | Error::Limits { .. }) = r {
         return;
     }
+    note_cuda_init();
     let pid = std::process::id();
     let mut g = GPU_USED.lock().unwrap_or_else(|p| p.into_inner());
     if g.0 != pid {
@@ -484,10 +505,18 @@ pub(crate) fn io_stats_gpu<'py>(py: Python<'py>) -> PyResult<Option<Bound<'py, P
 }
 
 /// True when a usable CUDA device is present (libcuda loads, `cuInit` succeeds, at least one
-/// device). Never raises; False in a process where CUDA cannot be used.
+/// device). Never raises; False in a process forked after CUDA was initialised (where CUDA
+/// cannot be used).
 #[pyfunction]
 pub(crate) fn cuda_available(py: Python<'_>) -> bool {
-    py.detach(|| std::panic::catch_unwind(gpu::available).unwrap_or(false))
+    if fork_check().is_err() {
+        return false;
+    }
+    let ok = py.detach(|| std::panic::catch_unwind(gpu::available).unwrap_or(false));
+    if ok {
+        note_cuda_init();
+    }
+    ok
 }
 
 /// Probe the GPU stack (loads libcuda and nvJPEG, initialises CUDA). Returns a dict:
@@ -495,10 +524,13 @@ pub(crate) fn cuda_available(py: Python<'_>) -> bool {
 /// `compute_capability` (major, minor)), `nvjpeg_version` ((major, minor, patch) or None),
 /// `hardware_engines` (hardware JPEG engines of device 0, 0 without), `hardware_reason`
 /// (why the hardware JPEG backend is unavailable, or None).
-/// Raises GpuUnavailableError when CUDA cannot be loaded or initialised.
+/// Raises GpuUnavailableError when CUDA cannot be loaded or initialised, GpuForkError in a
+/// process forked after CUDA was initialised.
 #[pyfunction]
 pub(crate) fn gpu_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    fork_check().map_err(|e| to_py(py, e))?;
     let r = py.detach(gpu::probe).map_err(|e| to_py(py, e))?;
+    note_cuda_init();
     let d = PyDict::new(py);
     d.set_item("driver_version", r.driver_version)?;
     let devs = PyList::empty(py);

@@ -149,9 +149,11 @@ impl PySlide {
         py.detach(move || f(&slide)).map_err(|e| to_py(py, e))
     }
 
-    /// [`run`](Self::run) for a device read on CUDA device `device`: also records that this
-    /// process used the GPU (for `io_stats()`).
+    /// [`run`](Self::run) for a device read on CUDA device `device`: refused with
+    /// `GpuError::Fork` (before any CUDA call) in a process forked after CUDA was initialised,
+    /// and recorded as GPU use of this process (for `io_stats()`).
     fn run_device<T: Send>(&self, py: Python<'_>, device: usize, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
+        device::fork_check().map_err(|e| to_py(py, e))?;
         let slide = self.slide(py)?;
         let r = py.detach(move || f(&slide));
         note_device_use(device, &r);

@@ -43,6 +43,20 @@ def test_stub_covers_every_runtime_member():
     runtime -= {"__doc__", "__module__"}
     missing = sorted(runtime - documented)
     assert not missing, f"undocumented in _slidestream.pyi: {missing}"
+    # DeviceArray: every runtime member (protocol dunders included) documented in the stub.
+    assert "DeviceArray" in classes
+    documented = {
+        f.name
+        for f in classes["DeviceArray"].body
+        if isinstance(f, ast.FunctionDef) and ast.get_docstring(f)
+    }
+    runtime = {n for n in vars(_slidestream.DeviceArray) if not n.startswith("__")}
+    runtime |= {"__len__", "__cuda_array_interface__", "__dlpack__", "__dlpack_device__", "__array__"}
+    missing = sorted(runtime - documented)
+    assert not missing, f"DeviceArray members undocumented in _slidestream.pyi: {missing}"
     functions = {f.name for f in stub.body if isinstance(f, ast.FunctionDef) and ast.get_docstring(f)}
+    runtime_functions = {n for n, v in vars(_slidestream).items() if callable(v) and not isinstance(v, type)}
+    missing = sorted(runtime_functions - functions)
+    assert not missing, f"module functions undocumented in _slidestream.pyi: {missing}"
     assert "core_version" in functions
     assert (PY_DIR / "python" / "slidestream" / "py.typed").exists()

@@ -34,6 +34,10 @@ enum Cmd {
         /// Print why each format driver accepted or declined the file.
         #[arg(long)]
         why: bool,
+        /// Print the I/O configuration and counters: bytes and requests the open took, the
+        /// GPU compat mode (`SLIDESTREAM_COMPAT_MODE`), the I/O path in effect and why.
+        #[arg(long)]
+        io_stats: bool,
     },
     /// Read a region and write it as an RGBA PNG.
     Region {
@@ -76,6 +80,10 @@ enum Cmd {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// `cpu`, or `cuda` / `cuda:N`: read the tiles into device memory (tile-aligned batched
+        /// device reads) and report bytes and requests per I/O path and decodes per backend.
+        #[arg(long, default_value = "cpu")]
+        device: String,
     },
     /// Probe the GPU stack (CUDA driver, devices, nvJPEG, hardware JPEG engines); with a slide,
     /// decode its JPEG tiles with batched nvJPEG (planar, as coded), compare them with the CPU
@@ -177,7 +185,7 @@ fn one_line(s: &str) -> String {
 
 fn run(cmd: Cmd) -> Result<(), Error> {
     match cmd {
-        Cmd::Info { path, json, why } => info(&path, json, why),
+        Cmd::Info { path, json, why, io_stats } => info(&path, json, why, io_stats),
         Cmd::Region { path, location, level, size, output } => {
             let slide = Slide::open(&path)?;
             let r = slide.read_region(location, level, size)?;
@@ -188,7 +196,10 @@ fn run(cmd: Cmd) -> Result<(), Error> {
             let r = slide.read_associated(&name)?;
             write_png(&output, r.width, r.height, r.data)
         }
-        Cmd::Tiles { path, level, batch, json } => tiles(&path, level, batch.max(1), json),
+        Cmd::Tiles { path, level, batch, json, device } => match parse_device(&device)? {
+            None => tiles(&path, level, batch.max(1), json),
+            Some(d) => tiles_device(&path, level, batch.max(1), json, d),
+        },
         Cmd::GpuRegion { path, size, patches, batch } => gpu_region(&path, size, patches, batch),
         Cmd::GpuProbe { path, level, batch, tiles } => gpu_probe(path.as_deref(), level, batch.max(1), tiles),
         Cmd::Bench { path, level, size, patches, seed, locations, json } => bench(&path, level, size, patches, seed, locations, json),
@@ -209,7 +220,7 @@ fn write_png(path: &Path, w: u64, h: u64, data: Vec<u8>) -> Result<(), Error> {
     })
 }
 
-fn info(path: &Path, json: bool, why: bool) -> Result<(), Error> {
+fn info(path: &Path, json: bool, why: bool, io_stats: bool) -> Result<(), Error> {
     if why {
         let report = Slide::detect(path)?;
         print!("{report}");
@@ -218,6 +229,10 @@ fn info(path: &Path, json: bool, why: bool) -> Result<(), Error> {
         }
     }
     let slide = Slide::open(path)?;
+    if io_stats {
+        print_io_stats(&slide, json);
+        return Ok(());
+    }
     let props = slide.properties();
     if json {
         let v = serde_json::json!({
@@ -299,6 +314,112 @@ fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Result<(), Erro
         println!("throughput: {:.0} tiles/s, {:.1} MP/s", coords.len() as f64 / secs, px as f64 / 1e6 / secs);
         println!("io: {} bytes in {} requests ({:.1} MB/s)", io.bytes, io.requests, io.bytes as f64 / 1e6 / secs);
         println!("cache: {} hits, {} misses, {} evictions, {} of {} bytes resident", cs.hits, cs.misses, cs.evictions, cs.resident_bytes, cs.capacity_bytes);
+    }
+    Ok(())
+}
+
+/// `cpu` → None; `cuda` / `cuda:N` → Some(N).
+fn parse_device(s: &str) -> Result<Option<usize>, Error> {
+    match s {
+        "cpu" => Ok(None),
+        "cuda" => Ok(Some(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(Some)
+            .ok_or_else(|| Error::Usage(format!("--device must be cpu, cuda or cuda:N, got {s:?}"))),
+    }
+}
+
+fn gpu_stats_json(st: &slidestream::gpu::GpuStats) -> serde_json::Value {
+    serde_json::json!({
+        "compat_mode": st.compat_mode, "io_path": st.io_path, "io_reason": st.io_reason,
+        "posix_bytes": st.posix_bytes, "posix_requests": st.posix_requests,
+        "cufile_gds_bytes": st.cufile_gds_bytes, "cufile_gds_requests": st.cufile_gds_requests,
+        "cufile_compat_bytes": st.cufile_compat_bytes, "cufile_compat_requests": st.cufile_compat_requests,
+        "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
+        "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
+        "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
+        "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
+        "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
+        "cache": {"hits": st.cache.hits, "misses": st.cache.misses, "evictions": st.cache.evictions, "entries": st.cache.entries,
+                  "resident_bytes": st.cache.resident_bytes, "capacity_bytes": st.cache.capacity_bytes},
+    })
+}
+
+fn print_gpu_stats(st: &slidestream::gpu::GpuStats) {
+    println!("gpu io: compat mode {}, path {}{}", st.compat_mode, st.io_path, if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) });
+    println!(
+        "gpu io: posix {} bytes / {} requests, cuFile GDS {} / {}, cuFile compat {} / {}; tile bytes {}, read amplification {:.3}",
+        st.posix_bytes, st.posix_requests, st.cufile_gds_bytes, st.cufile_gds_requests, st.cufile_compat_bytes, st.cufile_compat_requests, st.tile_bytes, st.read_amplification()
+    );
+    println!(
+        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} failed batches); nvJPEG {}, {} engines{}",
+        st.decoded_hardware,
+        st.decoded_device_bitstream,
+        st.decoded_hybrid,
+        st.decoded_cpu,
+        st.gpu_batch_fallbacks,
+        st.nvjpeg_backend,
+        st.hardware_engines,
+        if st.cpu_fallback_reason.is_empty() { String::new() } else { format!("; last CPU fallback: {}", st.cpu_fallback_reason) }
+    );
+    let c = &st.cache;
+    println!("gpu cache: {} hits, {} misses, {} evictions, {} of {} bytes resident", c.hits, c.misses, c.evictions, c.resident_bytes, c.capacity_bytes);
+}
+
+/// `info --io-stats`: what opening the slide read, and the GPU I/O path in effect (starting
+/// the GPU path when one is present).
+fn print_io_stats(slide: &Slide, json: bool) {
+    let io = slide.io_counters();
+    let gpu = slidestream::gpu::start(0);
+    if json {
+        let g = match &gpu {
+            Ok(st) => gpu_stats_json(st),
+            Err(e) => serde_json::json!({"error": e.to_string(), "compat_mode": slidestream::gpu::CompatMode::from_env().as_str()}),
+        };
+        println!("{}", serde_json::json!({"cpu": {"bytes": io.bytes, "requests": io.requests}, "gpu": g}));
+        return;
+    }
+    println!("cpu io: {} bytes in {} requests since open (positional reads of the slide file)", io.bytes, io.requests);
+    match gpu {
+        Ok(st) => print_gpu_stats(&st),
+        Err(e) => println!("gpu io: compat mode {}; GPU path unavailable: {e}", slidestream::gpu::CompatMode::from_env().as_str()),
+    }
+}
+
+/// `tiles --device cuda`: every tile of a level into device memory, tile-aligned batches.
+fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, device: usize) -> Result<(), Error> {
+    use slidestream::gpu::DeviceOptions;
+    let slide = Slide::open(path)?;
+    let img = &slide.index().levels.get(level).ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist", path.display())))?.image;
+    let ds = slide.level_downsamples()[level];
+    let (tw, th) = (img.tile_width as u64, img.tile_height as u64);
+    let locs: Vec<(i64, i64)> =
+        (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
+    let opts = DeviceOptions { device, channels: 3, ..DeviceOptions::default() };
+    slidestream::gpu::start(device)?;
+    let before = slidestream::gpu::stats(device);
+    let t0 = Instant::now();
+    let mut failed = 0;
+    for chunk in locs.chunks(batch) {
+        let b = slide.read_regions_device(chunk, level, (tw, th), &opts)?;
+        failed += b.errors.iter().filter(|e| e.is_some()).count();
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    let st = slidestream::gpu::stats(device);
+    let px = img.width * img.height;
+    if json {
+        let v = serde_json::json!({
+            "level": level, "tiles": locs.len(), "failed_tiles": failed, "seconds": secs, "device": device,
+            "tiles_per_s": locs.len() as f64 / secs, "megapixels_per_s": px as f64 / 1e6 / secs,
+            "gpu_before": gpu_stats_json(&before), "gpu": gpu_stats_json(&st),
+        });
+        println!("{v}");
+    } else {
+        println!("level {level}: {} tiles of {tw}x{th} px to cuda:{device} in {:.3} s ({failed} failed), batches of {batch}", locs.len(), secs);
+        println!("throughput: {:.0} tiles/s, {:.1} MP/s", locs.len() as f64 / secs, px as f64 / 1e6 / secs);
+        print_gpu_stats(&st);
     }
     Ok(())
 }
@@ -506,6 +627,7 @@ fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -> Result<()
         st.io_path,
         if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
     );
+    println!("  nvJPEG: {}, {} hardware engines; last CPU fallback: {}", st.nvjpeg_backend, st.hardware_engines, if st.cpu_fallback_reason.is_empty() { "none" } else { &st.cpu_fallback_reason });
     if patches > 0 {
         let (w, h) = slide.dimensions();
         let mut s = 0x9E37_79B9_7F4A_7C15u64;

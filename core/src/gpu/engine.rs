@@ -45,6 +45,8 @@ use crate::slide::Slide;
 const CHUNK_TILES: usize = 256;
 /// Most lanes (independent stream pairs) per device; more concurrent callers wait for one.
 const MAX_LANES: usize = 8;
+/// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
+const DEFAULT_GPU_WORKERS: usize = 4;
 /// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
 const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
@@ -347,8 +349,9 @@ struct Slot {
     spliced: DevMem,
     /// POSIX read staging / device-to-host copies (pinned host).
     pinned: Pinned,
-    /// Spliced host bitstreams of the chunk in flight.
-    arena: Vec<u8>,
+    /// Spliced host bitstreams of the chunk in flight (pinned: nvJPEG copies them to the
+    /// device; measured faster than pageable memory).
+    arena: Pinned,
 }
 
 /// Two slots used alternately by one caller at a time.
@@ -426,6 +429,7 @@ pub(crate) struct Engine {
     cufile: Option<&'static CuFile>,
     files: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
     cpu_share: f64,
+    gpu_workers: usize,
 }
 
 // CUDA contexts, streams, modules and nvJPEG handles may be used from any thread; per-thread
@@ -581,6 +585,10 @@ impl Engine {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|v| (0.0..=1.0).contains(v))
             .unwrap_or(0.0);
+        let gpu_workers = std::env::var("SLIDESTREAM_GPU_WORKERS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(DEFAULT_GPU_WORKERS, |v| v.clamp(1, MAX_LANES));
         Ok(Engine {
             device,
             ctx,
@@ -604,6 +612,7 @@ impl Engine {
             cufile,
             files: Mutex::new(HashMap::new()),
             cpu_share,
+            gpu_workers,
         })
     }
 
@@ -628,7 +637,7 @@ impl Engine {
                     nv((nvj.nvjpegJpegStateCreate)(h, &mut dev_state), "nvjpegJpegStateCreate(device)")?;
                 }
             }
-            Ok(Slot { stream, state, batch: -1, dev_state, dev_batch: -1, scratch: DevMem::new(), staging: DevMem::new(), spliced: DevMem::new(), pinned: Pinned::new(), arena: Vec::new() })
+            Ok(Slot { stream, state, batch: -1, dev_state, dev_batch: -1, scratch: DevMem::new(), staging: DevMem::new(), spliced: DevMem::new(), pinned: Pinned::new(), arena: Pinned::new() })
         };
         Ok(Box::new(Lane { slots: [mk()?, mk()?] }))
     }
@@ -648,6 +657,22 @@ impl Engine {
             }
             g = self.lane_free.wait(g).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// A lane if one is free or may still be created, without waiting.
+    fn try_take_lane(&self) -> Option<Res<Box<Lane>>> {
+        let mut g = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = g.0.pop() {
+            return Some(Ok(l));
+        }
+        if g.1 >= MAX_LANES {
+            return None;
+        }
+        g.1 += 1;
+        drop(g);
+        Some(self.new_lane().inspect_err(|_| {
+            self.lanes.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
+        }))
     }
 
     fn give_lane(&self, lane: Box<Lane>) {
@@ -744,6 +769,14 @@ pub(super) fn stats(device: usize) -> GpuStats {
         Some(e) => e.stats(),
         None => GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() },
     }
+}
+
+pub(super) fn start(device: usize) -> Result<GpuStats> {
+    let e = engine(device)?;
+    if let Some(err) = &e.io_error {
+        return Err(GpuError::Unavailable(err.clone()).into());
+    }
+    Ok(e.stats())
 }
 
 pub(super) fn reset_stats(device: usize) {
@@ -1020,7 +1053,7 @@ impl Engine {
         let ctx = self.ctx;
         let (gpu_done, cpu_done) = std::thread::scope(|s| {
             let cpu_thread = (!cpu.is_empty()).then(|| s.spawn(|| self.cpu_decode(slide, img, at, &cpu)));
-            let g = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode(lane, slide, img, at, &gpu) };
+            let g = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
             let cpu_res = cpu_thread.map(|t| t.join().unwrap_or_else(|_| Vec::new()));
             (g, cpu_res.unwrap_or_default())
         });
@@ -1150,6 +1183,56 @@ fn geo_of(w: c_int, h: c_int, sub: (c_int, c_int)) -> Geo {
 }
 
 impl Engine {
+    /// Split a large set of tiles over up to `gpu_workers` lanes decoding concurrently (each
+    /// thread prepares its chunks on the host while the others' decodes run); contiguous parts
+    /// of the offset-sorted list keep each worker's reads sequential in the file.
+    fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
+        let want = (misses.len() / (2 * CHUNK_TILES)).clamp(1, self.gpu_workers);
+        let mut extra: Vec<Box<Lane>> = Vec::new();
+        while extra.len() + 1 < want {
+            match self.try_take_lane() {
+                Some(Ok(l)) => extra.push(l),
+                Some(Err(e)) => {
+                    for l in extra {
+                        self.give_lane(l);
+                    }
+                    return Err(e.into());
+                }
+                None => break,
+            }
+        }
+        if extra.is_empty() {
+            return self.gpu_decode(lane, slide, img, at, misses);
+        }
+        let parts = extra.len() + 1;
+        let per = misses.len().div_ceil(parts);
+        let mut chunks = misses.chunks(per);
+        let first = chunks.next().unwrap_or(&[]);
+        let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = extra
+                .iter_mut()
+                .zip(chunks)
+                .map(|(l, part)| {
+                    s.spawn(move || {
+                        self.make_current()?;
+                        self.gpu_decode(l, slide, img, at, part)
+                    })
+                })
+                .collect();
+            let mut out = vec![self.gpu_decode(lane, slide, img, at, first)];
+            out.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(GpuError::Call("GPU decode worker panicked".into()).into()))));
+            out
+        });
+        for l in extra {
+            self.give_lane(l);
+        }
+        let mut all = Vec::with_capacity(misses.len());
+        for r in results {
+            all.extend(r?);
+        }
+        Ok(all)
+    }
+
     /// Decode JPEG tiles on the GPU in chunks alternating between the lane's two slots.
     fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
         let (cuda, _, _) = libs()?;
@@ -1241,7 +1324,11 @@ impl Engine {
         let (_, nvj, _) = libs()?;
         let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
         let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
-        slot.arena.clear();
+        let tables_len = img.codec.jpeg_tables.as_deref().map_or(0, <[u8]>::len);
+        let bound: usize = place.iter().flatten().map(|&(_, len)| len + tables_len + 32).sum();
+        slot.arena.ensure(bound)?;
+        let arena = slot.arena.as_mut_slice(bound);
+        let mut cursor = 0usize;
         let mut items: Vec<(Miss, usize, usize, Geo)> = Vec::with_capacity(chunk.len());
         let mut tmp = Vec::new();
         for (i, m) in chunk.iter().enumerate() {
@@ -1268,10 +1355,16 @@ impl Engine {
                 settled.push((*m, Err(None)));
                 continue;
             };
-            items.push((*m, slot.arena.len(), tmp.len(), geo));
-            slot.arena.extend_from_slice(&tmp);
+            // The splice adds at most the tables and a 16-byte Adobe marker to the tile.
+            if cursor + tmp.len() > arena.len() {
+                settled.push((*m, Err(None)));
+                continue;
+            }
+            arena[cursor..cursor + tmp.len()].copy_from_slice(&tmp);
+            items.push((*m, cursor, tmp.len(), geo));
+            cursor += tmp.len();
         }
-        let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (slot.arena[off..].as_ptr(), len)).collect();
+        let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (arena[off..].as_ptr(), len)).collect();
         let todo: Vec<(Miss, Geo)> = items.iter().map(|&(m, _, _, g)| (m, g)).collect();
         let (done, more) = self.decode_convert(slot, false, img, &streams, &todo)?;
         settled.extend(more);

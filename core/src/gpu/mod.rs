@@ -250,6 +250,24 @@ pub fn stats(device: usize) -> GpuStats {
     }
 }
 
+/// Start the GPU path of `device` (context, nvJPEG, kernels, I/O path selection) without
+/// reading anything, and return its counters: which I/O path is in effect and why.
+///
+/// # Errors
+/// [`Error::Gpu`] when CUDA is unavailable, the crate was built without `cuda`, or the
+/// compat mode asks for cuFile (`off`) and cuFile cannot be used (the message says why).
+pub fn start(device: usize) -> Result<GpuStats> {
+    #[cfg(feature = "cuda")]
+    {
+        engine::start(device)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        Err(GpuError::NotCompiled.into())
+    }
+}
+
 /// Zero the counters of `device` (the device cache keeps its tiles).
 pub fn reset_stats(device: usize) {
     #[cfg(feature = "cuda")]

@@ -9,7 +9,7 @@ Quick start::
         rgb = s.read_regions([(0, 0), (512, 512)], 0, (256, 256))  # (2, 256, 256, 3) uint8
         if slidestream.cuda_available():
             d = s.read_regions([(0, 0), (512, 512)], 0, (256, 256), device="cuda")
-            t = torch.from_dlpack(d)                      # CUDA tensor, no copy
+            t = torch.from_dlpack(d)       # with PyTorch: a CUDA tensor, no copy
 
 GPU: ``read_region`` / ``read_regions`` take ``device="cuda"`` (or ``"cuda:N"``, an int, a
 ``torch.device``) and return a :class:`DeviceArray` in GPU memory (DLPack and CUDA Array

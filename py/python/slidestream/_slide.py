@@ -59,6 +59,13 @@ class Slide(_CoreSlide):
     decoded buffer (no copy); they support ``__dlpack__`` (``torch.from_dlpack``,
     ``np.from_dlpack``).
 
+    GPU: ``read_region`` and ``read_regions`` take ``device=`` (``None`` / ``"cpu"``: numpy, as
+    above; ``"cuda"``, ``"cuda:N"``, an int ``N`` or a ``torch.device``: a
+    :class:`~slidestream.DeviceArray` in that GPU's memory, same shape and pixels, zero-copy
+    into PyTorch / CuPy through DLPack or ``__cuda_array_interface__``). Without a usable GPU
+    those calls raise :class:`~slidestream.GpuUnavailableError`; see
+    :func:`~slidestream.cuda_available`.
+
     Thread-safe (reads release the GIL), picklable (path + options; the copy reopens lazily),
     and fork-safe (state is re-created in a child process). Use as a context manager or call
     :meth:`close`.

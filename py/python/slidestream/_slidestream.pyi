@@ -10,7 +10,7 @@ Device reads (``device="cuda"``, ``"cuda:N"``, an int ``N``, a ``torch.device``)
 """
 
 import os
-from typing import Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, Union, overload
+from typing import Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, Union, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,9 @@ __all__ = [
     "gpu_stats",
     "gpu_reset_stats",
     "gpu_clear_cache",
+    "_parse_device",
+    "_test_cpu_dlpack",
+    "_test_cpu_dlpack_releases",
 ]
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
@@ -42,7 +45,7 @@ class _TorchDeviceLike(Protocol):
 #: of type ``cuda``. (``"cpu"`` / a CPU ``torch.device`` select the CPU path.)
 _Device = Union[str, int, _TorchDeviceLike]
 
-@disjoint_base
+@final
 class DeviceArray:
     """An array of ``uint8`` in GPU memory, made by ``Slide.read_region(..., device=...)``
     (shape (height, width, 4), RGBA) and ``Slide.read_regions(..., device=...)`` (shape
@@ -196,7 +199,7 @@ class Slide:
         """(mpp_x, mpp_y): micrometres per level-0 pixel, or None when unknown."""
 
     @overload
-    def read_region(
+    def read_region(  # type: ignore[overload-overlap]
         self,
         location: Tuple[int, int],
         level: int,
@@ -207,15 +210,7 @@ class Slide:
     @overload
     def read_region(
         self, location: Tuple[int, int], level: int, size: Tuple[int, int], *, device: _Device
-    ) -> Union[npt.NDArray[np.uint8], DeviceArray]: ...
-    def read_region(
-        self,
-        location: Tuple[int, int],
-        level: int,
-        size: Tuple[int, int],
-        *,
-        device: Optional[_Device] = None,
-    ) -> Union[npt.NDArray[np.uint8], DeviceArray]:
+    ) -> DeviceArray:
         """Read a region: uint8 array of shape (height, width, 4), RGBA, non-premultiplied;
         (0, 0, 0, 0) outside the image and on missing tiles.
 
@@ -234,7 +229,7 @@ class Slide:
         initialised), GpuError (a CUDA call failed), ValueError / TypeError (bad device)."""
 
     @overload
-    def read_regions(
+    def read_regions(  # type: ignore[overload-overlap]
         self,
         locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
         level: int,
@@ -252,16 +247,7 @@ class Slide:
         *,
         background: Optional[_Background] = None,
         device: _Device,
-    ) -> Union[npt.NDArray[np.uint8], DeviceArray]: ...
-    def read_regions(
-        self,
-        locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
-        level: int,
-        size: Tuple[int, int],
-        *,
-        background: Optional[_Background] = None,
-        device: Optional[_Device] = None,
-    ) -> Union[npt.NDArray[np.uint8], DeviceArray]:
+    ) -> DeviceArray:
         """Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
 
         ``locations``: n (x, y) level-0 pixel pairs, a sequence or an int64 array of shape
@@ -305,7 +291,8 @@ def core_version() -> str:
 
 def cuda_available() -> bool:
     """True when a usable CUDA device is present (libcuda loads, ``cuInit`` succeeds, at least
-    one device). Never raises."""
+    one device). Never raises. False in a process forked after CUDA was initialised (CUDA
+    cannot be used there)."""
 
 def gpu_probe() -> Dict[str, Any]:
     """Probe the GPU stack (initialises CUDA): ``driver_version`` (int, 13000 = 13.0),
@@ -313,7 +300,7 @@ def gpu_probe() -> Dict[str, Any]:
     ``nvjpeg_version`` ((major, minor, patch) or None), ``hardware_engines`` (hardware JPEG
     engines of device 0; 0 without), ``hardware_reason`` (str or None: why the hardware JPEG
     backend is unavailable). Raises GpuUnavailableError when CUDA cannot be loaded or
-    initialised."""
+    initialised, GpuForkError in a process forked after CUDA was initialised."""
 
 def gpu_stats(device: Optional[_Device] = None) -> Dict[str, Any]:
     """Process-wide counters of the GPU path of ``device`` (default 0), all slides: I/O path

@@ -25,6 +25,14 @@ Batched reads: when a ``DataLoader`` uses automatic batching, torch (≥ 2.0) ca
 :meth:`slidestream.Slide.read_regions` call per slide in the batch (tiles shared by patches are
 decoded once, decoding runs on slidestream's threads with the GIL released).
 
+GPU: ``PatchDataset(..., device="cuda")`` (or ``"cuda:N"``, an int, a ``torch.device``) reads
+every batch with :meth:`slidestream.Slide.read_regions` ``(device=...)``: tiles are decoded by
+nvJPEG and patches assembled on the GPU, and samples come back as CUDA ``torch.uint8`` tensors
+(``torch.from_dlpack``, no copy). Use it with ``num_workers=0``: the batch is already decoded in
+parallel on the GPU, and CUDA tensors made in worker processes cannot be sent to the main
+process (their memory is not PyTorch's). ``fork`` workers cannot use CUDA at all once the
+parent has (:class:`slidestream.GpuForkError`).
+
 Workers: the dataset is picklable (slides pickle by path and reopen lazily in the worker), so
 ``spawn`` / ``forkserver`` workers work, and so does ``fork`` (slidestream re-creates its
 thread pool and file handles in the child). Each worker process keeps its own tile cache
@@ -40,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from ._batch import as_slides, normalize_locations, normalize_size, read_patch_batch
+from ._slidestream import _parse_device
 
 __all__ = ["PatchDataset"]
 
@@ -57,6 +66,7 @@ class _PatchSource:
         background: Any = 255,
         transform: Optional[Callable[[np.ndarray], Any]] = None,
         cache_bytes: Optional[int] = None,
+        device: Any = None,
     ) -> None:
         self.slides, single = as_slides(paths_or_slides, cache_bytes)
         self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
@@ -67,6 +77,8 @@ class _PatchSource:
         self.background = background
         self.transform = transform
         self.cache_bytes = cache_bytes
+        #: CUDA ordinal of device reads, or None (CPU reads).
+        self.device: Optional[int] = _parse_device(device)
 
     def __len__(self) -> int:
         return int(self.locations.shape[0])
@@ -95,19 +107,21 @@ class _PatchSource:
 
     def read_array(self, i: int) -> np.ndarray:
         """Patch ``i`` as numpy uint8 (height, width, 3), RGB, HWC, composited over the
-        background; no transform applied."""
+        background; no transform applied. Always read on the CPU, whatever ``device``."""
         j = self._index(i)
         return read_patch_batch(self.slides.__getitem__, self.locations[j : j + 1], self.level, self.size, self.background)[0]
 
     def read_arrays(self, indices: Sequence[int]) -> np.ndarray:
         """Patches ``indices`` as numpy uint8 (n, height, width, 3), RGB, NHWC, in the order
-        given; one ``read_regions`` call per distinct slide; no transform applied."""
+        given; one ``read_regions`` call per distinct slide; no transform applied. Always read
+        on the CPU, whatever ``device``."""
         idx = self._indices(indices)
         return read_patch_batch(self.slides.__getitem__, self.locations[idx], self.level, self.size, self.background)
 
     def __repr__(self) -> str:
         w, h = self.size
-        return f"{type(self).__name__}({len(self.slides)} slide(s), {len(self)} patches, level={self.level}, size=({w}, {h}))"
+        dev = "" if self.device is None else f", device='cuda:{self.device}'"
+        return f"{type(self).__name__}({len(self.slides)} slide(s), {len(self)} patches, level={self.level}, size=({w}, {h}){dev})"
 
 
 def _torch() -> Any:
@@ -125,7 +139,7 @@ class _TorchPatches(_PatchSource):
     """Map-style dataset of fixed-size patches from one or more slides.
 
     ``PatchDataset(paths_or_slides, locations, level, size, *, background=255,
-    transform=None, cache_bytes=None)``
+    transform=None, cache_bytes=None, device=None)``
 
     * ``paths_or_slides``: one path (``str``, ``bytes``, ``os.PathLike``) or
       :class:`slidestream.Slide`, or a sequence of them. Paths are opened lazily, on the first
@@ -143,13 +157,48 @@ class _TorchPatches(_PatchSource):
       picklable for ``spawn`` workers.
     * ``cache_bytes``: private tile cache of that many bytes for each slide opened from a path
       (default: the process-wide cache).
+    * ``device``: None / ``"cpu"`` (default: CPU reads, tensors in host memory) or a CUDA
+      device (``"cuda"``, ``"cuda:N"``, an int, a ``torch.device``): patches are read with
+      ``read_regions(..., device=...)`` and returned as CUDA tensors (``torch.from_dlpack``, no
+      copy); ``transform`` then receives the CUDA tensor (height, width, 3), HWC. Use
+      ``num_workers=0`` (module docs). ValueError / TypeError for a bad device; reads raise
+      :class:`slidestream.GpuError` subclasses when the GPU cannot be used.
 
     ``ds[i]`` → ``torch.uint8`` tensor (3, height, width), CHW, RGB — a view of the decoded
-    buffer (``torch.from_numpy`` + ``permute``, no copy; call ``.contiguous()`` if needed) —
-    or ``transform(array)``.
+    buffer (``torch.from_numpy`` / ``torch.from_dlpack`` + ``permute``, no copy; call
+    ``.contiguous()`` if needed), on the CPU or on ``device`` — or ``transform(array)``.
     """
 
+    def _device_batch(self, locs: np.ndarray) -> Any:
+        """Rows of ``locs`` (slide_index, x, y) read on ``self.device``: CUDA ``torch.uint8``
+        tensor (n, height, width, 3), RGB, NHWC; one device ``read_regions`` per slide."""
+        torch = _torch()
+        n = locs.shape[0]
+        w, h = self.size
+        dev = torch.device("cuda", self.device)
+        if n == 0:
+            return torch.empty((0, h, w, 3), dtype=torch.uint8, device=dev)
+
+        def read(k: int, rows: np.ndarray) -> Any:
+            arr = self.slides[k].read_regions(
+                np.ascontiguousarray(rows[:, 1:]), self.level, (w, h), background=self.background, device=self.device
+            )
+            return torch.from_dlpack(arr)
+
+        idx = locs[:, 0]
+        if np.all(idx == idx[0]):
+            return read(int(idx[0]), locs)
+        out = torch.empty((n, h, w, 3), dtype=torch.uint8, device=dev)
+        for k in np.unique(idx):
+            sel = np.flatnonzero(idx == k)
+            out[torch.from_numpy(sel).to(dev)] = read(int(k), locs[sel])
+        return out
+
     def __getitem__(self, i: int) -> Any:
+        if self.device is not None:
+            j = self._index(i)
+            t = self._device_batch(self.locations[j : j + 1])[0]
+            return self.transform(t) if self.transform is not None else t.permute(2, 0, 1)
         a = self.read_array(i)
         if self.transform is not None:
             return self.transform(a)
@@ -159,6 +208,11 @@ class _TorchPatches(_PatchSource):
     def __getitems__(self, indices: List[int]) -> List[Any]:
         """Batched fetch used by ``DataLoader`` (torch ≥ 2.0): a list of samples, each as
         ``ds[i]`` would return, read with one ``read_regions`` call per slide."""
+        if self.device is not None:
+            t = self._device_batch(self.locations[self._indices(indices)])
+            if self.transform is not None:
+                return [self.transform(x) for x in t.unbind(0)]
+            return list(t.permute(0, 3, 1, 2).unbind(0))
         arr = self.read_arrays(indices)
         if self.transform is not None:
             return [self.transform(a) for a in arr]
@@ -168,8 +222,14 @@ class _TorchPatches(_PatchSource):
         """Read patches ``indices`` in one batched call per slide.
 
         Returns a ``torch.uint8`` tensor (n, 3, height, width), NCHW, RGB (a view of one
-        freshly decoded buffer, no copy), or, with a ``transform``, the list
-        ``[transform(a) for a in arrays]`` of the (height, width, 3) uint8 arrays."""
+        freshly decoded buffer, no copy; on ``device`` when one is set), or, with a
+        ``transform``, the list ``[transform(a) for a in arrays]`` of the (height, width, 3)
+        uint8 arrays (CUDA tensors with ``device``)."""
+        if self.device is not None:
+            t = self._device_batch(self.locations[self._indices(indices)])
+            if self.transform is not None:
+                return [self.transform(x) for x in t.unbind(0)]
+            return t.permute(0, 3, 1, 2)
         arr = self.read_arrays(indices)
         if self.transform is not None:
             return [self.transform(a) for a in arr]
