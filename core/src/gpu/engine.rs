@@ -47,6 +47,8 @@ const CHUNK_TILES: usize = 256;
 const MAX_LANES: usize = 8;
 /// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
 const DEFAULT_GPU_WORKERS: usize = 4;
+/// nvJPEG output format used unless `SLIDESTREAM_NVJPEG_OUTPUT` says otherwise.
+const DEFAULT_NVJPEG_OUTPUT: c_int = NVJPEG_OUTPUT_UNCHANGED;
 /// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
 const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
@@ -63,39 +65,47 @@ fn pid() -> u32 {
 // ---------------------------------------------------------------------------------------------
 // Device and pinned memory
 
-/// A decoded tile in device memory: RGBA, `w × h` pixels, pitch `w × 4`.
-pub(crate) struct DevTile {
+/// One stream-ordered device allocation holding one or more decoded tiles (a chunk's tiles
+/// share one block: one allocation and one free per chunk instead of per tile). Freed with
+/// `cuMemFreeAsync` on the engine's free stream when its last tile is dropped.
+pub(crate) struct DevBlock {
     ptr: CUdeviceptr,
-    w: u32,
-    h: u32,
     ctx: CUcontext,
     free_stream: CUstream,
     pid: u32,
 }
 
-// Device pointers are plain integers; the context and stream handles are usable from any thread.
-unsafe impl Send for DevTile {}
-unsafe impl Sync for DevTile {}
+// A device pointer and handles usable from any thread.
+unsafe impl Send for DevBlock {}
+unsafe impl Sync for DevBlock {}
 
-impl CacheWeight for DevTile {
-    fn byte_size(&self) -> usize {
-        self.w as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
-    }
-}
-
-impl Drop for DevTile {
+impl Drop for DevBlock {
     fn drop(&mut self) {
         if self.ptr == 0 || self.pid != pid() {
             return; // a forked child must not touch the parent's CUDA state
         }
         if let Ok((cuda, _, _)) = libs() {
-            // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every call
-            // that used it synchronised its streams (it is only dropped when no `Arc` is left).
+            // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every
+            // call that used its tiles synchronised its streams (dropped with the last `Arc`).
             unsafe {
                 (cuda.cuCtxSetCurrent)(self.ctx);
                 (cuda.cuMemFreeAsync)(self.ptr, self.free_stream);
             }
         }
+    }
+}
+
+/// A decoded tile in device memory: RGBA, `w × h` pixels, pitch `w × 4`, inside `block`.
+pub(crate) struct DevTile {
+    ptr: CUdeviceptr,
+    w: u32,
+    h: u32,
+    _block: Arc<DevBlock>,
+}
+
+impl CacheWeight for DevTile {
+    fn byte_size(&self) -> usize {
+        self.w as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
     }
 }
 
@@ -380,8 +390,17 @@ impl IoPath {
     }
 }
 
+/// Phases timed when `SLIDESTREAM_GPU_TRACE` is set (nanoseconds, summed over threads).
+const TRACE_PHASES: [&str; 7] = ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble"];
+
+fn trace_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some())
+}
+
 #[derive(Default)]
 struct Counters {
+    trace: [AtomicU64; 7],
     posix_bytes: AtomicU64,
     posix_requests: AtomicU64,
     gds_bytes: AtomicU64,
@@ -430,6 +449,9 @@ pub(crate) struct Engine {
     files: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
     cpu_share: f64,
     gpu_workers: usize,
+    /// nvJPEG output format: `NVJPEG_OUTPUT_UNCHANGED` or `NVJPEG_OUTPUT_YUV` (both planar
+    /// components as coded for 3-component streams; `SLIDESTREAM_NVJPEG_OUTPUT=yuv|unchanged`).
+    nvj_output: c_int,
 }
 
 // CUDA contexts, streams, modules and nvJPEG handles may be used from any thread; per-thread
@@ -489,6 +511,16 @@ fn static_cufile() -> std::result::Result<&'static CuFile, String> {
 }
 
 impl Engine {
+    fn time<T>(&self, phase: usize, f: impl FnOnce() -> T) -> T {
+        if !trace_on() {
+            return f();
+        }
+        let t0 = std::time::Instant::now();
+        let r = f();
+        self.counters.trace[phase].fetch_add(t0.elapsed().as_nanos() as u64, Relaxed);
+        r
+    }
+
     fn start(device: usize) -> Result<Engine> {
         let report = super::probe()?;
         let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
@@ -613,6 +645,11 @@ impl Engine {
             files: Mutex::new(HashMap::new()),
             cpu_share,
             gpu_workers,
+            nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
+                Some("yuv") => NVJPEG_OUTPUT_YUV,
+                Some("unchanged") => NVJPEG_OUTPUT_UNCHANGED,
+                _ => DEFAULT_NVJPEG_OUTPUT,
+            },
         })
     }
 
@@ -844,8 +881,9 @@ pub(super) fn free_array(a: &mut DeviceArray) {
     if let Some(e) = existing(a.device) {
         if e.make_current().is_ok() {
             if let Ok((cuda, _, _)) = libs() {
-                // SAFETY: allocated with cuMemAlloc in `read_regions`, freed once. cuMemFree
-                // waits for outstanding work on the memory (consumers' streams included).
+                // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once. cuMemFree
+                // of pool memory synchronises the device, so work still using the memory on any
+                // stream (a consumer's included) finishes first.
                 unsafe { (cuda.cuMemFree)(a.ptr) };
             }
         }
@@ -903,11 +941,14 @@ impl Engine {
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
         let bytes = n * w * h * ch;
-        // Output (plain cuMemAlloc: freed by cuMemFree, which orders after consumers' streams).
+        // Output from the device's memory pool (reused across calls); freed by cuMemFree, which
+        // synchronises the device, so consumers' streams are done with it first.
         let mut out = 0;
         if bytes > 0 {
-            // SAFETY: out-pointer to a local.
-            cu(unsafe { (cuda.cuMemAlloc)(&mut out, bytes) }, "cuMemAlloc")?;
+            let stream = lane.slots[0].stream;
+            // SAFETY: out-pointer to a local; the stream is synchronised before the array is
+            // returned, so the allocation is complete for every consumer.
+            cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync")?;
         }
         let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.pid };
         if bytes == 0 {
@@ -961,9 +1002,12 @@ impl Engine {
             }
             misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count });
         }
+        let n_miss = misses.len();
+        let t_all = std::time::Instant::now();
         if !misses.is_empty() {
             self.decode_misses(lane, slide, img, &at, level, &mut needs, misses)?;
         }
+        let t_asm = std::time::Instant::now();
         // Per-patch errors.
         let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
         for (p, r) in patch_tiles.iter().enumerate() {
@@ -1022,6 +1066,13 @@ impl Engine {
         result?;
         sync?;
         drop(needs); // tiles not cached are freed now that the kernels are done
+        if trace_on() {
+            self.counters.trace[6].fetch_add(t_asm.elapsed().as_nanos() as u64, Relaxed);
+            if n_miss >= 256 {
+                let t: Vec<String> = TRACE_PHASES.iter().zip(&self.counters.trace).map(|(n, v)| format!("{n} {:.1} ms", v.swap(0, Relaxed) as f64 / 1e6)).collect();
+                eprintln!("[slidestream gpu trace] {n} patches, {n_miss} tiles decoded in {:.1} ms: {}", t_all.elapsed().as_secs_f64() * 1e3, t.join(", "));
+            }
+        }
         Ok(DeviceBatch { array, errors })
     }
 
@@ -1052,7 +1103,7 @@ impl Engine {
         }
         let ctx = self.ctx;
         let (gpu_done, cpu_done) = std::thread::scope(|s| {
-            let cpu_thread = (!cpu.is_empty()).then(|| s.spawn(|| self.cpu_decode(slide, img, at, &cpu)));
+            let cpu_thread = (!cpu.is_empty()).then(|| s.spawn(|| self.time(5, || self.cpu_decode(slide, img, at, &cpu))));
             let g = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
             let cpu_res = cpu_thread.map(|t| t.join().unwrap_or_else(|_| Vec::new()));
             (g, cpu_res.unwrap_or_default())
@@ -1081,7 +1132,8 @@ impl Engine {
             match r {
                 Ok(t) => {
                     let p = upload_async(&t.rgba, stream)?;
-                    uploaded.push((m, Arc::new(DevTile { ptr: p, w: t.width, h: t.height, ctx, free_stream: self.free_stream, pid: self.pid })));
+                    let block = Arc::new(DevBlock { ptr: p, ctx, free_stream: self.free_stream, pid: self.pid });
+                    uploaded.push((m, Arc::new(DevTile { ptr: p, w: t.width, h: t.height, _block: block })));
                 }
                 Err(err) => needs[m.need].err = Some(err),
             }
@@ -1244,7 +1296,7 @@ impl Engine {
             let si = k % 2;
             let slot = &mut lane.slots[si];
             // SAFETY: the slot's stream; its previous chunk must be complete before reuse.
-            if let Err(e) = cu(unsafe { (cuda.cuStreamSynchronize)(slot.stream) }, "cuStreamSynchronize") {
+            if let Err(e) = self.time(4, || cu(unsafe { (cuda.cuStreamSynchronize)(slot.stream) }, "cuStreamSynchronize")) {
                 failure = Some(e);
                 break;
             }
@@ -1297,11 +1349,14 @@ impl Engine {
         }
         let src = slide.source();
         let read = |(p, r): (&mut &mut [u8], &crate::io::plan::Request)| src.read_exact_at(p, r.offset);
-        let results: Vec<std::io::Result<()>> = if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
-            crate::pipeline::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
-        } else {
-            parts.iter_mut().zip(plan.requests.iter()).map(read).collect()
-        };
+        let results: Vec<std::io::Result<()>> = self.time(0, || {
+            if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
+                crate::pipeline::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
+            } else {
+                parts.iter_mut().zip(plan.requests.iter()).map(read).collect()
+            }
+        });
+        let t_prep = std::time::Instant::now();
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
         // Where each tile lies in the pinned buffer.
@@ -1365,6 +1420,9 @@ impl Engine {
             cursor += tmp.len();
         }
         let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (arena[off..].as_ptr(), len)).collect();
+        if trace_on() {
+            self.counters.trace[1].fetch_add(t_prep.elapsed().as_nanos() as u64, Relaxed);
+        }
         let todo: Vec<(Miss, Geo)> = items.iter().map(|&(m, _, _, g)| (m, g)).collect();
         let (done, more) = self.decode_convert(slot, false, img, &streams, &todo)?;
         settled.extend(more);
@@ -1580,10 +1638,11 @@ impl Engine {
         let lens: Vec<usize> = streams.iter().map(|s| s.1).collect();
         // SAFETY: arrays of n entries; output planes inside the scratch allocation sized above;
         // bitstreams stay alive until the slot's stream is synchronised (slot-owned buffers).
+        let t_call = std::time::Instant::now();
         let rc = unsafe {
             let mut rc = 0;
             if *batch != n as c_int {
-                rc = (nvj.nvjpegDecodeBatchedInitialize)(handle, state, n as c_int, 1, NVJPEG_OUTPUT_UNCHANGED);
+                rc = (nvj.nvjpegDecodeBatchedInitialize)(handle, state, n as c_int, 1, self.nvj_output);
                 *batch = if rc == 0 { n as c_int } else { -1 };
             }
             if rc == 0 {
@@ -1591,6 +1650,10 @@ impl Engine {
             }
             rc
         };
+        if trace_on() {
+            self.counters.trace[2].fetch_add(t_call.elapsed().as_nanos() as u64, Relaxed);
+        }
+        let t_conv = std::time::Instant::now();
         if rc != 0 {
             *batch = -1;
             self.counters.batch_fallbacks.fetch_add(1, Relaxed);
@@ -1608,20 +1671,27 @@ impl Engine {
             &self.counters.hybrid
         };
         counter.fetch_add(n as u64, Relaxed);
-        // Device tiles, then one convert launch for the chunk.
+        // Device tiles carved from one block, then one convert launch for the chunk.
+        let sizes: Vec<usize> = descs.iter().map(|d| (d.w as usize * d.h as usize * 4).max(4).next_multiple_of(256)).collect();
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; stream-ordered allocation on the slot's stream.
+        cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, sizes.iter().sum::<usize>().max(256), slot.stream) }, "cuMemAllocAsync")?;
+        let block = Arc::new(DevBlock { ptr: p, ctx: self.ctx, free_stream: self.free_stream, pid: self.pid });
         let mut done = Vec::with_capacity(n);
-        for ((m, _), d) in todo.iter().zip(descs.iter_mut()) {
-            let mut p = 0;
-            // SAFETY: out-pointer to a local; stream-ordered allocation on the slot's stream.
-            cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, (d.w as usize * d.h as usize * 4).max(4), slot.stream) }, "cuMemAllocAsync")?;
-            d.out = p;
-            done.push((*m, Arc::new(DevTile { ptr: p, w: d.w as u32, h: d.h as u32, ctx: self.ctx, free_stream: self.free_stream, pid: self.pid })));
+        let mut off = 0u64;
+        for (((m, _), d), size) in todo.iter().zip(descs.iter_mut()).zip(&sizes) {
+            d.out = p + off;
+            done.push((*m, Arc::new(DevTile { ptr: d.out, w: d.w as u32, h: d.h as u32, _block: block.clone() })));
+            off += *size as u64;
         }
         let (mw, mh) = descs.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
         let d_descs = upload_async(as_bytes(&descs), slot.stream)?;
         let mut a = d_descs;
         let r = launch(self.funcs.convert, ((mw as u32).div_ceil(32), (mh as u32).div_ceil(8), n as u32), (32, 8, 1), slot.stream, &mut [arg(&mut a)], "cuLaunchKernel(convert)");
         free_async(d_descs, slot.stream);
+        if trace_on() {
+            self.counters.trace[3].fetch_add(t_conv.elapsed().as_nanos() as u64, Relaxed);
+        }
         r?;
         Ok((done, Vec::new()))
     }

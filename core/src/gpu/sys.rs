@@ -78,6 +78,8 @@ pub struct CUfileDescr {
 }
 /// `NVJPEG_OUTPUT_UNCHANGED`: planar components exactly as coded (no colour transform).
 pub const NVJPEG_OUTPUT_UNCHANGED: c_int = 0;
+/// `NVJPEG_OUTPUT_YUV`: planar Y, Cb, Cr (chroma at its coded resolution), no colour transform.
+pub const NVJPEG_OUTPUT_YUV: c_int = 1;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.
 pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
 /// See above.
