@@ -13,7 +13,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 cargo test -p slidestream --locked 2>&1
 # The `cuda` feature builds everywhere (CUDA is loaded at run time); its unit tests check the
 # GPU entry points return typed errors on machines without a GPU.
-cargo test -p slidestream --features cuda --lib --locked 2>&1
+cargo test -p slidestream --features cuda --lib --test gpu --locked 2>&1
+# The bindings' own Rust unit tests (DLPack capsule layout and deleter).
+cargo test -p slidestream-py --locked 2>&1
 # The release CLI (used by the benchmark harness's smoke test) and, sharing its compiled
 # dependencies, the Python extension built into the venv; then the Python tests.
 cargo build --release -p slidestream --locked

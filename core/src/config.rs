@@ -9,6 +9,12 @@
 //! | `SLIDESTREAM_MAX_REGION_BYTES` | 4294967296 (4 GiB) | bytes | largest output of one region read |
 //! | `SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION` | 0.5 | fraction of a tile's area | a region needing at most this share of an uncached JPEG tile decodes only that part (iMCU columns, rows skipped) and does not cache it; 0 disables |
 //!
+//! The GPU path (feature `cuda`) reads its own variables once per process when its engine
+//! starts (`core/src/gpu/engine.rs`, table in docs/gpu.md): `SLIDESTREAM_COMPAT_MODE`
+//! (`on|off|auto`), `SLIDESTREAM_DEVICE_CACHE_BYTES` (2 GiB), `SLIDESTREAM_GPU_WORKERS` (4),
+//! `SLIDESTREAM_GPU_CPU_SHARE` (0), `SLIDESTREAM_NVJPEG_OUTPUT` (`unchanged|yuv`),
+//! `SLIDESTREAM_GPU_TRACE`.
+//!
 //! Unparseable values are ignored (the default stays) rather than failing an open.
 
 use crate::io::plan::PlanOptions;

@@ -475,6 +475,8 @@ fn stats_dict<'py>(py: Python<'py>, device: usize) -> PyResult<Bound<'py, PyDict
     d.set_item("cufile_gds_requests", s.cufile_gds_requests)?;
     d.set_item("cufile_compat_bytes", s.cufile_compat_bytes)?;
     d.set_item("cufile_compat_requests", s.cufile_compat_requests)?;
+    d.set_item("cufile_handle_failures", s.cufile_handle_failures)?;
+    d.set_item("cufile_handle_error", &s.cufile_handle_error)?;
     d.set_item("tile_bytes", s.tile_bytes)?;
     d.set_item("read_amplification", s.read_amplification())?;
     d.set_item("decoded_hardware", s.decoded_hardware)?;

@@ -337,6 +337,7 @@ fn gpu_stats_json(st: &slidestream::gpu::GpuStats) -> serde_json::Value {
         "posix_bytes": st.posix_bytes, "posix_requests": st.posix_requests,
         "cufile_gds_bytes": st.cufile_gds_bytes, "cufile_gds_requests": st.cufile_gds_requests,
         "cufile_compat_bytes": st.cufile_compat_bytes, "cufile_compat_requests": st.cufile_compat_requests,
+        "cufile_handle_failures": st.cufile_handle_failures, "cufile_handle_error": st.cufile_handle_error,
         "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
         "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
         "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
@@ -353,6 +354,9 @@ fn print_gpu_stats(st: &slidestream::gpu::GpuStats) {
         "gpu io: posix {} bytes / {} requests, cuFile GDS {} / {}, cuFile compat {} / {}; tile bytes {}, read amplification {:.3}",
         st.posix_bytes, st.posix_requests, st.cufile_gds_bytes, st.cufile_gds_requests, st.cufile_compat_bytes, st.cufile_compat_requests, st.tile_bytes, st.read_amplification()
     );
+    if st.cufile_handle_failures > 0 {
+        println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);
+    }
     println!(
         "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} failed batches); nvJPEG {}, {} engines{}",
         st.decoded_hardware,

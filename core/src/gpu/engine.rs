@@ -413,6 +413,7 @@ struct Counters {
     hybrid: AtomicU64,
     cpu: AtomicU64,
     batch_fallbacks: AtomicU64,
+    cufile_handle_failures: AtomicU64,
 }
 
 /// A cuFile handle of one open slide's file (deregistered and closed with the slide).
@@ -436,11 +437,15 @@ pub(crate) struct Engine {
     nvj_dev: Option<nvjpegHandle>,
     dev_backend_reason: String,
     free_stream: CUstream,
+    /// Free lanes and the number created. Boxed: a lane (two slots of buffers and handles)
+    /// moves between the pool and its callers.
+    #[allow(clippy::vec_box)]
     lanes: Mutex<(Vec<Box<Lane>>, usize)>,
     lane_free: Condvar,
     cache: TileCache<DevTile>,
     counters: Counters,
     cpu_reason: Mutex<String>,
+    cufile_error: Mutex<String>,
     mode: CompatMode,
     io: IoPath,
     io_reason: String,
@@ -637,6 +642,7 @@ impl Engine {
             cache: TileCache::new(cache_bytes),
             counters: Counters::default(),
             cpu_reason: Mutex::new(String::new()),
+            cufile_error: Mutex::new(String::new()),
             mode,
             io,
             io_reason,
@@ -736,6 +742,8 @@ impl Engine {
             cufile_gds_requests: c.gds_requests.load(Relaxed),
             cufile_compat_bytes: c.compat_bytes.load(Relaxed),
             cufile_compat_requests: c.compat_requests.load(Relaxed),
+            cufile_handle_failures: c.cufile_handle_failures.load(Relaxed),
+            cufile_handle_error: self.cufile_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             tile_bytes: c.tile_bytes.load(Relaxed),
             decoded_hardware: c.hardware.load(Relaxed),
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
@@ -779,7 +787,9 @@ impl Engine {
                 // SAFETY: descriptor of an open fd; out-pointer to a local.
                 let e = unsafe { (cf.cuFileHandleRegister)(&mut h, &mut descr) };
                 if e.err != 0 {
-                    self.note_cpu(format!("cuFileHandleRegister failed (CUfileOpError {}): POSIX reads for this slide", e.err));
+                    let msg = format!("cuFileHandleRegister failed for {} (CUfileOpError {}): POSIX reads for this slide", path.display(), e.err);
+                    self.counters.cufile_handle_failures.fetch_add(1, Relaxed);
+                    *self.cufile_error.lock().unwrap_or_else(|p| p.into_inner()) = msg;
                     return None;
                 }
                 Some(Arc::new(CuFileHandle { handle: h, _file: file }))
@@ -832,10 +842,12 @@ pub(super) fn reset_stats(device: usize) {
             &c.hybrid,
             &c.cpu,
             &c.batch_fallbacks,
+            &c.cufile_handle_failures,
         ] {
             a.store(0, Relaxed);
         }
         e.cache.reset_counters();
+        e.cufile_error.lock().unwrap_or_else(|p| p.into_inner()).clear();
         e.cpu_reason.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 }
@@ -1612,6 +1624,7 @@ impl Engine {
             let mut img_ = nvjpegImage { channel: [std::ptr::null_mut(); 4], pitch: [0; 4] };
             let mut planes = [0u64; 3];
             let mut o = off;
+            #[allow(clippy::needless_range_loop)]
             for c in 0..3 {
                 planes[c] = base + o as u64;
                 img_.channel[c] = planes[c] as usize as *mut u8;

@@ -199,6 +199,12 @@ pub struct GpuStats {
     pub cufile_compat_bytes: u64,
     /// See `cufile_compat_bytes`.
     pub cufile_compat_requests: u64,
+    /// Slides whose file cuFile refused to register (`cuFileHandleRegister`); their reads went
+    /// through POSIX instead. Measured on the lent H200 VM: cuFile cannot read the volume
+    /// attributes of its virtio disk (docs/gpu.md).
+    pub cufile_handle_failures: u64,
+    /// The last such refusal, with cuFile's error code (empty if none).
+    pub cufile_handle_error: String,
     /// Compressed bytes of the tiles the reads were for (read amplification =
     /// bytes read / this).
     pub tile_bytes: u64,
