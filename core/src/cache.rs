@@ -138,6 +138,19 @@ impl<V: CacheWeight> TileCache<V> {
         }
     }
 
+    /// Evict the least-recently-used tile (counted as an eviction); `false` when empty.
+    pub fn evict_lru(&self) -> bool {
+        let mut g = self.lock();
+        match g.lru.pop_lru() {
+            Some((_, t)) => {
+                g.resident -= t.byte_size();
+                g.stats.evictions += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Remove every tile of one slide (used when a slide is closed).
     pub fn purge_slide(&self, slide: u64) {
         let mut g = self.lock();
@@ -202,6 +215,21 @@ mod tests {
         assert_eq!(s.entries, 3);
         assert!(s.resident_bytes <= s.capacity_bytes);
         assert_eq!((s.hits, s.misses), (2, 1));
+    }
+
+    #[test]
+    fn evict_lru_takes_the_oldest_and_counts() {
+        let c = TileCache::new(1 << 20);
+        c.insert(key(0), tile(10));
+        c.insert(key(1), tile(10));
+        assert!(c.get(&key(0)).is_some()); // 1 is now least recently used
+        assert!(c.evict_lru());
+        assert!(c.get(&key(1)).is_none());
+        assert!(c.get(&key(0)).is_some());
+        assert!(c.evict_lru());
+        assert!(!c.evict_lru());
+        let s = c.stats();
+        assert_eq!((s.entries, s.resident_bytes, s.evictions), (0, 0, 2));
     }
 
     #[test]

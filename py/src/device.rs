@@ -494,6 +494,7 @@ fn stats_dict<'py>(py: Python<'py>, device: usize) -> PyResult<Bound<'py, PyDict
     d.set_item("cache_entries", s.cache.entries)?;
     d.set_item("cache_resident_bytes", s.cache.resident_bytes)?;
     d.set_item("cache_capacity_bytes", s.cache.capacity_bytes)?;
+    d.set_item("device_tile_bytes", s.device_tile_bytes)?;
     Ok(d)
 }
 

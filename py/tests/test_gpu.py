@@ -59,7 +59,7 @@ GPU_STATS_KEYS = {
     "decoded_hardware", "decoded_device_bitstream", "decoded_hybrid", "decoded_cpu",
     "gpu_batch_fallbacks", "cpu_fallback_reason", "nvjpeg_backend", "hardware_engines",
     "cache_hits", "cache_misses", "cache_evictions", "cache_insertions", "cache_entries",
-    "cache_resident_bytes", "cache_capacity_bytes",
+    "cache_resident_bytes", "cache_capacity_bytes", "device_tile_bytes",
 }  # fmt: skip
 
 SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi"}

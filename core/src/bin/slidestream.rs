@@ -345,6 +345,7 @@ fn gpu_stats_json(st: &slidestream::gpu::GpuStats) -> serde_json::Value {
         "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
         "cache": {"hits": st.cache.hits, "misses": st.cache.misses, "evictions": st.cache.evictions, "entries": st.cache.entries,
                   "resident_bytes": st.cache.resident_bytes, "capacity_bytes": st.cache.capacity_bytes},
+        "device_tile_bytes": st.device_tile_bytes,
     })
 }
 
@@ -369,7 +370,10 @@ fn print_gpu_stats(st: &slidestream::gpu::GpuStats) {
         if st.cpu_fallback_reason.is_empty() { String::new() } else { format!("; last CPU fallback: {}", st.cpu_fallback_reason) }
     );
     let c = &st.cache;
-    println!("gpu cache: {} hits, {} misses, {} evictions, {} of {} bytes resident", c.hits, c.misses, c.evictions, c.resident_bytes, c.capacity_bytes);
+    println!(
+        "gpu cache: {} hits, {} misses, {} evictions, {} of {} bytes resident; {} bytes of device memory held by tiles",
+        c.hits, c.misses, c.evictions, c.resident_bytes, c.capacity_bytes, st.device_tile_bytes
+    );
 }
 
 /// `info --io-stats`: what opening the slide read, and the GPU I/O path in effect (starting

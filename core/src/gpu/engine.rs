@@ -73,6 +73,16 @@ pub(crate) struct DevBlock {
     ctx: CUcontext,
     free_stream: CUstream,
     pid: u32,
+    /// Size in bytes, and the engine's count of bytes held by live blocks.
+    bytes: u64,
+    held: Arc<AtomicU64>,
+}
+
+impl DevBlock {
+    fn new(e: &Engine, ptr: CUdeviceptr, bytes: usize) -> Arc<DevBlock> {
+        e.held.fetch_add(bytes as u64, Relaxed);
+        Arc::new(DevBlock { ptr, ctx: e.ctx, free_stream: e.free_stream, pid: e.pid, bytes: bytes as u64, held: e.held.clone() })
+    }
 }
 
 // A device pointer and handles usable from any thread.
@@ -81,6 +91,7 @@ unsafe impl Sync for DevBlock {}
 
 impl Drop for DevBlock {
     fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Relaxed);
         if self.ptr == 0 || self.pid != pid() {
             return; // a forked child must not touch the parent's CUDA state
         }
@@ -454,6 +465,9 @@ pub(crate) struct Engine {
     files: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
     cpu_share: f64,
     gpu_workers: usize,
+    /// Bytes of device memory held by live tile blocks (cached tiles and tiles of calls in
+    /// flight).
+    held: Arc<AtomicU64>,
     /// nvJPEG output format: `NVJPEG_OUTPUT_UNCHANGED` or `NVJPEG_OUTPUT_YUV` (both planar
     /// components as coded for 3-component streams; `SLIDESTREAM_NVJPEG_OUTPUT=yuv|unchanged`).
     nvj_output: c_int,
@@ -651,6 +665,7 @@ impl Engine {
             files: Mutex::new(HashMap::new()),
             cpu_share,
             gpu_workers,
+            held: Arc::new(AtomicU64::new(0)),
             nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
                 Some("yuv") => NVJPEG_OUTPUT_YUV,
                 Some("unchanged") => NVJPEG_OUTPUT_UNCHANGED,
@@ -745,6 +760,7 @@ impl Engine {
             cufile_handle_failures: c.cufile_handle_failures.load(Relaxed),
             cufile_handle_error: self.cufile_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             tile_bytes: c.tile_bytes.load(Relaxed),
+            device_tile_bytes: self.held.load(Relaxed),
             decoded_hardware: c.hardware.load(Relaxed),
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
             decoded_hybrid: c.hybrid.load(Relaxed),
@@ -1078,6 +1094,7 @@ impl Engine {
         result?;
         sync?;
         drop(needs); // tiles not cached are freed now that the kernels are done
+        self.bound_held_bytes(0);
         if trace_on() {
             self.counters.trace[6].fetch_add(t_asm.elapsed().as_nanos() as u64, Relaxed);
             if n_miss >= 256 {
@@ -1144,7 +1161,7 @@ impl Engine {
             match r {
                 Ok(t) => {
                     let p = upload_async(&t.rgba, stream)?;
-                    let block = Arc::new(DevBlock { ptr: p, ctx, free_stream: self.free_stream, pid: self.pid });
+                    let block = DevBlock::new(self, p, t.rgba.len().max(1));
                     uploaded.push((m, Arc::new(DevTile { ptr: p, w: t.width, h: t.height, _block: block })));
                 }
                 Err(err) => needs[m.need].err = Some(err),
@@ -1166,6 +1183,15 @@ impl Engine {
         let nd = &mut needs[m.need];
         self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone());
         nd.tile = Some(t);
+    }
+
+    /// The tiles of a chunk share one allocation, freed when its last tile goes, so the device
+    /// memory held by decoded tiles can exceed the sum the cache counts. Keep it within the
+    /// cache budget plus what the calls in flight hold: evict least-recently-used tiles while
+    /// the blocks' bytes exceed the budget (each eviction brings a block closer to free).
+    fn bound_held_bytes(&self, in_flight: u64) {
+        let cap = self.cache.capacity_bytes() as u64;
+        while self.held.load(Relaxed) > cap.saturating_add(in_flight) && self.cache.evict_lru() {}
     }
 
     /// Read and decode `misses` on the CPU (the slide's pool), one result per tile.
@@ -1689,7 +1715,7 @@ impl Engine {
         let mut p = 0;
         // SAFETY: out-pointer to a local; stream-ordered allocation on the slot's stream.
         cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, sizes.iter().sum::<usize>().max(256), slot.stream) }, "cuMemAllocAsync")?;
-        let block = Arc::new(DevBlock { ptr: p, ctx: self.ctx, free_stream: self.free_stream, pid: self.pid });
+        let block = DevBlock::new(self, p, sizes.iter().sum::<usize>().max(256));
         let mut done = Vec::with_capacity(n);
         let mut off = 0u64;
         for (((m, _), d), size) in todo.iter().zip(descs.iter_mut()).zip(&sizes) {

@@ -223,6 +223,11 @@ pub struct GpuStats {
     pub cpu_fallback_reason: String,
     /// Device tile cache counters.
     pub cache: crate::cache::CacheStats,
+    /// Device memory held by decoded tiles now (cached tiles and tiles of reads in flight), in
+    /// bytes. The tiles of one nvJPEG chunk share one allocation, freed with its last tile, so
+    /// this can exceed `cache.resident_bytes`; after each read the engine evicts cached tiles
+    /// until it is at most the cache capacity (or the cache is empty).
+    pub device_tile_bytes: u64,
     /// nvJPEG backend of host bitstreams (`hardware` or `default`).
     pub nvjpeg_backend: String,
     /// Hardware JPEG engines (0 without).
