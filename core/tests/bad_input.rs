@@ -752,6 +752,12 @@ fn cli_reports_errors_on_one_line() {
     let f = TempPath::new("cli-loop.tif");
     t.write(f.path());
     assert_cli_error(&["info", "--json", f.path().to_str().unwrap()], f.path());
+    // Zero-sized benchmark patches: a usage error, not an internal error (found by a fresh-eyes
+    // walkthrough: `bench --size 0` indexed an empty sample).
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/CMU-1-Small-Region.svs");
+    let (code, out, err) = cli(&["bench", sample, "--size", "0"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.starts_with("error: bench needs --size") && err.lines().count() == 1, "{err}");
 }
 
 #[test]

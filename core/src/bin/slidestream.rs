@@ -392,7 +392,7 @@ fn print_io_stats(slide: &Slide, json: bool) {
     println!("cpu io: {} bytes in {} requests since open (positional reads of the slide file)", io.bytes, io.requests);
     match gpu {
         Ok(st) => print_gpu_stats(&st),
-        Err(e) => println!("gpu io: compat mode {}; GPU path unavailable: {e}", slidestream::gpu::CompatMode::from_env().as_str()),
+        Err(e) => println!("gpu io: compat mode {}; {e}", slidestream::gpu::CompatMode::from_env().as_str()),
     }
 }
 
@@ -434,6 +434,9 @@ fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, device: usi
 
 #[allow(clippy::too_many_arguments)]
 fn bench(path: &Path, level: usize, size: u64, patches: usize, seed: u64, locations: Option<PathBuf>, json: bool) -> Result<(), Error> {
+    if size == 0 || patches == 0 {
+        return Err(Error::Usage(format!("bench needs --size ≥ 1 and --patches ≥ 1 (got {size} and {patches})")));
+    }
     let slide = Slide::open(path)?;
     let dims = slide.level_dimensions();
     let &(lw, lh) = dims

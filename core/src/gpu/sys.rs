@@ -127,7 +127,8 @@ fn open_any(names: &[&str]) -> Result<Library, String> {
             Err(e) => errs.push(format!("{}: {e}", c.display())),
         }
     }
-    Err(format!("cannot load {} ({})", names[0], errs.first().cloned().unwrap_or_default()))
+    let hint = if names[0].starts_with("libcuda") { "; is an NVIDIA driver installed?" } else { "; is the CUDA toolkit (12 or 13) in the library path or /usr/local/cuda?" };
+    Err(format!("cannot load {} ({}{hint})", names[0], errs.first().cloned().unwrap_or_default()))
 }
 
 macro_rules! bind {
