@@ -46,7 +46,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -214,16 +213,11 @@ def part_b(a, path, dims, window=None):
 
 
 def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    """The machine line of compare.py's reports (one definition for both harnesses)."""
+    sys.path.insert(0, HERE)
+    from compare import machine_info
+
+    return machine_info()
 
 
 def main(argv=None):

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slidestream::io::plan::{plan_reads, PlanOptions, Want};
+use slidestream::io::plan::{decode_fuzz_input, plan_reads, PlanOptions};
 use slidestream::{Config, Error, Slide, SlideOptions, TileCache};
 
 fn corpus_dir() -> PathBuf {
@@ -58,12 +58,7 @@ fn origins(len: u64, win: u64, n: u64) -> Vec<i64> {
 /// range is served exactly once by a request containing it, requests are sorted and disjoint,
 /// and a request exceeds the size limit only for one range or ranges that overlap.
 fn check_planner_input(data: &[u8]) -> String {
-    let opts = PlanOptions { max_gap_bytes: data[0] as u64 * 64, max_request_bytes: 1 + data[1] as u64 * 256 };
-    let wants: Vec<Want> = data[2..]
-        .chunks_exact(4)
-        .enumerate()
-        .map(|(id, c)| Want { id, offset: u16::from_le_bytes([c[0], c[1]]) as u64 * 16, len: c[2] as u64 * 8 + c[3] as u64 })
-        .collect();
+    let Some((opts, wants)) = decode_fuzz_input(data) else { return "planner input: too short".into() };
     let plan = plan_reads(&wants, &opts);
     if let Err(e) = plan.check(&wants, &opts) {
         panic!("planner contract broken: {e}: {plan:?}");

@@ -144,6 +144,25 @@ pub fn plan_reads(wants: &[Want], opts: &PlanOptions) -> ReadPlan {
     plan
 }
 
+/// Decode a fuzzer's bytes into planner options and wanted ranges: byte 0 × 64 is the gap,
+/// 1 + byte 1 × 256 the request limit, then 4 bytes per range (u16 LE offset × 16, length
+/// byte 2 × 8 + byte 3). Shared by the `planner` fuzz target and the regression test that
+/// replays its findings (`core/tests/corrupt.rs`), so both read the same inputs the same way.
+/// `None` for fewer than 4 bytes.
+#[doc(hidden)]
+pub fn decode_fuzz_input(data: &[u8]) -> Option<(PlanOptions, Vec<Want>)> {
+    if data.len() < 4 {
+        return None;
+    }
+    let opts = PlanOptions { max_gap_bytes: data[0] as u64 * 64, max_request_bytes: 1 + data[1] as u64 * 256 };
+    let wants = data[2..]
+        .chunks_exact(4)
+        .enumerate()
+        .map(|(id, c)| Want { id, offset: u16::from_le_bytes([c[0], c[1]]) as u64 * 16, len: c[2] as u64 * 8 + c[3] as u64 })
+        .collect();
+    Some((opts, wants))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
