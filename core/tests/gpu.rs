@@ -334,3 +334,55 @@ fn outside_and_empty_requests_on_the_device() {
     assert!(slide.read_regions_device(&[(0, 0)], 0, (10, 10), &DeviceOptions { channels: 2, ..RGB }).is_err());
     assert!(slide.read_region_device((0, 0), 0, (1 << 20, 1 << 20), &RGBA).is_err(), "limits");
 }
+
+/// A batch of the level-0 tiles of a slide (more than `MIN_CPU_SHARE_TILES` misses, and over
+/// 512 on the generated one and on `SLIDESTREAM_TEST_BIG_SLIDE` if set): the GPU lanes and,
+/// where `SLIDESTREAM_GPU_CPU_WORKERS` allows, the CPU decode workers share it; every patch
+/// equals the CPU path's. With a device cache budget smaller than the batch
+/// (`SLIDESTREAM_DEVICE_CACHE_BYTES`, as `benches/gpu_check.sh` runs this test alone), the
+/// device memory held by decoded tiles after the read must be within the budget.
+#[test]
+fn a_large_batch_uses_every_decoder_and_stays_within_the_cache_budget() {
+    if !gpu_present("a_large_batch_uses_every_decoder_and_stays_within_the_cache_budget") {
+        return;
+    }
+    let Some(dir) = testdata() else { return };
+    let (fixture, _) = ycbcr_jpeg_tiff(6000, 5040, 240, turbojpeg::Subsamp::Sub2x2, 11);
+    let mut paths = vec![dir.join("CMU-1-Small-Region.svs"), fixture.path().to_path_buf()];
+    paths.extend(std::env::var_os("SLIDESTREAM_TEST_BIG_SLIDE").map(PathBuf::from));
+    for path in paths {
+        // A fresh open: no tile of it is cached yet.
+        let slide = Slide::open(&path).expect("open");
+        let (w, h) = slide.dimensions();
+        let t = 240i64;
+        let locs: Vec<(i64, i64)> = (0..h as i64).step_by(t as usize).flat_map(|y| (0..w as i64).step_by(t as usize).map(move |x| (x, y))).take(2048).collect();
+        let before = gpu::stats(0);
+        let batch = slide.read_regions_device(&locs, 0, (t as u64, t as u64), &RGB).expect("read");
+        assert!(batch.errors.iter().all(Option::is_none));
+        let dev = batch.array.to_host().expect("download");
+        drop(batch);
+        let after = gpu::stats(0);
+        let mut cpu = vec![0u8; locs.len() * (t * t * 3) as usize];
+        slide.read_regions_rgb_into(&locs, 0, (t as u64, t as u64), RGB.background, &mut cpu).expect("CPU");
+        let diff = max_abs_diff(&dev, &cpu);
+        let (hw_n, hy_n, cpu_n) = (after.decoded_hardware + after.decoded_device_bitstream - before.decoded_hardware - before.decoded_device_bitstream, after.decoded_hybrid - before.decoded_hybrid, after.decoded_cpu - before.decoded_cpu);
+        eprintln!(
+            "{}: {} tiles in one batch: GPU vs CPU max abs diff {diff}; decoded (all tests) by nvJPEG hardware {hw_n}, hybrid {hy_n}, CPU {cpu_n} ({} lanes, {} CPU workers); device memory held by tiles {} bytes, cache {} of {} bytes, {} evictions",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            locs.len(),
+            after.gpu_lanes,
+            after.cpu_workers,
+            after.device_tile_bytes,
+            after.cache.resident_bytes,
+            after.cache.capacity_bytes,
+            after.cache.evictions
+        );
+        assert!(diff <= TOLERANCE);
+        assert!(hw_n + hy_n + cpu_n >= locs.len() as u64, "{} tiles decoded for {} patches", hw_n + hy_n + cpu_n, locs.len());
+        if std::env::var_os("SLIDESTREAM_DEVICE_CACHE_BYTES").is_some() {
+            // Run alone with a small budget: nothing else holds tiles once the read returned.
+            assert!(after.device_tile_bytes <= after.cache.capacity_bytes, "{} bytes held, budget {}", after.device_tile_bytes, after.cache.capacity_bytes);
+            assert!(after.cache.evictions > before.cache.evictions || ((locs.len() * 240 * 240 * 4) as u64) < after.cache.capacity_bytes);
+        }
+    }
+}

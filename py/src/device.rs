@@ -483,6 +483,8 @@ fn stats_dict<'py>(py: Python<'py>, device: usize) -> PyResult<Bound<'py, PyDict
     d.set_item("decoded_device_bitstream", s.decoded_device_bitstream)?;
     d.set_item("decoded_hybrid", s.decoded_hybrid)?;
     d.set_item("decoded_cpu", s.decoded_cpu)?;
+    d.set_item("gpu_lanes", s.gpu_lanes)?;
+    d.set_item("cpu_workers", s.cpu_workers)?;
     d.set_item("gpu_batch_fallbacks", s.gpu_batch_fallbacks)?;
     d.set_item("cpu_fallback_reason", &s.cpu_fallback_reason)?;
     d.set_item("nvjpeg_backend", &s.nvjpeg_backend)?;

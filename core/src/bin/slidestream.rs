@@ -341,6 +341,7 @@ fn gpu_stats_json(st: &slidestream::gpu::GpuStats) -> serde_json::Value {
         "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
         "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
         "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
+        "gpu_lanes": st.gpu_lanes, "cpu_workers": st.cpu_workers,
         "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
         "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
         "cache": {"hits": st.cache.hits, "misses": st.cache.misses, "evictions": st.cache.evictions, "entries": st.cache.entries,
@@ -359,12 +360,14 @@ fn print_gpu_stats(st: &slidestream::gpu::GpuStats) {
         println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);
     }
     println!(
-        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} failed batches); nvJPEG {}, {} engines{}",
+        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
         st.decoded_hardware,
         st.decoded_device_bitstream,
         st.decoded_hybrid,
         st.decoded_cpu,
         st.gpu_batch_fallbacks,
+        st.gpu_lanes,
+        st.cpu_workers,
         st.nvjpeg_backend,
         st.hardware_engines,
         if st.cpu_fallback_reason.is_empty() { String::new() } else { format!("; last CPU fallback: {}", st.cpu_fallback_reason) }
@@ -410,9 +413,16 @@ fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, device: usi
     let before = slidestream::gpu::stats(device);
     let t0 = Instant::now();
     let mut failed = 0;
+    let trace = std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some();
     for chunk in locs.chunks(batch) {
+        let t = Instant::now();
         let b = slide.read_regions_device(chunk, level, (tw, th), &opts)?;
         failed += b.errors.iter().filter(|e| e.is_some()).count();
+        let t_read = t.elapsed();
+        drop(b);
+        if trace {
+            eprintln!("[slidestream gpu trace] tiles: read_regions_device {:.1} ms, drop {:.1} ms", t_read.as_secs_f64() * 1e3, (t.elapsed() - t_read).as_secs_f64() * 1e3);
+        }
     }
     let secs = t0.elapsed().as_secs_f64().max(1e-9);
     let st = slidestream::gpu::stats(device);

@@ -3,9 +3,13 @@
 //!
 //! Data flow of [`read_regions`] (one call = one batch of same-sized patches of one level):
 //! 1. the tiles of all patches are deduplicated and looked up in the device tile cache;
-//! 2. misses of a JPEG level are processed in chunks of [`CHUNK_TILES`] tiles, alternating
-//!    between two slots (stream + nvJPEG state + buffers) so reading and parsing chunk k + 1 on
-//!    the host overlaps decoding chunk k on the device:
+//! 2. misses of a JPEG level form one offset-sorted work queue ([`WorkQueue`]): up to
+//!    `SLIDESTREAM_GPU_WORKERS` lanes take chunks of up to [`CHUNK_TILES`] tiles from its front,
+//!    and on large batches up to `SLIDESTREAM_GPU_CPU_WORKERS` CPU decode workers take runs of
+//!    [`CPU_RUN_TILES`] from its back (decoded by the CPU path's decoder, packed into pinned
+//!    memory and uploaded in one copy per run), until the ends meet. A lane alternates between
+//!    two slots (stream + nvJPEG state + buffers) so reading and parsing chunk k + 1 on the host
+//!    overlaps decoding chunk k on the device:
 //!    * POSIX: coalesced `pread`s ([`plan_reads`]) into a pinned host buffer, JPEGTables spliced
 //!      on the host, geometry checked with `nvjpegGetImageInfo`, batched nvJPEG (hardware
 //!      engines) decoding to planar components;
@@ -15,7 +19,7 @@
 //!      pinned host memory and decoded as in the POSIX path (reported);
 //!    * then the `convert` kernel writes each tile as RGBA (libjpeg-turbo's upsampling and
 //!      colour conversion) into its own device allocation, which enters the cache;
-//! 3. tiles nvJPEG cannot take (other codecs, bad headers, a failed batch, the CPU share) are
+//! 3. tiles nvJPEG cannot take (other codecs, bad headers, a failed batch) are
 //!    decoded by the CPU decoders in parallel and uploaded; a tile that fails there fails only
 //!    the patches that need it;
 //! 4. the `assemble` kernel writes every patch in one launch.
@@ -43,7 +47,10 @@ use crate::slide::Slide;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 const CHUNK_TILES: usize = 256;
-/// Most lanes (independent stream pairs) per device; more concurrent callers wait for one.
+/// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
+/// pairs), all made and warmed at start; more concurrent callers wait for a free one (lanes
+/// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
+/// threads reading single regions at 944 patches/s against 2,948 for one thread).
 const MAX_LANES: usize = 8;
 /// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
 const DEFAULT_GPU_WORKERS: usize = 4;
@@ -51,6 +58,12 @@ const DEFAULT_GPU_WORKERS: usize = 4;
 const DEFAULT_NVJPEG_OUTPUT: c_int = NVJPEG_OUTPUT_UNCHANGED;
 /// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
 const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
+/// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
+/// copy while it decodes the next run).
+const CPU_RUN_TILES: usize = 8;
+/// Fewest tile misses in one call for which CPU decode workers join the GPU lanes (below, the
+/// threads' start-up costs more than they decode).
+const MIN_CPU_SHARE_TILES: usize = 64;
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
 const MAX_GPU_TILE_EDGE: u32 = 16384;
 
@@ -383,6 +396,58 @@ struct Lane {
 // Handles are used by one thread at a time (a lane is taken out of the pool for a call).
 unsafe impl Send for Lane {}
 
+/// A CPU decode worker's device resources: a stream for its uploads and two pinned buffers
+/// (one filled while the other's copy runs).
+struct CpuSlot {
+    stream: CUstream,
+    bufs: [Pinned; 2],
+}
+
+// Used by one worker thread at a time (taken out of the engine's pool for a call).
+unsafe impl Send for CpuSlot {}
+
+impl CpuSlot {
+    fn new() -> Res<CpuSlot> {
+        let (cuda, _, _) = libs()?;
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the engine's context is current.
+        cu(unsafe { (cuda.cuStreamCreate)(&mut stream, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
+        Ok(CpuSlot { stream, bufs: [Pinned::new(), Pinned::new()] })
+    }
+}
+
+/// The offset-sorted tiles of one call, shared by its decoders: GPU lanes take chunks from the
+/// front, CPU workers runs from the back, until the ends meet (every tile is taken once).
+struct WorkQueue<'a> {
+    misses: &'a [Miss],
+    /// Next tile of the front, one past the last of the back.
+    ends: Mutex<(usize, usize)>,
+}
+
+impl<'a> WorkQueue<'a> {
+    fn new(misses: &'a [Miss]) -> WorkQueue<'a> {
+        WorkQueue { misses, ends: Mutex::new((0, misses.len())) }
+    }
+
+    /// Up to `n` tiles from the front (empty when none are left).
+    fn front(&self, n: usize) -> &'a [Miss] {
+        let mut g = self.ends.lock().unwrap_or_else(|p| p.into_inner());
+        let (a, b) = *g;
+        let k = n.min(b - a);
+        g.0 = a + k;
+        &self.misses[a..a + k]
+    }
+
+    /// Up to `n` tiles from the back (empty when none are left).
+    fn back(&self, n: usize) -> &'a [Miss] {
+        let mut g = self.ends.lock().unwrap_or_else(|p| p.into_inner());
+        let (a, b) = *g;
+        let k = n.min(b - a);
+        g.1 = b - k;
+        &self.misses[b - k..b]
+    }
+}
+
 /// I/O path chosen at engine start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum IoPath {
@@ -402,7 +467,7 @@ impl IoPath {
 }
 
 /// Phases timed when `SLIDESTREAM_GPU_TRACE` is set (nanoseconds, summed over threads).
-const TRACE_PHASES: [&str; 7] = ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble"];
+const TRACE_PHASES: [&str; 9] = ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble", "output alloc", "cache insert"];
 
 fn trace_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
@@ -411,7 +476,7 @@ fn trace_on() -> bool {
 
 #[derive(Default)]
 struct Counters {
-    trace: [AtomicU64; 7],
+    trace: [AtomicU64; 9],
     posix_bytes: AtomicU64,
     posix_requests: AtomicU64,
     gds_bytes: AtomicU64,
@@ -463,7 +528,11 @@ pub(crate) struct Engine {
     io_error: Option<String>,
     cufile: Option<&'static CuFile>,
     files: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
-    cpu_share: f64,
+    /// CPU decode workers that join the GPU lanes on large batches
+    /// (`SLIDESTREAM_GPU_CPU_WORKERS`), and their idle resources (stream + pinned buffers).
+    cpu_workers: usize,
+    #[allow(clippy::vec_box)]
+    cpu_slots: Mutex<(Vec<Box<CpuSlot>>, usize)>,
     gpu_workers: usize,
     /// Bytes of device memory held by live tile blocks (cached tiles and tiles of calls in
     /// flight).
@@ -499,7 +568,15 @@ fn engine(device: usize) -> Result<Arc<Engine>> {
             return Err(GpuError::Fork { parent: other.pid, child: pid() }.into());
         }
     }
+    let t0 = std::time::Instant::now();
     let e = Arc::new(Engine::start(device)?);
+    let t1 = std::time::Instant::now();
+    if let Err(err) = e.warm_up() {
+        e.note_cpu(format!("engine warm-up failed ({err}): the first large read pays the set-up"));
+    }
+    if trace_on() {
+        eprintln!("[slidestream gpu trace] engine start on device {device}: {:.1} ms, warm-up {:.1} ms", (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+    }
     map.insert(device, e.clone());
     Ok(e)
 }
@@ -551,6 +628,17 @@ impl Engine {
         unsafe {
             let mut dev = 0;
             cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
+            // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`): only settable
+            // before the primary context is active (else the current setting stays).
+            let sched = match std::env::var("SLIDESTREAM_GPU_SYNC").ok().as_deref().map(str::trim) {
+                Some("spin") => Some(CU_CTX_SCHED_SPIN),
+                Some("yield") => Some(CU_CTX_SCHED_YIELD),
+                Some("blocking") => Some(CU_CTX_SCHED_BLOCKING_SYNC),
+                _ => None,
+            };
+            if let Some(f) = sched {
+                (cuda.cuDevicePrimaryCtxSetFlags)(dev, f);
+            }
             cu((cuda.cuDevicePrimaryCtxRetain)(&mut ctx, dev), "cuDevicePrimaryCtxRetain")?;
             cu((cuda.cuCtxSetCurrent)(ctx), "cuCtxSetCurrent")?;
             cu((cuda.cuStreamCreate)(&mut free_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")?;
@@ -631,15 +719,17 @@ impl Engine {
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map_or(DEFAULT_DEVICE_CACHE_BYTES, |v| usize::try_from(v).unwrap_or(usize::MAX));
-        let cpu_share = std::env::var("SLIDESTREAM_GPU_CPU_SHARE")
-            .ok()
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| (0.0..=1.0).contains(v))
-            .unwrap_or(0.0);
         let gpu_workers = std::env::var("SLIDESTREAM_GPU_WORKERS")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
             .map_or(DEFAULT_GPU_WORKERS, |v| v.clamp(1, MAX_LANES));
+        // CPU decoders beside the lanes: by default one per core the lanes leave (each lane's
+        // thread prepares chunks and waits on nvJPEG).
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu_workers = std::env::var("SLIDESTREAM_GPU_CPU_WORKERS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(cores.saturating_sub(gpu_workers), |v| v.min(256));
         Ok(Engine {
             device,
             ctx,
@@ -663,7 +753,8 @@ impl Engine {
             io_error,
             cufile,
             files: Mutex::new(HashMap::new()),
-            cpu_share,
+            cpu_workers,
+            cpu_slots: Mutex::new((Vec::new(), 0)),
             gpu_workers,
             held: Arc::new(AtomicU64::new(0)),
             nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
@@ -672,6 +763,111 @@ impl Engine {
                 _ => DEFAULT_NVJPEG_OUTPUT,
             },
         })
+    }
+
+    /// Start-up work that would otherwise land on the first large read (measured on the H200:
+    /// about 1.3 s more for the first 4096-tile batch than for the next): the decode lanes
+    /// (streams, nvJPEG states, scratch / pinned buffers), nvJPEG's batched-decode internals (each
+    /// slot decodes one chunk of [`CHUNK_TILES`] synthetic 256² 4:2:0 tiles), and the CPU decode
+    /// workers' streams and pinned buffers.
+    fn warm_up(&self) -> Res<()> {
+        let (w, h) = (256usize, 256usize);
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| ((i * 7 + i / 768) % 251) as u8).collect();
+        let jpeg = (|| {
+            let mut c = turbojpeg::Compressor::new()?;
+            c.set_quality(85)?;
+            c.set_subsamp(turbojpeg::Subsamp::Sub2x2)?;
+            c.compress_to_vec(turbojpeg::Image { pixels: &rgb[..], width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB })
+        })()
+        .map_err(|e| GpuError::Call(format!("warm-up JPEG: {e}")))?;
+        let mut lanes = Vec::new();
+        while lanes.len() < self.gpu_workers {
+            match self.try_take_lane() {
+                Some(Ok(l)) => lanes.push(l),
+                Some(Err(e)) => {
+                    for l in lanes {
+                        self.give_lane(l);
+                    }
+                    return Err(e);
+                }
+                None => break,
+            }
+        }
+        let results: Vec<Res<()>> = std::thread::scope(|s| {
+            let hs: Vec<_> = lanes
+                .iter_mut()
+                .map(|l| {
+                    let jpeg = &jpeg;
+                    s.spawn(move || {
+                        self.make_current()?;
+                        for slot in l.slots.iter_mut() {
+                            self.warm_slot(slot, jpeg, w as c_int, h as c_int)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(GpuError::Call("warm-up thread panicked".into())))).collect()
+        });
+        for l in lanes {
+            self.give_lane(l);
+        }
+        let mut slots = self.take_cpu_slots(self.cpu_workers);
+        let mut r = Ok(());
+        for cs in slots.iter_mut() {
+            for b in cs.bufs.iter_mut() {
+                r = r.and(b.ensure(CPU_RUN_TILES * w * h * 4));
+            }
+        }
+        self.give_cpu_slots(slots);
+        results.into_iter().collect::<Res<Vec<()>>>()?;
+        r
+    }
+
+    /// One batched nvJPEG decode of [`CHUNK_TILES`] copies of `jpeg` (a `w × h` 4:2:0 stream)
+    /// on `slot`, laid out as `decode_convert` lays out a chunk.
+    fn warm_slot(&self, slot: &mut Slot, jpeg: &[u8], w: c_int, h: c_int) -> Res<()> {
+        let (cuda, nvj, _) = libs()?;
+        let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
+        let n = CHUNK_TILES;
+        let g = geo_of(w, h, (2, 2));
+        let plane = |c: usize| (g.pw[c] as usize) * (g.ph[c] as usize + 16) + 64;
+        let per: usize = (0..3).map(plane).sum();
+        slot.scratch.ensure(n * per, None)?;
+        slot.pinned.ensure(n * jpeg.len())?;
+        slot.arena.ensure(n * (jpeg.len() + 32))?;
+        let arena = slot.arena.as_mut_slice(n * jpeg.len());
+        for k in 0..n {
+            arena[k * jpeg.len()..(k + 1) * jpeg.len()].copy_from_slice(jpeg);
+        }
+        let ptrs: Vec<*const u8> = (0..n).map(|k| arena[k * jpeg.len()..].as_ptr()).collect();
+        let lens = vec![jpeg.len(); n];
+        let mut images: Vec<nvjpegImage> = (0..n)
+            .map(|k| {
+                let mut im = nvjpegImage { channel: [std::ptr::null_mut(); 4], pitch: [0; 4] };
+                let mut o = k * per;
+                for c in 0..3 {
+                    im.channel[c] = (slot.scratch.ptr as usize + o) as *mut u8;
+                    im.pitch[c] = g.pw[c] as usize;
+                    o += plane(c);
+                }
+                im
+            })
+            .collect();
+        // SAFETY: arrays of n entries; output planes inside the scratch allocation sized above;
+        // the bitstreams (slot-owned pinned memory) outlive the synchronisation below.
+        unsafe {
+            if slot.batch != n as c_int {
+                nv((nvj.nvjpegDecodeBatchedInitialize)(self.nvj_host, slot.state, n as c_int, 1, self.nvj_output), "nvjpegDecodeBatchedInitialize")?;
+                slot.batch = n as c_int;
+            }
+            let r = nv((nvj.nvjpegDecodeBatched)(self.nvj_host, slot.state, ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream), "nvjpegDecodeBatched(warm-up)");
+            if r.is_err() {
+                slot.batch = -1; // initialise again before the next batch
+            }
+            let s = cu((cuda.cuStreamSynchronize)(slot.stream), "cuStreamSynchronize");
+            r.and(s)
+        }
     }
 
     fn make_current(&self) -> Res<()> {
@@ -706,7 +902,7 @@ impl Engine {
             if let Some(l) = g.0.pop() {
                 return Ok(l);
             }
-            if g.1 < MAX_LANES {
+            if g.1 < self.gpu_workers {
                 g.1 += 1;
                 drop(g);
                 return self.new_lane().inspect_err(|_| {
@@ -723,7 +919,7 @@ impl Engine {
         if let Some(l) = g.0.pop() {
             return Some(Ok(l));
         }
-        if g.1 >= MAX_LANES {
+        if g.1 >= self.gpu_workers {
             return None;
         }
         g.1 += 1;
@@ -765,6 +961,8 @@ impl Engine {
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
             decoded_hybrid: c.hybrid.load(Relaxed),
             decoded_cpu: c.cpu.load(Relaxed),
+            gpu_lanes: self.gpu_workers,
+            cpu_workers: self.cpu_workers,
             gpu_batch_fallbacks: c.batch_fallbacks.load(Relaxed),
             cpu_fallback_reason: self.cpu_reason.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             cache: self.cache.stats(),
@@ -909,10 +1107,17 @@ pub(super) fn free_array(a: &mut DeviceArray) {
     if let Some(e) = existing(a.device) {
         if e.make_current().is_ok() {
             if let Ok((cuda, _, _)) = libs() {
-                // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once. cuMemFree
-                // of pool memory synchronises the device, so work still using the memory on any
-                // stream (a consumer's included) finishes first.
-                unsafe { (cuda.cuMemFree)(a.ptr) };
+                if a.exported.load(Relaxed) {
+                    // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once.
+                    // cuMemFree of pool memory synchronises the device, so work still using the
+                    // memory on any stream (a consumer's included) finishes first.
+                    unsafe { (cuda.cuMemFree)(a.ptr) };
+                } else {
+                    // SAFETY: as above; the pointer never left slidestream and every use of it
+                    // (the assembly, `download`'s synchronous copy) completed before the read
+                    // or copy returned, so a stream-ordered free on any stream is safe.
+                    unsafe { (cuda.cuMemFreeAsync)(a.ptr, e.free_stream) };
+                }
             }
         }
     }
@@ -963,6 +1168,7 @@ pub(super) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize
 
 impl Engine {
     fn read_regions(&self, lane: &mut Lane, slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+        let t_entry = std::time::Instant::now();
         let (cuda, _, _) = libs()?;
         let (img, ds, at) = slide.level_image(level)?;
         let n = locations.len();
@@ -976,9 +1182,9 @@ impl Engine {
             let stream = lane.slots[0].stream;
             // SAFETY: out-pointer to a local; the stream is synchronised before the array is
             // returned, so the allocation is complete for every consumer.
-            cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync")?;
+            self.time(7, || cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
         }
-        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.pid };
+        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.pid, exported: Default::default() };
         if bytes == 0 {
             return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
         }
@@ -1099,7 +1305,12 @@ impl Engine {
             self.counters.trace[6].fetch_add(t_asm.elapsed().as_nanos() as u64, Relaxed);
             if n_miss >= 256 {
                 let t: Vec<String> = TRACE_PHASES.iter().zip(&self.counters.trace).map(|(n, v)| format!("{n} {:.1} ms", v.swap(0, Relaxed) as f64 / 1e6)).collect();
-                eprintln!("[slidestream gpu trace] {n} patches, {n_miss} tiles decoded in {:.1} ms: {}", t_all.elapsed().as_secs_f64() * 1e3, t.join(", "));
+                eprintln!(
+                    "[slidestream gpu trace] {n} patches, {n_miss} tiles decoded in {:.1} ms (call {:.1} ms): {}",
+                    t_all.elapsed().as_secs_f64() * 1e3,
+                    t_entry.elapsed().as_secs_f64() * 1e3,
+                    t.join(", ")
+                );
             }
         }
         Ok(DeviceBatch { array, errors })
@@ -1112,33 +1323,21 @@ impl Engine {
         let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
         self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
         misses.sort_by_key(|m| m.offset);
-        let mut cpu: Vec<Miss> = Vec::new();
-        let mut gpu: Vec<Miss> = Vec::new();
-        if gpu_level {
-            // The CPU share: every k-th tile goes to the CPU decoders.
-            let share = self.cpu_share;
-            for (i, m) in misses.into_iter().enumerate() {
-                if share > 0.0 && ((i as f64 + 1.0) * share).floor() > (i as f64 * share).floor() {
-                    cpu.push(m);
-                } else {
-                    gpu.push(m);
-                }
-            }
+        // JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding from the
+        // other end of the same queue); the rest to the CPU decoders.
+        let (gpu, cpu) = if gpu_level {
+            (misses, Vec::new())
         } else {
             if c.compression == Compression::Jpeg {
                 self.note_cpu(format!("{at}: JPEG with {} samples (planar {}) goes to the CPU decoder", c.samples_per_pixel, c.planar_separate));
             }
-            cpu = misses;
-        }
+            (Vec::new(), misses)
+        };
         let ctx = self.ctx;
-        let (gpu_done, cpu_done) = std::thread::scope(|s| {
-            let cpu_thread = (!cpu.is_empty()).then(|| s.spawn(|| self.time(5, || self.cpu_decode(slide, img, at, &cpu))));
-            let g = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
-            let cpu_res = cpu_thread.map(|t| t.join().unwrap_or_else(|_| Vec::new()));
-            (g, cpu_res.unwrap_or_default())
-        });
-        // SAFETY: restore this thread's current context (the scope's threads do not change it,
-        // but the CPU decoders may have run CUDA-free code on this thread's rayon pool).
+        let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
+        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.time(5, || self.cpu_decode(slide, img, at, &cpu, true)) };
+        // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
+        // run on this thread).
         let _ = unsafe { (libs()?.0.cuCtxSetCurrent)(ctx) };
         let gpu_done = gpu_done?;
         // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
@@ -1152,7 +1351,7 @@ impl Engine {
         }
         let mut cpu_done = cpu_done;
         if !retry.is_empty() {
-            cpu_done.extend(self.cpu_decode(slide, img, at, &retry));
+            cpu_done.extend(self.cpu_decode(slide, img, at, &retry, true));
         }
         // Upload CPU-decoded tiles.
         let stream = lane.slots[0].stream;
@@ -1181,7 +1380,7 @@ impl Engine {
 
     fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
         let nd = &mut needs[m.need];
-        self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone());
+        self.time(8, || self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone()));
         nd.tile = Some(t);
     }
 
@@ -1194,8 +1393,9 @@ impl Engine {
         while self.held.load(Relaxed) > cap.saturating_add(in_flight) && self.cache.evict_lru() {}
     }
 
-    /// Read and decode `misses` on the CPU (the slide's pool), one result per tile.
-    fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+    /// Read and decode `misses` on the CPU, one result per tile: in the slide's pool when
+    /// `parallel`, else on the calling thread (a CPU decode worker).
+    fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss], parallel: bool) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
         use rayon::prelude::*;
         let planes = img.planes();
         // Every plane of every tile (planar-separate images have one chunk per sample).
@@ -1208,7 +1408,17 @@ impl Engine {
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
-        let buffers = crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone());
+        let buffers = if parallel {
+            crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone())
+        } else {
+            plan.requests
+                .iter()
+                .map(|r| {
+                    let mut buf = vec![0u8; r.len as usize];
+                    slide.source().read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| Error::io(at, e))
+                })
+                .collect()
+        };
         let buffers = match buffers {
             Ok(b) => b,
             Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
@@ -1235,7 +1445,11 @@ impl Engine {
             let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
             (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
         };
-        crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+        if parallel {
+            crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+        } else {
+            misses.iter().enumerate().map(decode).collect()
+        }
     }
 }
 
@@ -1273,11 +1487,16 @@ fn geo_of(w: c_int, h: c_int, sub: (c_int, c_int)) -> Geo {
 }
 
 impl Engine {
-    /// Split a large set of tiles over up to `gpu_workers` lanes decoding concurrently (each
-    /// thread prepares its chunks on the host while the others' decodes run); contiguous parts
-    /// of the offset-sorted list keep each worker's reads sequential in the file.
+    /// Decode a set of JPEG tiles with every decoder available: up to `gpu_workers` lanes take
+    /// chunks of up to [`CHUNK_TILES`] tiles from the front of the offset-sorted list (each
+    /// lane's thread prepares its next chunk on the host while its previous one decodes), and,
+    /// on batches of at least [`MIN_CPU_SHARE_TILES`] tiles, up to `cpu_workers` CPU decoders
+    /// take runs of [`CPU_RUN_TILES`] from the back, until the two ends meet, so each kind
+    /// decodes as much as its speed allows (the issue's "CPU decoder threads take a share of a
+    /// batch").
     fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
-        let want = (misses.len() / (2 * CHUNK_TILES)).clamp(1, self.gpu_workers);
+        let n = misses.len();
+        let want = n.div_ceil(CHUNK_TILES).clamp(1, self.gpu_workers);
         let mut extra: Vec<Box<Lane>> = Vec::new();
         while extra.len() + 1 < want {
             match self.try_take_lane() {
@@ -1291,47 +1510,154 @@ impl Engine {
                 None => break,
             }
         }
-        if extra.is_empty() {
-            return self.gpu_decode(lane, slide, img, at, misses);
-        }
-        let parts = extra.len() + 1;
-        let per = misses.len().div_ceil(parts);
-        let mut chunks = misses.chunks(per);
-        let first = chunks.next().unwrap_or(&[]);
+        // Spread a batch smaller than the lanes' chunks over all of them.
+        let chunk = n.div_ceil(extra.len() + 1).clamp(1, CHUNK_TILES);
+        let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
+        let mut cpu_slots = self.take_cpu_slots(cpu_want);
+        let q = WorkQueue::new(misses);
         let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = extra
+            let lanes: Vec<_> = extra
                 .iter_mut()
-                .zip(chunks)
-                .map(|(l, part)| {
+                .map(|l| {
+                    let q = &q;
                     s.spawn(move || {
                         self.make_current()?;
-                        self.gpu_decode(l, slide, img, at, part)
+                        self.gpu_decode(l, slide, img, at, q, chunk)
                     })
                 })
                 .collect();
-            let mut out = vec![self.gpu_decode(lane, slide, img, at, first)];
-            out.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(GpuError::Call("GPU decode worker panicked".into()).into()))));
+            let cpus: Vec<_> = cpu_slots
+                .iter_mut()
+                .map(|cs| {
+                    let q = &q;
+                    s.spawn(move || self.time(5, || self.cpu_worker(cs, slide, img, at, q)))
+                })
+                .collect();
+            let mut out = vec![self.gpu_decode(lane, slide, img, at, &q, chunk)];
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()));
+            out.extend(lanes.into_iter().map(joined));
+            out.extend(cpus.into_iter().map(joined));
             out
         });
         for l in extra {
             self.give_lane(l);
         }
-        let mut all = Vec::with_capacity(misses.len());
+        self.give_cpu_slots(cpu_slots);
+        let mut all = Vec::with_capacity(n);
         for r in results {
             all.extend(r?);
         }
         Ok(all)
     }
 
-    /// Decode JPEG tiles on the GPU in chunks alternating between the lane's two slots.
-    fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
+    /// Up to `n` CPU workers' resources, made as needed (never more than `cpu_workers` exist);
+    /// fewer when concurrent calls hold them.
+    #[allow(clippy::vec_box)]
+    fn take_cpu_slots(&self, n: usize) -> Vec<Box<CpuSlot>> {
+        let mut g = self.cpu_slots.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<Box<CpuSlot>> = Vec::with_capacity(n);
+        while out.len() < n {
+            match g.0.pop() {
+                Some(cs) => out.push(cs),
+                None if g.1 < self.cpu_workers => match CpuSlot::new() {
+                    Ok(cs) => {
+                        g.1 += 1;
+                        out.push(Box::new(cs));
+                    }
+                    Err(e) => {
+                        self.note_cpu(format!("CPU decode worker not started: {e}"));
+                        break;
+                    }
+                },
+                None => break,
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::vec_box)]
+    fn give_cpu_slots(&self, slots: Vec<Box<CpuSlot>>) {
+        self.cpu_slots.lock().unwrap_or_else(|p| p.into_inner()).0.extend(slots);
+    }
+
+    /// A CPU decode worker: takes runs of [`CPU_RUN_TILES`] tiles from the back of `q`, reads
+    /// and decodes them with the CPU decoder (the same code as the CPU path, so the pixels are
+    /// those of [`Slide::read_region`]), packs them into a pinned buffer and uploads them in
+    /// one copy into one device block, while it decodes the next run into its other buffer.
+    fn cpu_worker(&self, cs: &mut CpuSlot, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>) -> Result<Vec<(Miss, GpuResult)>> {
+        let (cuda, _, _) = libs()?;
+        self.make_current()?;
+        let mut out = Vec::new();
+        let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
+        let mut k = 0usize;
+        loop {
+            let run = q.back(CPU_RUN_TILES);
+            if run.is_empty() {
+                break;
+            }
+            let decoded = self.cpu_decode(slide, img, at, run, false);
+            let mut tiles = Vec::with_capacity(decoded.len());
+            for (m, r) in decoded {
+                match r {
+                    Ok(t) => tiles.push((m, t)),
+                    Err(e) => out.push((m, Err(Some(e)))),
+                }
+            }
+            if tiles.is_empty() {
+                continue;
+            }
+            let sizes: Vec<usize> = tiles.iter().map(|(_, t)| t.rgba.len().max(4).next_multiple_of(256)).collect();
+            let total: usize = sizes.iter().sum();
+            let buf = &mut cs.bufs[k % 2];
+            k += 1;
+            // The buffer's previous copy (two runs ago) finished at the synchronisation before
+            // the last run's copy.
+            buf.ensure(total)?;
+            let host = buf.as_mut_slice(total);
+            let mut off = 0;
+            for ((_, t), size) in tiles.iter().zip(&sizes) {
+                host[off..off + t.rgba.len()].copy_from_slice(&t.rgba);
+                off += size;
+            }
+            let mut p = 0;
+            // SAFETY: out-pointer to a local; stream-ordered allocation on the worker's stream.
+            cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, total, cs.stream) }, "cuMemAllocAsync")?;
+            let block = DevBlock::new(self, p, total);
+            // SAFETY: the worker's stream: the previous run's copy is complete after this.
+            cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
+            out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+            // SAFETY: `total` bytes of the pinned buffer into the block of `total` bytes; the
+            // buffer is not written again before the stream is synchronised (next-but-one run).
+            cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, total, cs.stream) }, "cuMemcpyHtoDAsync")?;
+            self.counters.cpu.fetch_add(tiles.len() as u64, Relaxed);
+            let mut off = 0u64;
+            for ((m, t), size) in tiles.into_iter().zip(&sizes) {
+                pending.push((m, Arc::new(DevTile { ptr: p + off, w: t.width, h: t.height, _block: block.clone() })));
+                off += *size as u64;
+            }
+        }
+        // SAFETY: the worker's stream.
+        cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
+        out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+        Ok(out)
+    }
+
+    /// Decode JPEG tiles on the GPU: chunks of up to `chunk` tiles from the front of `q`,
+    /// alternating between the lane's two slots.
+    fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>, chunk_tiles: usize) -> Result<Vec<(Miss, GpuResult)>> {
         let (cuda, _, _) = libs()?;
         let cufile = if self.io != IoPath::Posix { self.cufile_handle(slide) } else { None };
-        let mut out = Vec::with_capacity(misses.len());
+        let mut out = Vec::new();
         let mut pending: [Vec<(Miss, Arc<DevTile>)>; 2] = [Vec::new(), Vec::new()];
         let mut failure = None;
-        for (k, chunk) in misses.chunks(CHUNK_TILES).enumerate() {
+        let mut k = 0usize;
+        loop {
+            let chunk = q.front(chunk_tiles);
+            if chunk.is_empty() {
+                break;
+            }
             let si = k % 2;
+            k += 1;
             let slot = &mut lane.slots[si];
             // SAFETY: the slot's stream; its previous chunk must be complete before reuse.
             if let Err(e) = self.time(4, || cu(unsafe { (cuda.cuStreamSynchronize)(slot.stream) }, "cuStreamSynchronize")) {
@@ -1733,5 +2059,72 @@ impl Engine {
         }
         r?;
         Ok((done, Vec::new()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn misses(n: usize) -> Vec<Miss> {
+        (0..n).map(|i| Miss { need: i, col: i as u64, row: 0, offset: 100 * i as u64, len: 10 }).collect()
+    }
+
+    #[test]
+    fn work_queue_hands_out_every_tile_once_from_both_ends() {
+        let m = misses(1000);
+        let q = WorkQueue::new(&m);
+        let mut taken = Vec::new();
+        let (mut fronts, mut backs) = (0, 0);
+        // Alternate one GPU-sized take and three CPU-sized takes until empty.
+        loop {
+            let f = q.front(256);
+            fronts += f.len();
+            taken.extend(f.iter().map(|m| m.need));
+            let mut b_all = 0;
+            for _ in 0..3 {
+                let b = q.back(CPU_RUN_TILES);
+                b_all += b.len();
+                taken.extend(b.iter().map(|m| m.need));
+            }
+            backs += b_all;
+            if f.is_empty() && b_all == 0 {
+                break;
+            }
+        }
+        taken.sort_unstable();
+        assert_eq!(taken, (0..1000).collect::<Vec<_>>());
+        assert!(fronts > 0 && backs > 0, "{fronts} {backs}");
+        // The front took whole chunks in order, the back from the end.
+        assert!(q.front(1).is_empty() && q.back(1).is_empty());
+    }
+
+    #[test]
+    fn work_queue_shared_by_threads_loses_nothing() {
+        let m = misses(5000);
+        let q = WorkQueue::new(&m);
+        let got: Vec<Vec<usize>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|t| {
+                    let q = &q;
+                    s.spawn(move || {
+                        let mut v = Vec::new();
+                        loop {
+                            let r = if t % 2 == 0 { q.front(CHUNK_TILES) } else { q.back(CPU_RUN_TILES) };
+                            if r.is_empty() {
+                                return v;
+                            }
+                            // A run is contiguous in the offset order.
+                            assert!(r.windows(2).all(|w| w[1].need == w[0].need + 1));
+                            v.extend(r.iter().map(|m| m.need));
+                        }
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<usize> = got.into_iter().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..5000).collect::<Vec<_>>());
     }
 }

@@ -90,8 +90,14 @@ impl Default for DeviceOptions {
     }
 }
 
-/// A `u8` array in device memory, C-contiguous, freed when dropped (the memory is returned with
-/// `cuMemFree`, which waits for work still using it on any stream).
+/// A `u8` array in device memory, C-contiguous, freed when dropped.
+///
+/// Freeing: once its pointer was handed out ([`ptr`](Self::ptr), which the Python bindings'
+/// `__dlpack__` and `__cuda_array_interface__` use), the memory is returned with `cuMemFree`,
+/// which waits for work still using it on any stream (a consumer's included). An array whose
+/// pointer never left slidestream (read, then copied with [`to_host`](Self::to_host) or
+/// dropped) is returned stream-ordered (`cuMemFreeAsync`) without waiting for the device, so
+/// threads dropping results do not stall each other's reads.
 ///
 /// Shapes: (height, width, channels) for a region, (n, height, width, channels) for a batch.
 /// The data are complete when the read returns (the reading stream was synchronised), so any
@@ -103,6 +109,9 @@ pub struct DeviceArray {
     /// Process that allocated the memory: a forked child never frees (or touches) it.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pid: u32,
+    /// [`ptr`](Self::ptr) was called: free with a device-wide wait.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    exported: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for DeviceArray {
@@ -112,8 +121,10 @@ impl std::fmt::Debug for DeviceArray {
 }
 
 impl DeviceArray {
-    /// Device pointer (`CUdeviceptr`) of element 0.
+    /// Device pointer (`CUdeviceptr`) of element 0. Work enqueued on it on any stream may
+    /// still run when the array is dropped: the free then waits for the device.
     pub fn ptr(&self) -> u64 {
+        self.exported.store(true, std::sync::atomic::Ordering::Relaxed);
         self.ptr
     }
     /// Shape, outermost first.
@@ -215,8 +226,12 @@ pub struct GpuStats {
     /// Tiles decoded by nvJPEG's default (hybrid / GPU) backend.
     pub decoded_hybrid: u64,
     /// Tiles decoded on the CPU and uploaded: other codecs, streams nvJPEG refuses, the CPU
-    /// share of a batch, and fallbacks after a failed GPU batch.
+    /// decode workers' share of large batches, and fallbacks after a failed GPU batch.
     pub decoded_cpu: u64,
+    /// Lanes (GPU decode pipelines, `SLIDESTREAM_GPU_WORKERS`) one large batch is spread over.
+    pub gpu_lanes: usize,
+    /// CPU decode workers that join the lanes on large batches (`SLIDESTREAM_GPU_CPU_WORKERS`).
+    pub cpu_workers: usize,
     /// nvJPEG batches that failed and were redone on the CPU.
     pub gpu_batch_fallbacks: u64,
     /// Last reason a tile or batch went to the CPU decoder (empty if none).

@@ -50,6 +50,10 @@ pub const NVJPEG_CSS_420: c_int = 2;
 pub const NVJPEG_CSS_440: c_int = 3;
 /// `CU_STREAM_NON_BLOCKING`.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
+/// `CUctx_flags` scheduling values (cuda.h): spin, yield, or block on a synchronisation primitive.
+pub const CU_CTX_SCHED_SPIN: c_uint = 1;
+pub const CU_CTX_SCHED_YIELD: c_uint = 2;
+pub const CU_CTX_SCHED_BLOCKING_SYNC: c_uint = 4;
 /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (cuda.h `CUmemPool_attribute`).
 pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
 /// `CU_FILE_HANDLE_TYPE_OPAQUE_FD` (cufile.h).
@@ -149,6 +153,7 @@ pub struct Cuda {
     pub cuDeviceGetName: unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult,
     pub cuDeviceGetAttribute: unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CUresult,
     pub cuDevicePrimaryCtxRetain: unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult,
+    pub cuDevicePrimaryCtxSetFlags: unsafe extern "C" fn(CUdevice, c_uint) -> CUresult,
     pub cuCtxSetCurrent: unsafe extern "C" fn(CUcontext) -> CUresult,
     pub cuMemAlloc: unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult,
     pub cuMemFree: unsafe extern "C" fn(CUdeviceptr) -> CUresult,
@@ -197,6 +202,7 @@ impl Cuda {
             cuDeviceGetName: bind!(lib, "cuDeviceGetName"),
             cuDeviceGetAttribute: bind!(lib, "cuDeviceGetAttribute"),
             cuDevicePrimaryCtxRetain: bind!(lib, "cuDevicePrimaryCtxRetain"),
+            cuDevicePrimaryCtxSetFlags: bind!(lib, "cuDevicePrimaryCtxSetFlags_v2"),
             cuCtxSetCurrent: bind!(lib, "cuCtxSetCurrent"),
             cuMemAlloc: bind!(lib, "cuMemAlloc_v2"),
             cuMemFree: bind!(lib, "cuMemFree_v2"),
