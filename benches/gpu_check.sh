@@ -1,47 +1,128 @@
 #!/usr/bin/env bash
 # GPU verification and timings on a CUDA machine without a Rust toolchain (the lent H200).
-# What docs/gpu.md reports comes from these steps (there run as separate calls).
+# What docs/gpu.md reports comes from these steps (run as one or two device calls, by PARTS).
 #
 # Prepare here (x86-64 build machine), into the git-ignored .device/:
 #   cargo build --release -p slidestream --features cuda
 #   mkdir -p .device/bin .device/wheels && strip -o .device/bin/slidestream-cuda target/release/slidestream
 #   cargo test --release -p slidestream --features cuda --no-run     # prints target/release/deps/gpu-<hash>
-#   strip -o .device/bin/gpu-tests target/release/deps/gpu-<hash>
+#   objcopy --strip-debug target/release/deps/gpu-<hash> .device/bin/gpu-tests   # symbols kept for the sanitizer
 #   (cd py && maturin build --release --out ../.device/wheels)
 #   cp -r ../shared/testdata .device/testdata && cp ../shared/tools/make_big_svs.py .device/
-# Device: run(command="bash benches/gpu_check.sh", carry=[".device"]); logs go to $OUT.
-# Environment: PARTS (default "tests python timings torchvision").
+# Device: run(command="PARTS='tests sweep' bash benches/gpu_check.sh", carry=[".device"]); logs go to $OUT.
+#
+# PARTS (default "tests python timings torchvision"):
+#   tests        core/tests/gpu.rs under SLIDESTREAM_COMPAT_MODE=on, off, auto, then auto without CPU
+#                decode workers, then the large-batch test alone with a 16 MiB device cache (the
+#                held-bytes bound)
+#   sanitizer    compute-sanitizer memcheck over the GPU tests (leak check on), then initcheck
+#   initcheck    initcheck (kernel accesses) over four GPU tests
+#   python       py/tests/test_gpu.py with the wheel
+#   timings      4096 random 256² patches (gpu-region) and the level-0 scan, default settings
+#   sweep        the same under SLIDESTREAM_GPU_CPU_WORKERS x SLIDESTREAM_GPU_SYNC settings
+#   scantrace    the level-0 scan traced per call (SLIDESTREAM_GPU_TRACE)
+#   torchvision  torchvision's batched nvJPEG on the same tiles (benches/tv_decode.py)
+#   mt           compare.py rand256-1t / rand256-mt for slidestream-cuda, default and blocking sync
+#   compare      benches/compare.py, slidestream CPU and CUDA from Python (batch4096, scan-l0,
+#                rand256-1t, rand256-mt; warm page cache), report in $OUT
 set -uo pipefail
 B=$PWD/.device/bin/slidestream-cuda
+T=$PWD/.device/bin/gpu-tests
 export SLIDESTREAM_TESTDATA=$PWD/.device/testdata
 OUT=${OUT:-/tmp/gpu-check}
 mkdir -p "$OUT"
 PARTS=${PARTS:-"tests python timings torchvision"}
+has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
+wheel() {
+  [ -d /tmp/ss/slidestream ] || python3 -m pip install -q --no-deps --no-index --target /tmp/ss .device/wheels/slidestream-*.whl
+}
+region() {  # label, then env assignments for gpu-region (4096 patches, one batch)
+  echo "#### 4096 random 256² patches: $*"
+  env "$@" SLIDESTREAM_GPU_TRACE=1 timeout 120 $B gpu-region /tmp/big.svs --patches 4096 --batch 4096 2>&1 | grep -E "patches/s|trace"
+}
+scan() {
+  echo "#### level-0 scan (40,000 tiles), batches of 4096: $*"
+  env "$@" timeout 120 $B tiles /tmp/big.svs --device cuda --batch 4096 2>&1 | grep -E "throughput|gpu decode"
+}
 {
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 [ -f /tmp/big.svs ] || python3 .device/make_big_svs.py /tmp/big.svs --source .device/testdata/CMU-1-Small-Region.svs >/dev/null
-case " $PARTS " in *" tests "*)
+export SLIDESTREAM_TEST_BIG_SLIDE=/tmp/big.svs   # the large-batch test also reads 2048 of its tiles
+if has tests; then
   for mode in on off auto; do
     echo "#### core/tests/gpu.rs, SLIDESTREAM_COMPAT_MODE=$mode"
-    SLIDESTREAM_COMPAT_MODE=$mode timeout 240 .device/bin/gpu-tests --test-threads 8 --nocapture 2>&1 | grep -v '^$' | tail -40
-  done;;
-esac
-case " $PARTS " in *" python "*)
-  echo "#### py/tests/test_gpu.py"
-  python3 -m pip install -q --no-deps --no-index --target /tmp/ss .device/wheels/slidestream-*.whl
-  PYTHONPATH=/tmp/ss timeout 300 python3 -m pytest -q -p no:cacheprovider -rs py/tests/test_gpu.py 2>&1 | tail -8;;
-esac
-case " $PARTS " in *" timings "*)
-  for w in 1 2 4 8; do
-    echo "#### 4096 random 256² patches, SLIDESTREAM_GPU_WORKERS=$w"
-    SLIDESTREAM_GPU_WORKERS=$w SLIDESTREAM_GPU_TRACE=1 timeout 120 $B gpu-region /tmp/big.svs --patches 4096 --batch 4096 2>&1 | grep -E "patches/s|trace"
+    SLIDESTREAM_COMPAT_MODE=$mode timeout 240 $T --test-threads 8 --nocapture 2>&1 | grep -v '^$' | tail -40
   done
-  echo "#### level-0 scan: CPU, then GPU"
-  $B tiles /tmp/big.svs --batch 1024 | head -2
-  timeout 120 $B tiles /tmp/big.svs --device cuda --batch 4096;;
-esac
-case " $PARTS " in *" torchvision "*)
+  echo "#### core/tests/gpu.rs, SLIDESTREAM_GPU_CPU_WORKERS=0 (nvJPEG only)"
+  SLIDESTREAM_GPU_CPU_WORKERS=0 timeout 240 $T --test-threads 8 --nocapture 2>&1 | grep -E "test result|FAILED|panicked|large batch|tiles in one batch" | tail -10
+  echo "#### held-bytes bound: the large-batch test alone, SLIDESTREAM_DEVICE_CACHE_BYTES=16777216"
+  SLIDESTREAM_DEVICE_CACHE_BYTES=16777216 timeout 120 $T --test-threads 1 --nocapture a_large_batch 2>&1 | grep -v '^$' | tail -8
+fi
+CS=/usr/local/cuda/bin/compute-sanitizer
+summary() {  # error kinds, and the kernels / API calls they were reported in
+  grep -E "^========= [A-Z]" "$1" | sed -E 's/ (at|to) 0x[0-9a-f]+.*//; s/[0-9,]+ bytes/N bytes/g; s/[0-9]+ errors/N errors/' | sort | uniq -c | sort -rn | head -15
+  grep -E "^=========     at " "$1" | sed -E 's/\+0x[0-9a-f]+//' | sort | uniq -c | sort -rn | head -10
+}
+if has sanitizer; then
+  $CS --version | tail -1
+  echo "#### compute-sanitizer memcheck (leak check), every GPU test (log: sanitizer-memcheck.txt)"
+  env -u SLIDESTREAM_TEST_BIG_SLIDE timeout 240 $CS --tool memcheck --leak-check full --print-limit 100000 --error-exitcode 99 $T --test-threads 4 --nocapture > "$OUT/sanitizer-memcheck.txt" 2>&1
+  echo "rc $?"; grep -E "^test result|ERROR SUMMARY|LEAK SUMMARY" "$OUT/sanitizer-memcheck.txt"; summary "$OUT/sanitizer-memcheck.txt"
+fi
+if has sanitizer || has initcheck; then
+  # --check-api-memory-access no: copies made inside nvjpegDecodeBatched read nvJPEG's own buffers
+  # that the hardware engines fill, which initcheck cannot observe (every one was reported when
+  # the check was on); kernels' reads are still checked, slidestream's included.
+  echo "#### compute-sanitizer initcheck of kernel accesses: generated pyramids, corrupt tile, edge requests, large batch (log: sanitizer-initcheck.txt)"
+  env -u SLIDESTREAM_TEST_BIG_SLIDE timeout 150 $CS --tool initcheck --check-api-memory-access no --print-limit 200 --error-exitcode 99 $T --test-threads 1 generated_jpeg corrupt_tile outside_and_empty a_large_batch > "$OUT/sanitizer-initcheck.txt" 2>&1
+  echo "rc $?"; grep -E "^test result|ERROR SUMMARY" "$OUT/sanitizer-initcheck.txt"; summary "$OUT/sanitizer-initcheck.txt"
+fi
+if has python; then
+  echo "#### py/tests/test_gpu.py"
+  wheel
+  PYTHONPATH=/tmp/ss timeout 300 python3 -m pytest -q -p no:cacheprovider -rs py/tests/test_gpu.py 2>&1 | tail -8
+fi
+if has timings; then
+  echo "#### engine start and warm-up"
+  SLIDESTREAM_GPU_TRACE=1 timeout 60 $B info /tmp/big.svs --io-stats 2>&1 | grep -E "engine start|gpu decode"
+  region SLIDESTREAM_GPU_WORKERS=4
+  echo "#### level-0 scan: CPU path"
+  timeout 120 $B tiles /tmp/big.svs --batch 1024 | head -2
+  scan SLIDESTREAM_GPU_WORKERS=4
+fi
+if has sweep; then
+  for sync in default blocking; do
+    for cw in 0 4 8 12; do
+      region SLIDESTREAM_GPU_CPU_WORKERS=$cw SLIDESTREAM_GPU_SYNC=$sync
+    done
+  done
+  for cw in 0 8 12; do scan SLIDESTREAM_GPU_CPU_WORKERS=$cw; done
+fi
+if has scantrace; then
+  echo "#### level-0 scan, batches of 4096, traced (per call: time inside the engine, the whole call, the drop)"
+  SLIDESTREAM_GPU_TRACE=1 timeout 120 $B tiles /tmp/big.svs --device cuda --batch 4096 2>&1 | grep -E "throughput|gpu decode|trace"
+fi
+if has torchvision; then
   echo "#### torchvision batched nvJPEG on the same tiles"
-  timeout 120 python3 benches/tv_decode.py /tmp/big.svs 8192 256;;
-esac
+  timeout 120 python3 benches/tv_decode.py /tmp/big.svs 8192 256
+fi
+if has mt; then
+  wheel
+  for sync in default blocking; do
+    echo "#### compare.py rand256-1t / rand256-mt, slidestream-cuda, SLIDESTREAM_GPU_SYNC=$sync"
+    SLIDESTREAM_GPU_SYNC=$sync PYTHONPATH=/tmp/ss timeout 200 python3 benches/compare.py /tmp/big.svs --readers slidestream-cuda \
+      --workloads rand256-1t,rand256-mt --cache warm --testdata none --patches 1000 --rounds 3 --measure-timeout-s 60 --no-plots \
+      --name h200-gpu-mt-$sync --out "$OUT" --binary /nonexistent >/dev/null 2>"$OUT/compare-mt-$sync.err"
+    echo "rc $?"; grep -E "^\| rand256" "$OUT/compare-h200-gpu-mt-$sync.md" | head -4
+  done
+fi
+if has compare; then
+  echo "#### compare.py: slidestream CPU and CUDA from Python"
+  wheel
+  PYTHONPATH=/tmp/ss timeout 420 python3 benches/compare.py /tmp/big.svs --readers slidestream,slidestream-cuda \
+    --workloads batch4096,scan-l0,rand256-1t,rand256-mt --cache warm --testdata none --patches 1000 --rounds 3 \
+    --scan-tiles 4000 --measure-timeout-s 60 --no-plots --name h200-gpu-${NAME:-check} --out "$OUT" --binary /nonexistent >/dev/null 2>"$OUT/compare.err"
+  echo "rc $?"; tail -5 "$OUT/compare.err"
+  grep -E "^\|" "$OUT"/compare-h200-gpu-*.md | head -30
+fi
 } 2>&1 | tee "$OUT/gpu_check.log"
