@@ -52,12 +52,18 @@ const CHUNK_TILES: usize = 256;
 /// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
 /// threads reading single regions at 944 patches/s against 2,948 for one thread).
 const MAX_LANES: usize = 8;
+/// Most lanes including those made for rayon worker threads that found none free (see
+/// `Engine::take_lane`).
+const MAX_OVERFLOW_LANES: usize = 64;
 /// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
 const DEFAULT_GPU_WORKERS: usize = 4;
 /// nvJPEG output format used unless `SLIDESTREAM_NVJPEG_OUTPUT` says otherwise.
 const DEFAULT_NVJPEG_OUTPUT: c_int = NVJPEG_OUTPUT_UNCHANGED;
 /// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
 const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
+/// Cap of the default number of CPU decode workers (cores − lanes; measured up to 12 on the
+/// H200's 16 cores).
+const DEFAULT_MAX_CPU_WORKERS: usize = 32;
 /// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
 /// copy while it decodes the next run).
 const CPU_RUN_TILES: usize = 8;
@@ -724,12 +730,13 @@ impl Engine {
             .and_then(|v| v.trim().parse::<usize>().ok())
             .map_or(DEFAULT_GPU_WORKERS, |v| v.clamp(1, MAX_LANES));
         // CPU decoders beside the lanes: by default one per core the lanes leave (each lane's
-        // thread prepares chunks and waits on nvJPEG).
+        // thread prepares chunks and waits on nvJPEG), at most `DEFAULT_MAX_CPU_WORKERS` (each
+        // holds a stream and two pinned buffers for the process).
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cpu_workers = std::env::var("SLIDESTREAM_GPU_CPU_WORKERS")
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(cores.saturating_sub(gpu_workers), |v| v.min(256));
+            .map_or(cores.saturating_sub(gpu_workers).min(DEFAULT_MAX_CPU_WORKERS), |v| v.min(256));
         Ok(Engine {
             device,
             ctx,
@@ -897,20 +904,30 @@ impl Engine {
     }
 
     fn take_lane(&self) -> Res<Box<Lane>> {
+        // A rayon worker thread must not wait: while it waits, rayon may run another job on it,
+        // and a job further up its own stack may hold a lane (work stealing inside the parallel
+        // reads of a lane's holder), so waiting could deadlock. It gets an extra lane instead
+        // (made on demand, so slow the first time), up to `MAX_OVERFLOW_LANES`.
+        let may_wait = rayon::current_thread_index().is_none();
         let mut g = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(l) = g.0.pop() {
                 return Ok(l);
             }
-            if g.1 < self.gpu_workers {
+            if g.1 < self.gpu_workers || (!may_wait && g.1 < MAX_OVERFLOW_LANES) {
                 g.1 += 1;
                 drop(g);
-                return self.new_lane().inspect_err(|_| {
-                    self.lanes.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
-                });
+                return self.new_lane().inspect_err(|_| self.lane_failed());
             }
             g = self.lane_free.wait(g).unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    /// A lane could not be made: uncount it and wake a waiter (which may make it, or report
+    /// the error itself).
+    fn lane_failed(&self) {
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
+        self.lane_free.notify_one();
     }
 
     /// A lane if one is free or may still be created, without waiting.
@@ -924,9 +941,7 @@ impl Engine {
         }
         g.1 += 1;
         drop(g);
-        Some(self.new_lane().inspect_err(|_| {
-            self.lanes.lock().unwrap_or_else(|p| p.into_inner()).1 -= 1;
-        }))
+        Some(self.new_lane().inspect_err(|_| self.lane_failed()))
     }
 
     fn give_lane(&self, lane: Box<Lane>) {
@@ -1160,10 +1175,46 @@ pub(super) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize
         return Err(GpuError::Unavailable(err.clone()).into());
     }
     e.make_current()?;
-    let mut lane = e.take_lane()?;
-    let r = e.read_regions(&mut lane, slide, locations, level, size, opts);
-    e.give_lane(lane);
-    r
+    let mut taken = Taken { e: &e, lanes: vec![e.take_lane()?], cpu: Vec::new() };
+    e.read_regions(&mut taken.lanes[0], slide, locations, level, size, opts)
+}
+
+/// Lanes and CPU workers' resources taken from an engine's pools, given back when dropped (a
+/// panic included), so the pools never shrink.
+struct Taken<'a> {
+    e: &'a Engine,
+    #[allow(clippy::vec_box)]
+    lanes: Vec<Box<Lane>>,
+    #[allow(clippy::vec_box)]
+    cpu: Vec<Box<CpuSlot>>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        for l in self.lanes.drain(..) {
+            self.e.give_lane(l);
+        }
+        if !self.cpu.is_empty() {
+            self.e.give_cpu_slots(std::mem::take(&mut self.cpu));
+        }
+    }
+}
+
+/// Synchronises `stream` when dropped while `armed`.
+struct SyncOnDrop {
+    stream: CUstream,
+    armed: bool,
+}
+
+impl Drop for SyncOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok((cuda, _, _)) = libs() {
+                // SAFETY: a stream of the engine, alive for the process.
+                unsafe { (cuda.cuStreamSynchronize)(self.stream) };
+            }
+        }
+    }
 }
 
 impl Engine {
@@ -1175,8 +1226,8 @@ impl Engine {
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
         let bytes = n * w * h * ch;
-        // Output from the device's memory pool (reused across calls); freed by cuMemFree, which
-        // synchronises the device, so consumers' streams are done with it first.
+        // Output from the device's memory pool (reused across calls); freed when the array is
+        // dropped (`free_array`: stream-ordered unless its pointer was handed out).
         let mut out = 0;
         if bytes > 0 {
             let stream = lane.slots[0].stream;
@@ -1188,6 +1239,9 @@ impl Engine {
         if bytes == 0 {
             return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
         }
+        // On an error return the allocation's stream is synchronised before `array` is freed on
+        // the engine's free stream (declared after `array`, so dropped before it).
+        let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream, armed: true };
         // Tiles of every patch, deduplicated.
         let mut needs: Vec<Need> = Vec::new();
         let mut index: HashMap<(u64, u64), usize> = HashMap::new();
@@ -1299,6 +1353,7 @@ impl Engine {
         let sync = cu(unsafe { (cuda.cuStreamSynchronize)(stream) }, "cuStreamSynchronize");
         result?;
         sync?;
+        sync_on_error.armed = false;
         drop(needs); // tiles not cached are freed now that the kernels are done
         self.bound_held_bytes(0);
         if trace_on() {
@@ -1497,24 +1552,21 @@ impl Engine {
     fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
         let n = misses.len();
         let want = n.div_ceil(CHUNK_TILES).clamp(1, self.gpu_workers);
-        let mut extra: Vec<Box<Lane>> = Vec::new();
-        while extra.len() + 1 < want {
+        // Given back when dropped, a panic included.
+        let mut taken = Taken { e: self, lanes: Vec::new(), cpu: Vec::new() };
+        while taken.lanes.len() + 1 < want {
             match self.try_take_lane() {
-                Some(Ok(l)) => extra.push(l),
-                Some(Err(e)) => {
-                    for l in extra {
-                        self.give_lane(l);
-                    }
-                    return Err(e.into());
-                }
+                Some(Ok(l)) => taken.lanes.push(l),
+                Some(Err(e)) => return Err(e.into()),
                 None => break,
             }
         }
         // Spread a batch smaller than the lanes' chunks over all of them.
-        let chunk = n.div_ceil(extra.len() + 1).clamp(1, CHUNK_TILES);
+        let chunk = n.div_ceil(taken.lanes.len() + 1).clamp(1, CHUNK_TILES);
         let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
-        let mut cpu_slots = self.take_cpu_slots(cpu_want);
+        taken.cpu = self.take_cpu_slots(cpu_want);
         let q = WorkQueue::new(misses);
+        let Taken { lanes: extra, cpu: cpu_slots, .. } = &mut taken;
         let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
             let lanes: Vec<_> = extra
                 .iter_mut()
@@ -1539,10 +1591,7 @@ impl Engine {
             out.extend(cpus.into_iter().map(joined));
             out
         });
-        for l in extra {
-            self.give_lane(l);
-        }
-        self.give_cpu_slots(cpu_slots);
+        drop(taken);
         let mut all = Vec::with_capacity(n);
         for r in results {
             all.extend(r?);
@@ -1589,55 +1638,66 @@ impl Engine {
         self.make_current()?;
         let mut out = Vec::new();
         let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
-        let mut k = 0usize;
-        loop {
-            let run = q.back(CPU_RUN_TILES);
-            if run.is_empty() {
-                break;
-            }
-            let decoded = self.cpu_decode(slide, img, at, run, false);
-            let mut tiles = Vec::with_capacity(decoded.len());
-            for (m, r) in decoded {
-                match r {
-                    Ok(t) => tiles.push((m, t)),
-                    Err(e) => out.push((m, Err(Some(e)))),
+        // Every block of this call, released only after the final synchronisation (an error
+        // must not free a block, or reuse a pinned buffer, while a copy into it still runs).
+        let mut keep: Vec<Arc<DevBlock>> = Vec::new();
+        let mut runs = || -> Result<()> {
+            let mut k = 0usize;
+            loop {
+                let run = q.back(CPU_RUN_TILES);
+                if run.is_empty() {
+                    return Ok(());
+                }
+                let decoded = self.cpu_decode(slide, img, at, run, false);
+                let mut tiles = Vec::with_capacity(decoded.len());
+                for (m, r) in decoded {
+                    match r {
+                        Ok(t) => tiles.push((m, t)),
+                        Err(e) => out.push((m, Err(Some(e)))),
+                    }
+                }
+                if tiles.is_empty() {
+                    continue;
+                }
+                let sizes: Vec<usize> = tiles.iter().map(|(_, t)| t.rgba.len().max(4).next_multiple_of(256)).collect();
+                let total: usize = sizes.iter().sum();
+                let buf = &mut cs.bufs[k % 2];
+                k += 1;
+                // The buffer's previous copy (two runs ago) finished at the synchronisation before
+                // the last run's copy.
+                buf.ensure(total)?;
+                let host = buf.as_mut_slice(total);
+                let mut off = 0;
+                for ((_, t), size) in tiles.iter().zip(&sizes) {
+                    host[off..off + t.rgba.len()].copy_from_slice(&t.rgba);
+                    off += size;
+                }
+                let mut p = 0;
+                // SAFETY: out-pointer to a local; stream-ordered allocation on the worker's stream.
+                cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, total, cs.stream) }, "cuMemAllocAsync")?;
+                let block = DevBlock::new(self, p, total);
+                keep.push(block.clone());
+                // SAFETY: the worker's stream: the previous run's copy is complete after this.
+                cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
+                out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+                // SAFETY: `total` bytes of the pinned buffer into the block of `total` bytes; the
+                // buffer is not written again before the stream is synchronised (next-but-one run).
+                cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, total, cs.stream) }, "cuMemcpyHtoDAsync")?;
+                self.counters.cpu.fetch_add(tiles.len() as u64, Relaxed);
+                let mut off = 0u64;
+                for ((m, t), size) in tiles.into_iter().zip(&sizes) {
+                    pending.push((m, Arc::new(DevTile { ptr: p + off, w: t.width, h: t.height, _block: block.clone() })));
+                    off += *size as u64;
                 }
             }
-            if tiles.is_empty() {
-                continue;
-            }
-            let sizes: Vec<usize> = tiles.iter().map(|(_, t)| t.rgba.len().max(4).next_multiple_of(256)).collect();
-            let total: usize = sizes.iter().sum();
-            let buf = &mut cs.bufs[k % 2];
-            k += 1;
-            // The buffer's previous copy (two runs ago) finished at the synchronisation before
-            // the last run's copy.
-            buf.ensure(total)?;
-            let host = buf.as_mut_slice(total);
-            let mut off = 0;
-            for ((_, t), size) in tiles.iter().zip(&sizes) {
-                host[off..off + t.rgba.len()].copy_from_slice(&t.rgba);
-                off += size;
-            }
-            let mut p = 0;
-            // SAFETY: out-pointer to a local; stream-ordered allocation on the worker's stream.
-            cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, total, cs.stream) }, "cuMemAllocAsync")?;
-            let block = DevBlock::new(self, p, total);
-            // SAFETY: the worker's stream: the previous run's copy is complete after this.
-            cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
-            out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
-            // SAFETY: `total` bytes of the pinned buffer into the block of `total` bytes; the
-            // buffer is not written again before the stream is synchronised (next-but-one run).
-            cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, total, cs.stream) }, "cuMemcpyHtoDAsync")?;
-            self.counters.cpu.fetch_add(tiles.len() as u64, Relaxed);
-            let mut off = 0u64;
-            for ((m, t), size) in tiles.into_iter().zip(&sizes) {
-                pending.push((m, Arc::new(DevTile { ptr: p + off, w: t.width, h: t.height, _block: block.clone() })));
-                off += *size as u64;
-            }
-        }
-        // SAFETY: the worker's stream.
-        cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
+        };
+        let r = runs();
+        // SAFETY: the worker's stream, on every exit: its copies finish before the blocks can
+        // be freed and before the slot (and its pinned buffers) returns to the pool.
+        let synced = cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize");
+        drop(keep);
+        r?;
+        synced?;
         out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
         Ok(out)
     }
