@@ -787,21 +787,10 @@ impl Engine {
             c.compress_to_vec(turbojpeg::Image { pixels: &rgb[..], width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB })
         })()
         .map_err(|e| GpuError::Call(format!("warm-up JPEG: {e}")))?;
-        let mut lanes = Vec::new();
-        while lanes.len() < self.gpu_workers {
-            match self.try_take_lane() {
-                Some(Ok(l)) => lanes.push(l),
-                Some(Err(e)) => {
-                    for l in lanes {
-                        self.give_lane(l);
-                    }
-                    return Err(e);
-                }
-                None => break,
-            }
-        }
+        let mut taken = self.take_free(self.gpu_workers, self.cpu_workers)?;
         let results: Vec<Res<()>> = std::thread::scope(|s| {
-            let hs: Vec<_> = lanes
+            let hs: Vec<_> = taken
+                .lanes
                 .iter_mut()
                 .map(|l| {
                     let jpeg = &jpeg;
@@ -816,19 +805,30 @@ impl Engine {
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(GpuError::Call("warm-up thread panicked".into())))).collect()
         });
-        for l in lanes {
-            self.give_lane(l);
-        }
-        let mut slots = self.take_cpu_slots(self.cpu_workers);
         let mut r = Ok(());
-        for cs in slots.iter_mut() {
+        for cs in taken.cpu.iter_mut() {
             for b in cs.bufs.iter_mut() {
                 r = r.and(b.ensure(CPU_RUN_TILES * w * h * 4));
             }
         }
-        self.give_cpu_slots(slots);
+        drop(taken);
         results.into_iter().collect::<Res<Vec<()>>>()?;
         r
+    }
+
+    /// Up to `lanes` free lanes (made while fewer than `gpu_workers` exist, never waiting) and up
+    /// to `cpu` CPU workers' resources, in a guard that gives them back when dropped.
+    fn take_free(&self, lanes: usize, cpu: usize) -> Res<Taken<'_>> {
+        let mut taken = Taken { e: self, lanes: Vec::new(), cpu: Vec::new() };
+        while taken.lanes.len() < lanes {
+            match self.try_take_lane() {
+                Some(Ok(l)) => taken.lanes.push(l),
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        taken.cpu = self.take_cpu_slots(cpu);
+        Ok(taken)
     }
 
     /// One batched nvJPEG decode of [`CHUNK_TILES`] copies of `jpeg` (a `w × h` 4:2:0 stream)
@@ -1552,19 +1552,11 @@ impl Engine {
     fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
         let n = misses.len();
         let want = n.div_ceil(CHUNK_TILES).clamp(1, self.gpu_workers);
-        // Given back when dropped, a panic included.
-        let mut taken = Taken { e: self, lanes: Vec::new(), cpu: Vec::new() };
-        while taken.lanes.len() + 1 < want {
-            match self.try_take_lane() {
-                Some(Ok(l)) => taken.lanes.push(l),
-                Some(Err(e)) => return Err(e.into()),
-                None => break,
-            }
-        }
+        let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
+        // The caller's lane plus free ones; given back when dropped, a panic included.
+        let mut taken = self.take_free(want - 1, cpu_want)?;
         // Spread a batch smaller than the lanes' chunks over all of them.
         let chunk = n.div_ceil(taken.lanes.len() + 1).clamp(1, CHUNK_TILES);
-        let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
-        taken.cpu = self.take_cpu_slots(cpu_want);
         let q = WorkQueue::new(misses);
         let Taken { lanes: extra, cpu: cpu_slots, .. } = &mut taken;
         let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
