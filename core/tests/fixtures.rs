@@ -524,6 +524,67 @@ fn partial_jpeg_decoding_matches_whole_tile_decoding() {
 }
 
 #[test]
+fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
+    // `decode_jpeg_into` (the GPU engine's CPU workers decode this way, straight into pinned
+    // memory): for whole tiles, edge tiles and random parts, the pixels it reports (offset,
+    // pitch, x, y, width, height) must equal `decode_chunk`'s whole-tile decode.
+    use slidestream::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, PartRect};
+    use slidestream::error::Location;
+    let (w, h, t) = (160usize, 128usize, 64usize);
+    let (gw, gh) = (192usize, 128usize);
+    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * 3 % 200, y) };
+    let grid = raster(gw as u64, gh as u64, |x, y| f(x, y).to_vec());
+    let tiles_rgb = cut_tiles(&grid, gw, gh, 3, t, t, &[0, 0, 0]);
+    let at = Location::default();
+    let mut checked = 0;
+    for (photometric, rgb_coded, ss) in [
+        (6u16, false, turbojpeg::Subsamp::Sub2x2),
+        (6, false, turbojpeg::Subsamp::Sub2x1),
+        (6, false, turbojpeg::Subsamp::None),
+        (2, true, turbojpeg::Subsamp::None),
+    ] {
+        let streams: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::compress(p, t, t, 85, ss, rgb_coded)).collect();
+        let file = jpeg_tiff(streams.clone(), w as u32, h as u32, t as u32, photometric, None);
+        let slide = open(file.path());
+        let img = &slide.index().levels[0].image;
+        let mut rng = Rng::new(7);
+        for (i, stream) in streams.iter().enumerate() {
+            let (col, row) = ((i % img.tiles_across as usize) as u64, (i / img.tiles_across as usize) as u64);
+            let (vw, vh) = img.valid_tile_size(col, row);
+            let g = ChunkGeometry { tile_width: t as u32, tile_height: t as u32, valid_width: vw, valid_height: vh };
+            let whole = decode_chunk(&img.codec, &[stream], g, &at).unwrap();
+            let mut wants = vec![None];
+            for _ in 0..40 {
+                let (x, y) = (rng.range(0, vw as i64 - 1) as u32, rng.range(0, vh as i64 - 1) as u32);
+                let (pw, ph) = (rng.range(1, (vw - x) as i64) as u32, rng.range(1, (vh - y) as i64) as u32);
+                wants.push(Some(PartRect { x, y, w: pw, h: ph }));
+            }
+            for want in wants {
+                let mut dst = vec![0xA5u8; t * t * 4];
+                let p = decode_jpeg_into(&img.codec, stream, g, want, &at, &mut dst).unwrap();
+                let expect = want.map_or((0, 0, vw, vh), |r| (r.x, r.y, r.w, r.h));
+                assert_eq!((p.x, p.y, p.width, p.height), expect, "{ss:?}: placed part");
+                assert!(p.pitch >= p.width && p.used <= dst.len() && p.offset + ((p.height - 1) as usize * p.pitch as usize + p.width as usize) * 4 <= p.used);
+                for y in 0..p.height as usize {
+                    let got = &dst[p.offset + y * p.pitch as usize * 4..][..p.width as usize * 4];
+                    let row = (p.y as usize + y) * vw as usize + p.x as usize;
+                    let exp = &whole.rgba[row * 4..(row + p.width as usize) * 4];
+                    assert!(got == exp, "{ss:?} photometric {photometric}: tile ({col}, {row}) part {want:?}, row {y} differs");
+                }
+                checked += 1;
+            }
+        }
+        // Too small a buffer is a typed error, not a write past its end.
+        let g = ChunkGeometry { tile_width: t as u32, tile_height: t as u32, valid_width: t as u32, valid_height: t as u32 };
+        let mut small = vec![0u8; t * t * 4 - 1];
+        assert!(matches!(decode_jpeg_into(&img.codec, &streams[0], g, None, &at, &mut small), Err(Error::Limits { .. })));
+        // A corrupt stream is a format error.
+        assert!(matches!(decode_jpeg_into(&img.codec, &streams[0][..40], g, None, &at, &mut vec![0u8; t * t * 4]), Err(Error::Format { .. })));
+    }
+    assert!(checked > 500);
+}
+
+#[test]
 fn region_pixels_do_not_depend_on_cache_state() {
     // Default settings: a small region of an uncached tile is decoded partially; once the whole
     // tile is cached the same region comes from the cache. Both reads must agree.

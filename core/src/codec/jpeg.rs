@@ -224,30 +224,68 @@ pub fn decode_rgba(
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         check(&hdr)?;
-        let (w, hh) = match crop {
-            Some(c) => (c.width, c.height),
-            None => (hdr.width, hdr.height),
-        };
-        let region = match crop {
-            Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
-            None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
-        };
-        // SAFETY: valid handle, header read just above.
-        if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
-            return Err(h.error());
-        }
-        let pitch = w as usize * 4;
+        let (w, hh) = out_size(&hdr, crop);
         dst.clear();
-        dst.resize(pitch * hh as usize, 0);
-        // SAFETY: dst holds pitch × rows bytes as TurboJPEG requires for this region.
-        let rc = unsafe {
-            raw::tj3Decompress8(h.0, stream.as_ptr(), stream.len() as _, dst.as_mut_ptr(), pitch as _, raw::TJPF_TJPF_RGBA as _)
-        };
-        if rc != 0 {
-            return Err(h.error());
-        }
+        dst.resize(w as usize * 4 * hh as usize, 0);
+        decompress_with(h, stream, crop, dst, w)?;
         Ok(hdr)
     })
+}
+
+/// Decode `stream` to RGBA (alpha 255) straight into the caller's buffer `dst` (no allocation),
+/// rows `4 × width` bytes apart where width is the crop's or the image's.
+///
+/// `plan` sees the header before any pixel work; it may refuse the stream (size limits) or
+/// choose a crop (as in [`decode_rgba`]: `x` a multiple of the iMCU width). Returns the header
+/// and the crop used.
+///
+/// # Errors
+/// libjpeg-turbo's message, `plan`'s, or a message when `dst` is shorter than the decoded
+/// pixels (`width × height × 4` bytes); nothing is written then.
+pub fn decode_rgba_into(
+    stream: &[u8],
+    dst: &mut [u8],
+    plan: impl FnOnce(&JpegHeader) -> Result<Option<Crop>, String>,
+) -> Result<(JpegHeader, Option<Crop>), String> {
+    with_handle(|h| {
+        let hdr = header_with(h, stream)?;
+        let crop = plan(&hdr)?;
+        let (w, hh) = out_size(&hdr, crop);
+        let need = w as usize * 4 * hh as usize;
+        if dst.len() < need {
+            return Err(format!("output buffer of {} bytes for {w}x{hh} RGBA pixels ({need} bytes)", dst.len()));
+        }
+        decompress_with(h, stream, crop, &mut dst[..need], w)?;
+        Ok((hdr, crop))
+    })
+}
+
+/// Pixel size of the decoded output: the crop's or the whole image's.
+fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
+    match crop {
+        Some(c) => (c.width, c.height),
+        None => (hdr.width, hdr.height),
+    }
+}
+
+/// Set the cropping region (none = whole image) and decompress into `dst`, which holds exactly
+/// `width × 4 × rows` bytes; the header was read on `h` just before.
+fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), String> {
+    let region = match crop {
+        Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
+        None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
+    };
+    // SAFETY: valid handle, header read just before.
+    if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
+        return Err(h.error());
+    }
+    let pitch = width as usize * 4;
+    // SAFETY: dst holds pitch × rows bytes as TurboJPEG requires for this region.
+    let rc = unsafe { raw::tj3Decompress8(h.0, stream.as_ptr(), stream.len() as _, dst.as_mut_ptr(), pitch as _, raw::TJPF_TJPF_RGBA as _) };
+    if rc != 0 {
+        return Err(h.error());
+    }
+    Ok(())
 }
 
 /// Component planes of a JPEG, as [`decode_planes`] returns them: the samples of each

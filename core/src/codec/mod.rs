@@ -203,15 +203,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
         let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
             let hdr = jpeg::read_header(stream)?;
             check_dims(hdr.width, hdr.height, g)?;
-            // Widen the crop by at least one pixel on each side, on iMCU boundaries: libjpeg-turbo's
-            // chroma upsampling treats the crop's outer columns as an image edge, so only columns
-            // with a real neighbour on both sides equal a whole-tile decode. Rows need no margin
-            // (skipped scanlines keep their context).
-            let crop = jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
-                let x = want.x.saturating_sub(1) / mw * mw;
-                let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
-                jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
-            });
+            let crop = part_crop(&hdr, want);
             crop_used = crop;
             jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
         })
@@ -228,6 +220,82 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
             }
             None => crop_rgba(std::mem::take(px), hdr.width, g),
         })
+    })
+}
+
+/// The crop that decodes `want` exactly: widened by at least one pixel on each side, on iMCU
+/// boundaries, because libjpeg-turbo's chroma upsampling treats the crop's outer columns as an
+/// image edge, so only columns with a real neighbour on both sides equal a whole-tile decode.
+/// Rows need no margin (skipped scanlines keep their context). `None` for an unknown
+/// subsampling (decode whole).
+fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
+    jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
+        let x = want.x.saturating_sub(1) / mw * mw;
+        let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
+        jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
+    })
+}
+
+/// Where [`decode_jpeg_into`] put a tile's pixels in the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// Left edge of the exact pixels within the tile (0 for a whole tile).
+    pub x: u32,
+    /// Top edge within the tile (0 for a whole tile).
+    pub y: u32,
+    /// Width of the exact pixels: the valid width for a whole tile, `want.w` for a part.
+    pub width: u32,
+    /// Height of the exact pixels.
+    pub height: u32,
+    /// Row pitch of the buffer in pixels (4 bytes each); at least `width`.
+    pub pitch: u32,
+    /// Byte offset of pixel (`x`, `y`) in the buffer.
+    pub offset: usize,
+    /// Bytes of the buffer written (rows × pitch × 4).
+    pub used: usize,
+}
+
+/// Decode a JPEG chunk (tables spliced from `codec`) to RGBA straight into `dst`, without
+/// allocating: the whole tile, or with `want` only that part (libjpeg-turbo skips the rows
+/// above and below it and the iMCU columns outside its widened crop, as
+/// [`decode_chunk_part`]). The pixels at the returned [`Placed`] equal those of
+/// [`decode_chunk`] for the same tile; the buffer may hold more (padding beyond the image
+/// edge, the crop's margin columns), which callers must not use. `dst` needs at most
+/// `tile_width × tile_height × 4` bytes.
+///
+/// # Errors
+/// As [`decode_chunk`]; [`Error::Usage`] when `codec` is not JPEG; [`Error::Limits`] when
+/// `dst` is too small.
+pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: Option<PartRect>, at: &Location, dst: &mut [u8]) -> Result<Placed> {
+    if codec.compression != Compression::Jpeg || codec.planar_separate {
+        return Err(Error::Usage(format!("decode_jpeg_into takes interleaved JPEG chunks, not {:?}", codec.compression)));
+    }
+    let (hdr, crop) = with_spliced_jpeg(codec, tile, |stream| {
+        jpeg::decode_rgba_into(stream, dst, |hdr| {
+            check_dims(hdr.width, hdr.height, g)?;
+            Ok(want.and_then(|w| part_crop(hdr, w)))
+        })
+    })
+    .map_err(|m| if m.starts_with("output buffer of ") { Error::limits(at, m) } else { dims_or_format(at, m) })?;
+    Ok(match (crop, want) {
+        (Some(c), Some(w)) => Placed {
+            x: w.x,
+            y: w.y,
+            width: w.w,
+            height: w.h,
+            pitch: c.width,
+            offset: (w.x - c.x) as usize * 4,
+            used: c.width as usize * c.height as usize * 4,
+        },
+        _ => Placed {
+            x: 0,
+            y: 0,
+            width: g.valid_width,
+            height: g.valid_height,
+            pitch: hdr.width,
+            offset: 0,
+            used: hdr.width as usize * hdr.height as usize * 4,
+        },
     })
 }
 
