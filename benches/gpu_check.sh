@@ -14,12 +14,14 @@
 # PARTS (default "tests python timings torchvision"):
 #   tests        core/tests/gpu.rs under SLIDESTREAM_COMPAT_MODE=on, off, auto, then auto without CPU
 #                decode workers, then the large-batch test alone with a 16 MiB device cache (the
-#                held-bytes bound)
+#                held-bytes bound), then the small-patch (partial decode) test alone
 #   sanitizer    compute-sanitizer memcheck over the GPU tests (leak check on), then initcheck
-#   initcheck    initcheck (kernel accesses) over four GPU tests
+#   initcheck    initcheck (kernel accesses) over five GPU tests
 #   python       py/tests/test_gpu.py with the wheel
-#   timings      4096 random 256² patches (gpu-region) and the level-0 scan, default settings
-#   sweep        the same under SLIDESTREAM_GPU_CPU_WORKERS x SLIDESTREAM_GPU_SYNC settings
+#   timings      4096 random 256² patches (gpu-region; REPEAT=n runs it n times) and the level-0
+#                scan, default settings
+#   sweep        the same under SLIDESTREAM_GPU_SPLIT x SLIDESTREAM_GPU_SYNC x SLIDESTREAM_GPU_CPU_WORKERS
+#                settings, then without partial decoding
 #   scantrace    the level-0 scan traced per call (SLIDESTREAM_GPU_TRACE)
 #   torchvision  torchvision's batched nvJPEG on the same tiles (benches/tv_decode.py)
 #   mt           compare.py rand256-1t / rand256-mt for slidestream-cuda, default and blocking sync
@@ -57,6 +59,8 @@ if has tests; then
   SLIDESTREAM_GPU_CPU_WORKERS=0 timeout 240 $T --test-threads 8 --nocapture 2>&1 | grep -E "test result|FAILED|panicked|large batch|tiles in one batch" | tail -10
   echo "#### held-bytes bound: the large-batch test alone, SLIDESTREAM_DEVICE_CACHE_BYTES=16777216"
   SLIDESTREAM_DEVICE_CACHE_BYTES=16777216 timeout 120 $T --test-threads 1 --nocapture a_large_batch 2>&1 | grep -v '^$' | tail -8
+  echo "#### partial decodes on the CPU workers: the small-patch test alone"
+  timeout 120 $T --test-threads 1 --nocapture small_patches 2>&1 | grep -v '^$' | tail -8
 fi
 CS=/usr/local/cuda/bin/compute-sanitizer
 summary() {  # error kinds, and the kernels / API calls they were reported in
@@ -73,8 +77,8 @@ if has sanitizer || has initcheck; then
   # --check-api-memory-access no: copies made inside nvjpegDecodeBatched read nvJPEG's own buffers
   # that the hardware engines fill, which initcheck cannot observe (every one was reported when
   # the check was on); kernels' reads are still checked, slidestream's included.
-  echo "#### compute-sanitizer initcheck of kernel accesses: generated pyramids, corrupt tile, edge requests, large batch (log: sanitizer-initcheck.txt)"
-  env -u SLIDESTREAM_TEST_BIG_SLIDE timeout 150 $CS --tool initcheck --check-api-memory-access no --print-limit 200 --error-exitcode 99 $T --test-threads 1 generated_jpeg corrupt_tile outside_and_empty a_large_batch > "$OUT/sanitizer-initcheck.txt" 2>&1
+  echo "#### compute-sanitizer initcheck of kernel accesses: generated pyramids, corrupt tile, edge requests, large batch, small patches (partial tiles) (log: sanitizer-initcheck.txt)"
+  env -u SLIDESTREAM_TEST_BIG_SLIDE timeout 240 $CS --tool initcheck --check-api-memory-access no --print-limit 200 --error-exitcode 99 $T --test-threads 1 generated_jpeg corrupt_tile outside_and_empty a_large_batch small_patches > "$OUT/sanitizer-initcheck.txt" 2>&1
   echo "rc $?"; grep -E "^test result|ERROR SUMMARY" "$OUT/sanitizer-initcheck.txt"; summary "$OUT/sanitizer-initcheck.txt"
 fi
 if has python; then
@@ -85,18 +89,22 @@ fi
 if has timings; then
   echo "#### engine start and warm-up"
   SLIDESTREAM_GPU_TRACE=1 timeout 60 $B info /tmp/big.svs --io-stats 2>&1 | grep -E "engine start|gpu decode"
-  region SLIDESTREAM_GPU_WORKERS=4
+  for _ in $(seq "${REPEAT:-1}"); do region SLIDESTREAM_GPU_WORKERS=4; done
   echo "#### level-0 scan: CPU path"
   timeout 120 $B tiles /tmp/big.svs --batch 1024 | head -2
   scan SLIDESTREAM_GPU_WORKERS=4
 fi
 if has sweep; then
-  for sync in default blocking; do
-    for cw in 0 4 8 12; do
-      region SLIDESTREAM_GPU_CPU_WORKERS=$cw SLIDESTREAM_GPU_SYNC=$sync
+  for split in cost offset; do
+    for sync in default blocking; do
+      for cw in 8 12 16; do
+        region SLIDESTREAM_GPU_CPU_WORKERS=$cw SLIDESTREAM_GPU_SYNC=$sync SLIDESTREAM_GPU_SPLIT=$split
+      done
     done
   done
-  for cw in 0 8 12; do scan SLIDESTREAM_GPU_CPU_WORKERS=$cw; done
+  region SLIDESTREAM_GPU_CPU_WORKERS=12 SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION=0
+  region SLIDESTREAM_GPU_CPU_WORKERS=12 SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION=1
+  for cw in 0 12; do scan SLIDESTREAM_GPU_CPU_WORKERS=$cw; done
 fi
 if has scantrace; then
   echo "#### level-0 scan, batches of 4096, traced (per call: time inside the engine, the whole call, the drop)"

@@ -12,7 +12,8 @@
 //! The GPU path (feature `cuda`) reads its own variables once per process when its engine
 //! starts (`core/src/gpu/engine.rs`, table in docs/gpu.md): `SLIDESTREAM_COMPAT_MODE`
 //! (`on|off|auto`), `SLIDESTREAM_DEVICE_CACHE_BYTES` (2 GiB), `SLIDESTREAM_GPU_WORKERS` (4),
-//! `SLIDESTREAM_GPU_CPU_WORKERS` (cores − lanes, ≤ 32), `SLIDESTREAM_GPU_SYNC`
+//! `SLIDESTREAM_GPU_CPU_WORKERS` (cores − lanes, ≤ 32), `SLIDESTREAM_GPU_SPLIT`
+//! (`cost|offset`), `SLIDESTREAM_GPU_SYNC`
 //! (`spin|yield|blocking`), `SLIDESTREAM_NVJPEG_OUTPUT` (`unchanged|yuv`),
 //! `SLIDESTREAM_GPU_TRACE`.
 //!

@@ -431,7 +431,7 @@ impl Slide {
 
     /// The part of tile `coord` given by `(x0, y0, x1, y1)` (tile pixels) when it is small
     /// enough to decode partially under `partial_decode_max_fraction`.
-    fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), (x0, y0, x1, y1): (u64, u64, u64, u64)) -> Option<PartRect> {
+    pub(crate) fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), (x0, y0, x1, y1): (u64, u64, u64, u64)) -> Option<PartRect> {
         let frac = self.config.partial_decode_max_fraction;
         let (vw, vh) = img.valid_tile_size(coord.0, coord.1);
         let area = (x1 - x0) * (y1 - y0);

@@ -386,3 +386,64 @@ fn a_large_batch_uses_every_decoder_and_stays_within_the_cache_budget() {
         }
     }
 }
+
+/// Small random patches over uncached tiles (more than `MIN_CPU_SHARE_TILES` misses, each
+/// needing a small part of its tile): the CPU decode workers decode only those parts; every
+/// patch equals the CPU path's, on Aperio RGB-coded 4:4:4 tiles and on YCbCr 4:2:2 / 4:2:0 ones
+/// (where a crop's edge columns differ from a whole-tile decode unless widened), edge tiles
+/// included. Partial tiles must never enter the device cache: a following batch of whole tiles
+/// (with the cache serving whatever it holds) must still equal the CPU path.
+#[test]
+fn small_patches_decode_partially_on_cpu_workers_and_stay_out_of_the_cache() {
+    if !gpu_present("small_patches_decode_partially_on_cpu_workers_and_stay_out_of_the_cache") {
+        return;
+    }
+    let Some(dir) = testdata() else { return };
+    let (f422, _) = ycbcr_jpeg_tiff(3000, 2400, 240, turbojpeg::Subsamp::Sub2x1, 5);
+    let (f420, _) = ycbcr_jpeg_tiff(3000, 2400, 240, turbojpeg::Subsamp::Sub2x2, 6);
+    let mut rng = Rng::new(2026);
+    for path in [dir.join("CMU-1-Small-Region.svs"), f422.path().to_path_buf(), f420.path().to_path_buf()] {
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let s = 40u64;
+        // Concurrent tests may hold every CPU worker for a while (a call then runs without
+        // them): retry on a fresh open (cold tiles) until the workers took part.
+        let mut partial = 0;
+        let mut workers = 0;
+        for _attempt in 0..8 {
+            let slide = Slide::open(&path).expect("open");
+            let (w, h) = slide.dimensions();
+            let locs: Vec<(i64, i64)> = (0..90).map(|_| (rng.range(-20, w as i64 - 10), rng.range(-20, h as i64 - 10))).collect();
+            let before = gpu::stats(0);
+            let batch = slide.read_regions_device(&locs, 0, (s, s), &RGB).expect("read");
+            assert!(batch.errors.iter().all(Option::is_none));
+            let dev = batch.array.to_host().expect("download");
+            drop(batch);
+            let after = gpu::stats(0);
+            let mut cpu = vec![0u8; locs.len() * (s * s * 3) as usize];
+            slide.read_regions_rgb_into(&locs, 0, (s, s), RGB.background, &mut cpu).expect("CPU");
+            let diff = max_abs_diff(&dev, &cpu);
+            partial = after.decoded_cpu_partial - before.decoded_cpu_partial;
+            workers = after.cpu_workers;
+            eprintln!("{name}: {} small patches: GPU vs CPU max abs diff {diff}; partial CPU-worker decodes (all tests) {partial}, {workers} CPU workers", locs.len());
+            assert!(diff <= TOLERANCE, "{name}: small patches differ by {diff}");
+            if partial > 0 || workers == 0 {
+                break;
+            }
+        }
+        if workers > 0 {
+            assert!(partial > 0, "{name}: the CPU workers decoded no tile partially in 8 batches");
+        }
+        let slide = Slide::open(&path).expect("open");
+        let (w, h) = slide.dimensions();
+        let locs: Vec<(i64, i64)> = (0..90).map(|_| (rng.range(-20, w as i64 - 10), rng.range(-20, h as i64 - 10))).collect();
+        slide.read_regions_device(&locs, 0, (s, s), &RGB).expect("read").into_result().expect("patches");
+        // Whole tiles next: any partial tile left in the cache would show as missing pixels.
+        let t = 240i64;
+        let whole: Vec<(i64, i64)> = (0..h as i64).step_by(t as usize).flat_map(|y| (0..w as i64).step_by(t as usize).map(move |x| (x, y))).collect();
+        let dev = slide.read_regions_device(&whole, 0, (t as u64, t as u64), &RGB).expect("read").into_result().expect("patches").to_host().expect("download");
+        let mut cpu = vec![0u8; whole.len() * (t * t * 3) as usize];
+        slide.read_regions_rgb_into(&whole, 0, (t as u64, t as u64), RGB.background, &mut cpu).expect("CPU");
+        let diff = max_abs_diff(&dev, &cpu);
+        assert!(diff <= TOLERANCE, "{name}: whole tiles after partial decodes differ by {diff}");
+    }
+}

@@ -483,6 +483,7 @@ fn stats_dict<'py>(py: Python<'py>, device: usize) -> PyResult<Bound<'py, PyDict
     d.set_item("decoded_device_bitstream", s.decoded_device_bitstream)?;
     d.set_item("decoded_hybrid", s.decoded_hybrid)?;
     d.set_item("decoded_cpu", s.decoded_cpu)?;
+    d.set_item("decoded_cpu_partial", s.decoded_cpu_partial)?;
     d.set_item("gpu_lanes", s.gpu_lanes)?;
     d.set_item("cpu_workers", s.cpu_workers)?;
     d.set_item("gpu_batch_fallbacks", s.gpu_batch_fallbacks)?;

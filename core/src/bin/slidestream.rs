@@ -341,6 +341,7 @@ fn gpu_stats_json(st: &slidestream::gpu::GpuStats) -> serde_json::Value {
         "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
         "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
         "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
+        "decoded_cpu_partial": st.decoded_cpu_partial,
         "gpu_lanes": st.gpu_lanes, "cpu_workers": st.cpu_workers,
         "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
         "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
@@ -360,11 +361,12 @@ fn print_gpu_stats(st: &slidestream::gpu::GpuStats) {
         println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);
     }
     println!(
-        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
+        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} of them partial; {} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
         st.decoded_hardware,
         st.decoded_device_bitstream,
         st.decoded_hybrid,
         st.decoded_cpu,
+        st.decoded_cpu_partial,
         st.gpu_batch_fallbacks,
         st.gpu_lanes,
         st.cpu_workers,
@@ -688,12 +690,13 @@ fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -> Result<()
             let secs = t0.elapsed().as_secs_f64();
             let st = slidestream::gpu::stats(0);
             println!(
-                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} CPU, cache hits {} misses {}",
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} CPU ({} partial), cache hits {} misses {}",
                 if cached { "device cache warm" } else { "device cache cold" },
                 patches as f64 / secs,
                 st.read_amplification(),
                 st.decoded_hardware,
                 st.decoded_cpu,
+                st.decoded_cpu_partial,
                 st.cache.hits,
                 st.cache.misses
             );

@@ -3,11 +3,13 @@
 //!
 //! Data flow of [`read_regions`] (one call = one batch of same-sized patches of one level):
 //! 1. the tiles of all patches are deduplicated and looked up in the device tile cache;
-//! 2. misses of a JPEG level form one offset-sorted work queue ([`WorkQueue`]): up to
-//!    `SLIDESTREAM_GPU_WORKERS` lanes take chunks of up to [`CHUNK_TILES`] tiles from its front,
-//!    and on large batches up to `SLIDESTREAM_GPU_CPU_WORKERS` CPU decode workers take runs of
-//!    [`CPU_RUN_TILES`] from its back (decoded by the CPU path's decoder, packed into pinned
-//!    memory and uploaded in one copy per run), until the ends meet. A lane alternates between
+//! 2. misses of a JPEG level form one work queue ([`WorkQueue`]), ordered by the estimated cost
+//!    of decoding each tile's needed part on the CPU (costliest first), then by offset: up to
+//!    `SLIDESTREAM_GPU_WORKERS` lanes take chunks of up to [`CHUNK_TILES`] whole tiles from its
+//!    front, and on large batches up to `SLIDESTREAM_GPU_CPU_WORKERS` CPU decode workers take
+//!    runs of [`CPU_RUN_TILES`] from its back (libjpeg-turbo, as the CPU path, straight into
+//!    pinned memory, only the part the batch needs when it is small — such tiles are not cached
+//!    — and uploaded in one copy per run), until the ends meet. A lane alternates between
 //!    two slots (stream + nvJPEG state + buffers) so reading and parsing chunk k + 1 on the host
 //!    overlaps decoding chunk k on the device:
 //!    * POSIX: coalesced `pread`s ([`plan_reads`]) into a pinned host buffer, JPEGTables spliced
@@ -37,7 +39,7 @@ use super::imp::{cu, libs, nv};
 use super::sys::*;
 use super::{CompatMode, DeviceArray, DeviceBatch, DeviceOptions, GpuStats};
 use crate::cache::{CacheWeight, TileCache, TileKey};
-use crate::codec::{decode_chunk, ChunkGeometry, DecodedTile};
+use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, GpuError, Location, Result};
 use crate::geometry::{level_origin, tile_span, Rect};
 use crate::index::{Compression, ImageIndex, Photometric};
@@ -67,6 +69,8 @@ const DEFAULT_MAX_CPU_WORKERS: usize = 32;
 /// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
 /// copy while it decodes the next run).
 const CPU_RUN_TILES: usize = 8;
+/// Pinned bytes of one CPU worker's run buffer (fewer tiles per run when tiles are large).
+const CPU_RUN_BYTES: usize = 8 << 20;
 /// Fewest tile misses in one call for which CPU decode workers join the GPU lanes (below, the
 /// threads' start-up costs more than they decode).
 const MIN_CPU_SHARE_TILES: usize = 64;
@@ -125,17 +129,31 @@ impl Drop for DevBlock {
     }
 }
 
-/// A decoded tile in device memory: RGBA, `w × h` pixels, pitch `w × 4`, inside `block`.
+/// A decoded tile in device memory: RGBA, `w × h` pixels starting at (`x`, `y`) of the tile,
+/// rows `pitch × 4` bytes apart, inside `block`. A whole tile has `x = y = 0` and covers the
+/// tile's part inside the image; a partial one (a CPU worker decoded only what one call needs)
+/// covers less and is never cached.
 pub(crate) struct DevTile {
     ptr: CUdeviceptr,
+    x: u32,
+    y: u32,
     w: u32,
     h: u32,
+    pitch: u32,
+    partial: bool,
     _block: Arc<DevBlock>,
+}
+
+impl DevTile {
+    /// A whole tile of `w × h` pixels, pitch `w`.
+    fn whole(ptr: CUdeviceptr, w: u32, h: u32, block: Arc<DevBlock>) -> DevTile {
+        DevTile { ptr, x: 0, y: 0, w, h, pitch: w, partial: false, _block: block }
+    }
 }
 
 impl CacheWeight for DevTile {
     fn byte_size(&self) -> usize {
-        self.w as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
+        self.pitch as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
     }
 }
 
@@ -294,6 +312,8 @@ struct TileRef {
     y0: i64,
     w: c_int,
     h: c_int,
+    pitch: c_int,
+    pad: c_int,
 }
 
 #[repr(C)]
@@ -422,8 +442,9 @@ impl CpuSlot {
     }
 }
 
-/// The offset-sorted tiles of one call, shared by its decoders: GPU lanes take chunks from the
-/// front, CPU workers runs from the back, until the ends meet (every tile is taken once).
+/// The sorted tiles of one call (costliest CPU decodes first), shared by its decoders: GPU lanes
+/// take chunks from the front, CPU workers runs from the back, until the ends meet (every tile
+/// is taken once).
 struct WorkQueue<'a> {
     misses: &'a [Miss],
     /// Next tile of the front, one past the last of the back.
@@ -494,6 +515,7 @@ struct Counters {
     device_bitstream: AtomicU64,
     hybrid: AtomicU64,
     cpu: AtomicU64,
+    cpu_partial: AtomicU64,
     batch_fallbacks: AtomicU64,
     cufile_handle_failures: AtomicU64,
 }
@@ -540,6 +562,9 @@ pub(crate) struct Engine {
     #[allow(clippy::vec_box)]
     cpu_slots: Mutex<(Vec<Box<CpuSlot>>, usize)>,
     gpu_workers: usize,
+    /// Order of the work queue: by estimated CPU cost, then offset (`true`, default), or by
+    /// offset only (`SLIDESTREAM_GPU_SPLIT=offset`).
+    split_by_cost: bool,
     /// Bytes of device memory held by live tile blocks (cached tiles and tiles of calls in
     /// flight).
     held: Arc<AtomicU64>,
@@ -763,6 +788,7 @@ impl Engine {
             cpu_workers,
             cpu_slots: Mutex::new((Vec::new(), 0)),
             gpu_workers,
+            split_by_cost: std::env::var("SLIDESTREAM_GPU_SPLIT").map_or(true, |v| v.trim() != "offset"),
             held: Arc::new(AtomicU64::new(0)),
             nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
                 Some("yuv") => NVJPEG_OUTPUT_YUV,
@@ -976,6 +1002,7 @@ impl Engine {
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
             decoded_hybrid: c.hybrid.load(Relaxed),
             decoded_cpu: c.cpu.load(Relaxed),
+            decoded_cpu_partial: c.cpu_partial.load(Relaxed),
             gpu_lanes: self.gpu_workers,
             cpu_workers: self.cpu_workers,
             gpu_batch_fallbacks: c.batch_fallbacks.load(Relaxed),
@@ -1070,6 +1097,7 @@ pub(super) fn reset_stats(device: usize) {
             &c.device_bitstream,
             &c.hybrid,
             &c.cpu,
+            &c.cpu_partial,
             &c.batch_fallbacks,
             &c.cufile_handle_failures,
         ] {
@@ -1154,6 +1182,9 @@ fn dup_error(e: &Error) -> Error {
 struct Need {
     col: u64,
     row: u64,
+    /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
+    /// half-open.
+    part: (u64, u64, u64, u64),
     tile: Option<Arc<DevTile>>,
     err: Option<Error>,
 }
@@ -1167,6 +1198,13 @@ struct Miss {
     row: u64,
     offset: u64,
     len: u64,
+    /// Decode only this part on a CPU worker (small parts, as the CPU path's
+    /// `partial_decode_max_fraction`); the GPU lanes always decode whole tiles.
+    part: Option<PartRect>,
+    /// Estimated cost of the CPU worker's decode relative to a whole tile, in eighths (8 =
+    /// whole): the queue puts the costliest first, for the GPU lanes, so the CPU workers take
+    /// the parts they decode fastest.
+    rank: u8,
 }
 
 pub(super) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
@@ -1260,10 +1298,13 @@ impl Engine {
                 pd.grows = (rows.end() - rows.start() + 1) as c_int;
                 for row in rows {
                     for col in cols.clone() {
+                        let part = img.part_of_tile(&clip, col, row);
                         let k = *index.entry((col, row)).or_insert_with(|| {
-                            needs.push(Need { col, row, tile: None, err: None });
+                            needs.push(Need { col, row, part, tile: None, err: None });
                             needs.len() - 1
                         });
+                        let u = &mut needs[k].part;
+                        *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
                         grids.push(k as c_int);
                     }
                 }
@@ -1288,7 +1329,19 @@ impl Engine {
                 need.err = Some(Error::format(&at.clone().with_tile(need.col, need.row), "tile data lies past the end of the file"));
                 continue;
             }
-            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count });
+            let part = slide.part_if_small(img, (need.col, need.row), need.part);
+            let rank = match part {
+                Some(p) => {
+                    // libjpeg-turbo entropy-decodes every row down to the part's bottom and runs
+                    // the inverse DCT only inside it; measured on CMU-1's 240² tiles: cost ≈
+                    // 0.5 × bottom / height + 0.45 × area fraction of a whole-tile decode.
+                    let (vw, vh) = img.valid_tile_size(need.col, need.row);
+                    let r = 0.05 + 0.5 * (p.y + p.h) as f64 / vh as f64 + 0.45 * (p.w as f64 * p.h as f64) / (vw as f64 * vh as f64);
+                    (r * 8.0).floor().clamp(0.0, 8.0) as u8
+                }
+                None => 8,
+            };
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
         }
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();
@@ -1306,12 +1359,17 @@ impl Engine {
         // Assemble.
         let refs: Vec<TileRef> = needs
             .iter()
-            .map(|nd| TileRef {
-                ptr: nd.tile.as_ref().map_or(0, |t| t.ptr),
-                x0: (nd.col * img.tile_width as u64) as i64,
-                y0: (nd.row * img.tile_height as u64) as i64,
-                w: nd.tile.as_ref().map_or(0, |t| t.w as c_int),
-                h: nd.tile.as_ref().map_or(0, |t| t.h as c_int),
+            .map(|nd| {
+                let (x, y) = nd.tile.as_ref().map_or((0, 0), |t| (t.x as u64, t.y as u64));
+                TileRef {
+                    ptr: nd.tile.as_ref().map_or(0, |t| t.ptr),
+                    x0: (nd.col * img.tile_width as u64 + x) as i64,
+                    y0: (nd.row * img.tile_height as u64 + y) as i64,
+                    w: nd.tile.as_ref().map_or(0, |t| t.w as c_int),
+                    h: nd.tile.as_ref().map_or(0, |t| t.h as c_int),
+                    pitch: nd.tile.as_ref().map_or(0, |t| t.pitch as c_int),
+                    pad: 0,
+                }
             })
             .collect();
         let stream = lane.slots[0].stream;
@@ -1377,7 +1435,11 @@ impl Engine {
         let c = &img.codec;
         let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
         self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
-        misses.sort_by_key(|m| m.offset);
+        if self.split_by_cost {
+            misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.offset));
+        } else {
+            misses.sort_by_key(|m| m.offset);
+        }
         // JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding from the
         // other end of the same queue); the rest to the CPU decoders.
         let (gpu, cpu) = if gpu_level {
@@ -1390,7 +1452,7 @@ impl Engine {
         };
         let ctx = self.ctx;
         let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
-        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.time(5, || self.cpu_decode(slide, img, at, &cpu, true)) };
+        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.time(5, || self.cpu_decode(slide, img, at, &cpu)) };
         // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
         // run on this thread).
         let _ = unsafe { (libs()?.0.cuCtxSetCurrent)(ctx) };
@@ -1406,7 +1468,7 @@ impl Engine {
         }
         let mut cpu_done = cpu_done;
         if !retry.is_empty() {
-            cpu_done.extend(self.cpu_decode(slide, img, at, &retry, true));
+            cpu_done.extend(self.cpu_decode(slide, img, at, &retry));
         }
         // Upload CPU-decoded tiles.
         let stream = lane.slots[0].stream;
@@ -1416,7 +1478,7 @@ impl Engine {
                 Ok(t) => {
                     let p = upload_async(&t.rgba, stream)?;
                     let block = DevBlock::new(self, p, t.rgba.len().max(1));
-                    uploaded.push((m, Arc::new(DevTile { ptr: p, w: t.width, h: t.height, _block: block })));
+                    uploaded.push((m, Arc::new(DevTile::whole(p, t.width, t.height, block))));
                 }
                 Err(err) => needs[m.need].err = Some(err),
             }
@@ -1433,9 +1495,12 @@ impl Engine {
         Ok(())
     }
 
+    /// Give a decoded tile to its need, and to the cache unless it is partial.
     fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
         let nd = &mut needs[m.need];
-        self.time(8, || self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone()));
+        if !t.partial {
+            self.time(8, || self.cache.insert(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, t.clone()));
+        }
         nd.tile = Some(t);
     }
 
@@ -1448,9 +1513,8 @@ impl Engine {
         while self.held.load(Relaxed) > cap.saturating_add(in_flight) && self.cache.evict_lru() {}
     }
 
-    /// Read and decode `misses` on the CPU, one result per tile: in the slide's pool when
-    /// `parallel`, else on the calling thread (a CPU decode worker).
-    fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss], parallel: bool) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+    /// Read and decode `misses` on the CPU in the slide's pool, one result per tile.
+    fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
         use rayon::prelude::*;
         let planes = img.planes();
         // Every plane of every tile (planar-separate images have one chunk per sample).
@@ -1463,18 +1527,7 @@ impl Engine {
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
-        let buffers = if parallel {
-            crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone())
-        } else {
-            plan.requests
-                .iter()
-                .map(|r| {
-                    let mut buf = vec![0u8; r.len as usize];
-                    slide.source().read_exact_at(&mut buf, r.offset).map(|_| buf).map_err(|e| Error::io(at, e))
-                })
-                .collect()
-        };
-        let buffers = match buffers {
+        let buffers = match crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone()) {
             Ok(b) => b,
             Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
         };
@@ -1500,11 +1553,7 @@ impl Engine {
             let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
             (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
         };
-        if parallel {
-            crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
-        } else {
-            misses.iter().enumerate().map(decode).collect()
-        }
+        crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
     }
 }
 
@@ -1555,8 +1604,11 @@ impl Engine {
         let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
         // The caller's lane plus free ones; given back when dropped, a panic included.
         let mut taken = self.take_free(want - 1, cpu_want)?;
-        // Spread a batch smaller than the lanes' chunks over all of them.
-        let chunk = n.div_ceil(taken.lanes.len() + 1).clamp(1, CHUNK_TILES);
+        // Spread a batch smaller than the lanes' chunks over all of them; with CPU workers, the
+        // lanes' first round takes at most half of it, so the workers (started after the lanes)
+        // find tiles at the back instead of an empty queue.
+        let lanes_n = taken.lanes.len() + 1;
+        let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
         let q = WorkQueue::new(misses);
         let Taken { lanes: extra, cpu: cpu_slots, .. } = &mut taken;
         let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
@@ -1621,65 +1673,99 @@ impl Engine {
         self.cpu_slots.lock().unwrap_or_else(|p| p.into_inner()).0.extend(slots);
     }
 
-    /// A CPU decode worker: takes runs of [`CPU_RUN_TILES`] tiles from the back of `q`, reads
-    /// and decodes them with the CPU decoder (the same code as the CPU path, so the pixels are
-    /// those of [`Slide::read_region`]), packs them into a pinned buffer and uploads them in
-    /// one copy into one device block, while it decodes the next run into its other buffer.
+    /// A CPU decode worker: takes runs of up to [`CPU_RUN_TILES`] tiles from the back of `q`
+    /// (the tiles it decodes fastest when the queue is ordered by cost), reads them with
+    /// coalesced `pread`s, decodes each with libjpeg-turbo straight into a pinned buffer
+    /// ([`decode_jpeg_into`]: the CPU path's decoder, so the pixels are those of
+    /// [`Slide::read_region`]; only the tile's needed part when `Miss::part` is set) and
+    /// uploads the run in one copy into one device block, while it decodes the next run into
+    /// its other buffer.
     fn cpu_worker(&self, cs: &mut CpuSlot, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>) -> Result<Vec<(Miss, GpuResult)>> {
         let (cuda, _, _) = libs()?;
         self.make_current()?;
+        // Room for one decoded tile (a whole one is the most `decode_jpeg_into` writes).
+        let tile_room = (img.tile_width as usize * img.tile_height as usize * 4).next_multiple_of(256);
+        let run_tiles = (CPU_RUN_BYTES / tile_room).clamp(1, CPU_RUN_TILES);
         let mut out = Vec::new();
         let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
         // Every block of this call, released only after the final synchronisation (an error
         // must not free a block, or reuse a pinned buffer, while a copy into it still runs).
         let mut keep: Vec<Arc<DevBlock>> = Vec::new();
+        let mut raw: Vec<u8> = Vec::new();
         let mut runs = || -> Result<()> {
             let mut k = 0usize;
             loop {
-                let run = q.back(CPU_RUN_TILES);
+                let run = q.back(run_tiles);
                 if run.is_empty() {
                     return Ok(());
                 }
-                let decoded = self.cpu_decode(slide, img, at, run, false);
-                let mut tiles = Vec::with_capacity(decoded.len());
-                for (m, r) in decoded {
-                    match r {
-                        Ok(t) => tiles.push((m, t)),
-                        Err(e) => out.push((m, Err(Some(e)))),
+                // Read: the run's tiles into `raw`, one request per coalesced span.
+                let wants: Vec<Want> = run.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+                let plan = plan_reads(&wants, &slide.config().plan);
+                raw.resize(plan.read_bytes() as usize, 0);
+                let mut src: Vec<std::result::Result<std::ops::Range<usize>, Error>> = (0..run.len()).map(|_| Err(Error::Usage(String::new()))).collect();
+                let mut pos = 0usize;
+                for r in &plan.requests {
+                    let span = pos..pos + r.len as usize;
+                    let read = slide.source().read_exact_at(&mut raw[span.clone()], r.offset);
+                    for &(id, off, len) in &r.members {
+                        src[id] = match &read {
+                            Ok(()) => Ok(span.start + off as usize..span.start + (off + len) as usize),
+                            Err(e) => Err(Error::io(&at.clone().with_tile(run[id].col, run[id].row), std::io::Error::new(e.kind(), e.to_string()))),
+                        };
                     }
+                    pos = span.end;
                 }
-                if tiles.is_empty() {
-                    continue;
-                }
-                let sizes: Vec<usize> = tiles.iter().map(|(_, t)| t.rgba.len().max(4).next_multiple_of(256)).collect();
-                let total: usize = sizes.iter().sum();
+                self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+                self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+                // Decode into the pinned buffer; its previous copy (two runs ago) finished at the
+                // synchronisation before the last run's copy.
                 let buf = &mut cs.bufs[k % 2];
                 k += 1;
-                // The buffer's previous copy (two runs ago) finished at the synchronisation before
-                // the last run's copy.
-                buf.ensure(total)?;
-                let host = buf.as_mut_slice(total);
-                let mut off = 0;
-                for ((_, t), size) in tiles.iter().zip(&sizes) {
-                    host[off..off + t.rgba.len()].copy_from_slice(&t.rgba);
-                    off += size;
+                buf.ensure(run.len() * tile_room)?;
+                let host = buf.as_mut_slice(run.len() * tile_room);
+                let mut placed = Vec::with_capacity(run.len());
+                let mut used = 0usize;
+                for (m, r) in run.iter().zip(src) {
+                    let range = match r {
+                        Ok(range) => range,
+                        Err(e) => {
+                            out.push((*m, Err(Some(e))));
+                            continue;
+                        }
+                    };
+                    let (vw, vh) = img.valid_tile_size(m.col, m.row);
+                    let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, at, &mut host[used..used + tile_room]) {
+                        Ok(p) => {
+                            let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
+                            placed.push((*m, used, p, whole));
+                            used += p.used.max(4).next_multiple_of(256);
+                        }
+                        Err(e) => out.push((*m, Err(Some(e.with_tile(m.col, m.row))))),
+                    }
+                }
+                if placed.is_empty() {
+                    continue;
                 }
                 let mut p = 0;
                 // SAFETY: out-pointer to a local; stream-ordered allocation on the worker's stream.
-                cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, total, cs.stream) }, "cuMemAllocAsync")?;
-                let block = DevBlock::new(self, p, total);
+                cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, used, cs.stream) }, "cuMemAllocAsync")?;
+                let block = DevBlock::new(self, p, used);
                 keep.push(block.clone());
                 // SAFETY: the worker's stream: the previous run's copy is complete after this.
                 cu(unsafe { (cuda.cuStreamSynchronize)(cs.stream) }, "cuStreamSynchronize")?;
                 out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
-                // SAFETY: `total` bytes of the pinned buffer into the block of `total` bytes; the
+                // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
                 // buffer is not written again before the stream is synchronised (next-but-one run).
-                cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, total, cs.stream) }, "cuMemcpyHtoDAsync")?;
-                self.counters.cpu.fetch_add(tiles.len() as u64, Relaxed);
-                let mut off = 0u64;
-                for ((m, t), size) in tiles.into_iter().zip(&sizes) {
-                    pending.push((m, Arc::new(DevTile { ptr: p + off, w: t.width, h: t.height, _block: block.clone() })));
-                    off += *size as u64;
+                cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, used, cs.stream) }, "cuMemcpyHtoDAsync")?;
+                self.counters.cpu.fetch_add(placed.len() as u64, Relaxed);
+                for (m, off, pl, whole) in placed {
+                    if !whole {
+                        self.counters.cpu_partial.fetch_add(1, Relaxed);
+                    }
+                    let ptr = p + (off + pl.offset) as u64;
+                    pending.push((m, Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() })));
                 }
             }
         };
@@ -2098,7 +2184,7 @@ impl Engine {
         let mut off = 0u64;
         for (((m, _), d), size) in todo.iter().zip(descs.iter_mut()).zip(&sizes) {
             d.out = p + off;
-            done.push((*m, Arc::new(DevTile { ptr: d.out, w: d.w as u32, h: d.h as u32, _block: block.clone() })));
+            done.push((*m, Arc::new(DevTile::whole(d.out, d.w as u32, d.h as u32, block.clone()))));
             off += *size as u64;
         }
         let (mw, mh) = descs.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
@@ -2119,7 +2205,7 @@ mod tests {
     use super::*;
 
     fn misses(n: usize) -> Vec<Miss> {
-        (0..n).map(|i| Miss { need: i, col: i as u64, row: 0, offset: 100 * i as u64, len: 10 }).collect()
+        (0..n).map(|i| Miss { need: i, col: i as u64, row: 0, offset: 100 * i as u64, len: 10, part: None, rank: 8 }).collect()
     }
 
     #[test]

@@ -27,11 +27,13 @@ struct ConvDesc {
 };
 
 struct TileRef {
-    u64 ptr;   // RGBA, pitch w * 4; 0 = no tile (missing or failed)
-    i64 x0;    // level pixel of the tile's top-left
+    u64 ptr;   // RGBA of pixel (x0, y0), rows pitch * 4 bytes apart; 0 = no tile (missing or failed)
+    i64 x0;    // level pixel of the decoded part's top-left (the tile's for a whole tile)
     i64 y0;
-    int w;
+    int w;     // pixels of the decoded part (a partial tile covers only what its batch needs)
     int h;
+    int pitch; // row pitch in pixels (>= w)
+    int pad;
 };
 
 struct PatchDesc {
@@ -126,7 +128,7 @@ extern "C" __global__ void assemble(const TileRef* tiles, const int* grids, cons
                 const TileRef t = tiles[idx];
                 i64 ix = lx - t.x0, iy = ly - t.y0;
                 if (t.ptr && ix >= 0 && iy >= 0 && ix < t.w && iy < t.h) {
-                    uchar4 v = ((const uchar4*)t.ptr)[iy * t.w + ix];
+                    uchar4 v = ((const uchar4*)t.ptr)[iy * t.pitch + ix];
                     r = v.x; g = v.y; b = v.z; a = v.w;
                 }
             }

@@ -228,6 +228,9 @@ pub struct GpuStats {
     /// Tiles decoded on the CPU and uploaded: other codecs, streams nvJPEG refuses, the CPU
     /// decode workers' share of large batches, and fallbacks after a failed GPU batch.
     pub decoded_cpu: u64,
+    /// Of `decoded_cpu`, tiles a CPU decode worker decoded only in part (the part one call's
+    /// patches need, under `partial_decode_max_fraction`; such tiles are not cached).
+    pub decoded_cpu_partial: u64,
     /// Lanes (GPU decode pipelines, `SLIDESTREAM_GPU_WORKERS`) one large batch is spread over.
     pub gpu_lanes: usize,
     /// CPU decode workers that join the lanes on large batches (`SLIDESTREAM_GPU_CPU_WORKERS`).
