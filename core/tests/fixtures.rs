@@ -578,6 +578,20 @@ fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
         let g = ChunkGeometry { tile_width: t as u32, tile_height: t as u32, valid_width: t as u32, valid_height: t as u32 };
         let mut small = vec![0u8; t * t * 4 - 1];
         assert!(matches!(decode_jpeg_into(&img.codec, &streams[0], g, None, &at, &mut small), Err(Error::Limits { .. })));
+        // Empty parts and parts outside the valid region are usage errors (TurboJPEG would read
+        // a zero-sized crop as "to the edge" and write past the buffer).
+        let big = vec![0u8; t * t * 4];
+        for bad in [PartRect { x: 0, y: 8, w: 16, h: 0 }, PartRect { x: 0, y: 0, w: 0, h: 0 }, PartRect { x: 60, y: 0, w: 8, h: 8 }, PartRect { x: 0, y: 0, w: u32::MAX, h: 4 }] {
+            assert!(matches!(decode_jpeg_into(&img.codec, &streams[0], g, Some(bad), &at, &mut big.clone()), Err(Error::Usage(_))), "{bad:?}");
+            assert!(matches!(slidestream::codec::decode_chunk_part(&img.codec, &[&streams[0]], g, bad, &at), Err(Error::Usage(_))), "{bad:?}");
+        }
+        // A crop TurboJPEG would widen to the image edge is refused by the JPEG layer too.
+        let mut spliced = Vec::new();
+        slidestream::codec::jpeg::splice(img.codec.jpeg_tables.as_deref(), &streams[0], if rgb_coded { slidestream::codec::jpeg::JpegColor::Rgb } else { slidestream::codec::jpeg::JpegColor::YCbCr }, &mut spliced).unwrap();
+        let mut tiny = vec![0u8; 16];
+        let zero = slidestream::codec::jpeg::Crop { x: 0, y: 8, width: 16, height: 0 };
+        assert!(slidestream::codec::jpeg::decode_rgba_into(&spliced, &mut tiny, |_| Ok(Some(zero))).is_err());
+        assert!(slidestream::codec::jpeg::decode_rgba(&spliced, Some(zero), &mut Vec::new(), |_| Ok(())).is_err());
         // A corrupt stream is a format error.
         assert!(matches!(decode_jpeg_into(&img.codec, &streams[0][..40], g, None, &at, &mut vec![0u8; t * t * 4]), Err(Error::Format { .. })));
     }

@@ -224,6 +224,7 @@ pub fn decode_rgba(
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         check(&hdr)?;
+        check_crop(&hdr, crop)?;
         let (w, hh) = out_size(&hdr, crop);
         dst.clear();
         dst.resize(w as usize * 4 * hh as usize, 0);
@@ -250,6 +251,7 @@ pub fn decode_rgba_into(
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         let crop = plan(&hdr)?;
+        check_crop(&hdr, crop)?;
         let (w, hh) = out_size(&hdr, crop);
         let need = w as usize * 4 * hh as usize;
         if dst.len() < need {
@@ -258,6 +260,17 @@ pub fn decode_rgba_into(
         decompress_with(h, stream, crop, &mut dst[..need], w)?;
         Ok((hdr, crop))
     })
+}
+
+/// A crop must be non-empty and inside the image: TurboJPEG reads a zero width or height as "to
+/// the image edge", which would decode more rows or columns than the buffer was sized for.
+fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), String> {
+    match crop {
+        Some(c) if c.width == 0 || c.height == 0 || c.x.checked_add(c.width).is_none_or(|e| e > hdr.width) || c.y.checked_add(c.height).is_none_or(|e| e > hdr.height) => {
+            Err(format!("crop {}x{} at ({}, {}) is empty or outside the {}x{} image", c.width, c.height, c.x, c.y, hdr.width, hdr.height))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Pixel size of the decoded output: the crop's or the whole image's.

@@ -192,8 +192,9 @@ pub struct PartRect {
 /// chunk and return it whole. The result's `x`/`y` say where it sits in the tile.
 ///
 /// # Errors
-/// As [`decode_chunk`].
+/// As [`decode_chunk`]; [`Error::Usage`] when `want` is empty or not inside the valid region.
 pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location) -> Result<DecodedTile> {
+    check_part(want, g)?;
     if codec.compression != Compression::Jpeg {
         return decode_chunk(codec, planes, g, at);
     }
@@ -221,6 +222,16 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
             None => crop_rgba(std::mem::take(px), hdr.width, g),
         })
     })
+}
+
+/// A part must be non-empty and inside the chunk's valid region.
+fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
+    let inside = |a: u32, len: u32, lim: u32| len > 0 && a.checked_add(len).is_some_and(|e| e <= lim);
+    if inside(want.x, want.w, g.valid_width) && inside(want.y, want.h, g.valid_height) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!("part {}x{} at ({}, {}) is empty or outside the {}x{} valid region", want.w, want.h, want.x, want.y, g.valid_width, g.valid_height)))
+    }
 }
 
 /// The crop that decodes `want` exactly: widened by at least one pixel on each side, on iMCU
@@ -264,11 +275,14 @@ pub struct Placed {
 /// `tile_width × tile_height × 4` bytes.
 ///
 /// # Errors
-/// As [`decode_chunk`]; [`Error::Usage`] when `codec` is not JPEG; [`Error::Limits`] when
-/// `dst` is too small.
+/// As [`decode_chunk`]; [`Error::Usage`] when `codec` is not JPEG or `want` is empty or not
+/// inside the valid region; [`Error::Limits`] when `dst` is too small.
 pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: Option<PartRect>, at: &Location, dst: &mut [u8]) -> Result<Placed> {
     if codec.compression != Compression::Jpeg || codec.planar_separate {
         return Err(Error::Usage(format!("decode_jpeg_into takes interleaved JPEG chunks, not {:?}", codec.compression)));
+    }
+    if let Some(w) = want {
+        check_part(w, g)?;
     }
     let (hdr, crop) = with_spliced_jpeg(codec, tile, |stream| {
         jpeg::decode_rgba_into(stream, dst, |hdr| {

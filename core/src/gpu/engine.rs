@@ -1435,7 +1435,9 @@ impl Engine {
         let c = &img.codec;
         let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
         self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
-        if self.split_by_cost {
+        // Cost order only matters when CPU workers will take the back of the queue; otherwise
+        // offset order keeps the lanes' reads coalesced.
+        if self.split_by_cost && misses.len() >= MIN_CPU_SHARE_TILES && self.cpu_workers > 0 {
             misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.offset));
         } else {
             misses.sort_by_key(|m| m.offset);
@@ -1592,10 +1594,11 @@ fn geo_of(w: c_int, h: c_int, sub: (c_int, c_int)) -> Geo {
 
 impl Engine {
     /// Decode a set of JPEG tiles with every decoder available: up to `gpu_workers` lanes take
-    /// chunks of up to [`CHUNK_TILES`] tiles from the front of the offset-sorted list (each
-    /// lane's thread prepares its next chunk on the host while its previous one decodes), and,
-    /// on batches of at least [`MIN_CPU_SHARE_TILES`] tiles, up to `cpu_workers` CPU decoders
-    /// take runs of [`CPU_RUN_TILES`] from the back, until the two ends meet, so each kind
+    /// chunks of up to [`CHUNK_TILES`] whole tiles from the front of the sorted list (costliest
+    /// CPU decodes first; each lane's thread prepares its next chunk on the host while its
+    /// previous one decodes), and, on batches of at least [`MIN_CPU_SHARE_TILES`] tiles, up to
+    /// `cpu_workers` CPU decoders take runs of up to [`CPU_RUN_TILES`] (at most
+    /// [`CPU_RUN_BYTES`] of pixels) from the back, until the two ends meet, so each kind
     /// decodes as much as its speed allows (the issue's "CPU decoder threads take a share of a
     /// batch").
     fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
@@ -1718,10 +1721,11 @@ impl Engine {
                 }
                 self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
                 self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-                // Decode into the pinned buffer; its previous copy (two runs ago) finished at the
-                // synchronisation before the last run's copy.
+                // Decode into the pinned buffer of copy k; copy k - 2 (the previous one from this
+                // buffer) finished at the synchronisation before copy k - 1 was issued. `k`
+                // advances only when a copy is issued: a run whose every tile failed issues none,
+                // and the next run reuses the same buffer.
                 let buf = &mut cs.bufs[k % 2];
-                k += 1;
                 buf.ensure(run.len() * tile_room)?;
                 let host = buf.as_mut_slice(run.len() * tile_room);
                 let mut placed = Vec::with_capacity(run.len());
@@ -1759,6 +1763,7 @@ impl Engine {
                 // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
                 // buffer is not written again before the stream is synchronised (next-but-one run).
                 cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr as *const c_void, used, cs.stream) }, "cuMemcpyHtoDAsync")?;
+                k += 1;
                 self.counters.cpu.fetch_add(placed.len() as u64, Relaxed);
                 for (m, off, pl, whole) in placed {
                     if !whole {
