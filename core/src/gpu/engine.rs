@@ -49,6 +49,8 @@ use crate::slide::Slide;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 const CHUNK_TILES: usize = 256;
+/// Smallest chunk a lane takes as the queue runs low (guided scheduling).
+const DEFAULT_MIN_CHUNK: usize = 64;
 /// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
 /// pairs), all made and warmed at start; more concurrent callers wait for a free one (lanes
 /// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
@@ -457,10 +459,18 @@ impl<'a> WorkQueue<'a> {
     }
 
     /// Up to `n` tiles from the front (empty when none are left).
+    #[cfg(test)]
     fn front(&self, n: usize) -> &'a [Miss] {
+        self.front_guided(n, n, 1)
+    }
+
+    /// Up to `max` tiles from the front, fewer as the queue runs low: `left / share`, at least
+    /// `min` (guided scheduling: a lane keeps two chunks in flight, so big chunks taken near the
+    /// end would keep it busy after the CPU workers ran out of tiles).
+    fn front_guided(&self, max: usize, min: usize, share: usize) -> &'a [Miss] {
         let mut g = self.ends.lock().unwrap_or_else(|p| p.into_inner());
         let (a, b) = *g;
-        let k = n.min(b - a);
+        let k = ((b - a) / share.max(1)).clamp(min.clamp(1, max.max(1)), max.max(1)).min(b - a);
         g.0 = a + k;
         &self.misses[a..a + k]
     }
@@ -565,6 +575,9 @@ pub(crate) struct Engine {
     /// Order of the work queue: by estimated CPU cost, then offset (`true`, default), or by
     /// offset only (`SLIDESTREAM_GPU_SPLIT=offset`).
     split_by_cost: bool,
+    /// Smallest chunk a lane takes as the queue runs low (`SLIDESTREAM_GPU_MIN_CHUNK`, 1–256;
+    /// 256 = fixed chunks).
+    min_chunk: usize,
     /// Bytes of device memory held by live tile blocks (cached tiles and tiles of calls in
     /// flight).
     held: Arc<AtomicU64>,
@@ -789,6 +802,7 @@ impl Engine {
             cpu_slots: Mutex::new((Vec::new(), 0)),
             gpu_workers,
             split_by_cost: std::env::var("SLIDESTREAM_GPU_SPLIT").map_or(true, |v| v.trim() != "offset"),
+            min_chunk: std::env::var("SLIDESTREAM_GPU_MIN_CHUNK").ok().and_then(|v| v.trim().parse::<usize>().ok()).map_or(DEFAULT_MIN_CHUNK, |v| v.clamp(1, CHUNK_TILES)),
             held: Arc::new(AtomicU64::new(0)),
             nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
                 Some("yuv") => NVJPEG_OUTPUT_YUV,
@@ -1614,6 +1628,16 @@ impl Engine {
         let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
         let q = WorkQueue::new(misses);
         let Taken { lanes: extra, cpu: cpu_slots, .. } = &mut taken;
+        // With the trace on: when each decoder ran out of work (the tail the lanes' last chunks
+        // leave after the CPU workers finished, or the reverse).
+        let t_start = std::time::Instant::now();
+        let finished = Mutex::new(Vec::new());
+        let done_at = |t0: std::time::Instant, kind: &'static str| {
+            if trace_on() {
+                finished.lock().unwrap_or_else(|p| p.into_inner()).push((kind, t0.elapsed().as_secs_f64() * 1e3));
+            }
+        };
+        let done_at = &done_at;
         let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
             let lanes: Vec<_> = extra
                 .iter_mut()
@@ -1621,7 +1645,9 @@ impl Engine {
                     let q = &q;
                     s.spawn(move || {
                         self.make_current()?;
-                        self.gpu_decode(l, slide, img, at, q, chunk)
+                        let r = self.gpu_decode(l, slide, img, at, q, chunk, 2 * lanes_n);
+                        done_at(t_start, "lane");
+                        r
                     })
                 })
                 .collect();
@@ -1629,16 +1655,26 @@ impl Engine {
                 .iter_mut()
                 .map(|cs| {
                     let q = &q;
-                    s.spawn(move || self.time(5, || self.cpu_worker(cs, slide, img, at, q)))
+                    s.spawn(move || {
+                        let r = self.time(5, || self.cpu_worker(cs, slide, img, at, q));
+                        done_at(t_start, "cpu");
+                        r
+                    })
                 })
                 .collect();
-            let mut out = vec![self.gpu_decode(lane, slide, img, at, &q, chunk)];
+            let mut out = vec![self.gpu_decode(lane, slide, img, at, &q, chunk, 2 * lanes_n)];
+            done_at(t_start, "lane");
             let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()));
             out.extend(lanes.into_iter().map(joined));
             out.extend(cpus.into_iter().map(joined));
             out
         });
         drop(taken);
+        if trace_on() && n >= 256 {
+            let f = finished.into_inner().unwrap_or_else(|p| p.into_inner());
+            let list = |k: &str| f.iter().filter(|(kind, _)| *kind == k).map(|(_, t)| format!("{t:.1}")).collect::<Vec<_>>().join(" ");
+            eprintln!("[slidestream gpu trace] {n} tiles: lanes done at [{}] ms, CPU workers done at [{}] ms", list("lane"), list("cpu"));
+        }
         let mut all = Vec::with_capacity(n);
         for r in results {
             all.extend(r?);
@@ -1787,7 +1823,8 @@ impl Engine {
 
     /// Decode JPEG tiles on the GPU: chunks of up to `chunk` tiles from the front of `q`,
     /// alternating between the lane's two slots.
-    fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>, chunk_tiles: usize) -> Result<Vec<(Miss, GpuResult)>> {
+    #[allow(clippy::too_many_arguments)]
+    fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>, chunk_tiles: usize, share: usize) -> Result<Vec<(Miss, GpuResult)>> {
         let (cuda, _, _) = libs()?;
         let cufile = if self.io != IoPath::Posix { self.cufile_handle(slide) } else { None };
         let mut out = Vec::new();
@@ -1795,7 +1832,7 @@ impl Engine {
         let mut failure = None;
         let mut k = 0usize;
         loop {
-            let chunk = q.front(chunk_tiles);
+            let chunk = q.front_guided(chunk_tiles, self.min_chunk, share);
             if chunk.is_empty() {
                 break;
             }
@@ -2240,6 +2277,31 @@ mod tests {
         assert!(fronts > 0 && backs > 0, "{fronts} {backs}");
         // The front took whole chunks in order, the back from the end.
         assert!(q.front(1).is_empty() && q.back(1).is_empty());
+    }
+
+    #[test]
+    fn guided_chunks_shrink_as_the_queue_runs_low() {
+        let m = misses(1000);
+        let q = WorkQueue::new(&m);
+        // 1000 left / 8 = 125; then 875 / 8 = 109; ... down to the minimum, then what is left.
+        assert_eq!(q.front_guided(256, 64, 8).len(), 125);
+        assert_eq!(q.front_guided(256, 64, 8).len(), 109);
+        let mut sizes = Vec::new();
+        loop {
+            let c = q.front_guided(256, 64, 8);
+            if c.is_empty() {
+                break;
+            }
+            sizes.push(c.len());
+        }
+        assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+        assert_eq!(sizes.iter().sum::<usize>(), 1000 - 125 - 109);
+        assert!(sizes[..sizes.len() - 1].iter().all(|&s| s >= 64), "{sizes:?}");
+        // A large queue gives full chunks; min > max is clamped to max.
+        let m = misses(10_000);
+        let q = WorkQueue::new(&m);
+        assert_eq!(q.front_guided(256, 64, 8).len(), 256);
+        assert_eq!(q.front_guided(16, 64, 8).len(), 16);
     }
 
     #[test]
