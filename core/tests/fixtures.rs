@@ -473,24 +473,38 @@ fn abbreviated_jpeg_with_jpeg_tables_matches_full_stream() {
     }
 }
 
+/// Image (width, height), tile edge and padded grid (width, height) of the partial-decoding tests:
+/// 160×128 in 64² tiles, so the right column of tiles is an edge tile.
+const PART_TILES: (usize, usize, usize, usize, usize) = (160, 128, 64, 192, 128);
+
+/// (Photometric, RGB-coded, subsampling) of the partial-decoding tests: YCbCr 4:2:0, 4:2:2,
+/// 4:4:4 and Aperio-style RGB.
+const PART_CODINGS: [(u16, bool, turbojpeg::Subsamp); 4] = [
+    (6, false, turbojpeg::Subsamp::Sub2x2),
+    (6, false, turbojpeg::Subsamp::Sub2x1),
+    (6, false, turbojpeg::Subsamp::None),
+    (2, true, turbojpeg::Subsamp::None),
+];
+
+/// The RGB tiles of the padded grid: blocks with sharp edges mixed with a smooth gradient
+/// (`mul` varies the gradient between tests).
+fn part_test_tiles(mul: u64) -> Vec<Vec<u8>> {
+    let (_, _, t, gw, gh) = PART_TILES;
+    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * mul % 200, y) };
+    let grid = raster(gw as u64, gh as u64, |x, y| f(x, y).to_vec());
+    cut_tiles(&grid, gw, gh, 3, t, t, &[0, 0, 0])
+}
+
 #[test]
 fn partial_jpeg_decoding_matches_whole_tile_decoding() {
     // Small regions of an uncached JPEG tile are decoded partially (iMCU columns, skipped rows).
     // Whatever part is decoded, the pixels must be those of the whole-tile decode: compare
     // random regions, with partial decoding forced (fraction 1) and the cache off, against
     // libjpeg-turbo's decode of each complete tile.
-    let (w, h, t) = (160usize, 128usize, 64usize);
-    let (gw, gh) = (192usize, 128usize);
-    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * 2 % 200, y) };
-    let grid = raster(gw as u64, gh as u64, |x, y| f(x, y).to_vec());
-    let tiles_rgb = cut_tiles(&grid, gw, gh, 3, t, t, &[0, 0, 0]);
+    let (w, h, t, gw, gh) = PART_TILES;
+    let tiles_rgb = part_test_tiles(2);
     let mut failures = Vec::new();
-    for (photometric, rgb_coded, ss) in [
-        (6u16, false, turbojpeg::Subsamp::Sub2x2),
-        (6, false, turbojpeg::Subsamp::Sub2x1),
-        (6, false, turbojpeg::Subsamp::None),
-        (2, true, turbojpeg::Subsamp::None),
-    ] {
+    for (photometric, rgb_coded, ss) in PART_CODINGS {
         let streams: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::compress(p, t, t, 85, ss, rgb_coded)).collect();
         let reference = assemble(&streams.iter().map(|s| jpeg::decode(s).2).collect::<Vec<_>>(), gw, gh, t, t);
         let file = jpeg_tiff(streams, w as u32, h as u32, t as u32, photometric, None);
@@ -530,19 +544,11 @@ fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
     // pitch, x, y, width, height) must equal `decode_chunk`'s whole-tile decode.
     use slidestream::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, PartRect};
     use slidestream::error::Location;
-    let (w, h, t) = (160usize, 128usize, 64usize);
-    let (gw, gh) = (192usize, 128usize);
-    let f = |x: u64, y: u64| if (x / 16 + y / 16) % 4 == 0 { blocks(x, y) } else { smooth(x * 3 % 200, y) };
-    let grid = raster(gw as u64, gh as u64, |x, y| f(x, y).to_vec());
-    let tiles_rgb = cut_tiles(&grid, gw, gh, 3, t, t, &[0, 0, 0]);
+    let (w, h, t, _, _) = PART_TILES;
+    let tiles_rgb = part_test_tiles(3);
     let at = Location::default();
     let mut checked = 0;
-    for (photometric, rgb_coded, ss) in [
-        (6u16, false, turbojpeg::Subsamp::Sub2x2),
-        (6, false, turbojpeg::Subsamp::Sub2x1),
-        (6, false, turbojpeg::Subsamp::None),
-        (2, true, turbojpeg::Subsamp::None),
-    ] {
+    for (photometric, rgb_coded, ss) in PART_CODINGS {
         let streams: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::compress(p, t, t, 85, ss, rgb_coded)).collect();
         let file = jpeg_tiff(streams.clone(), w as u32, h as u32, t as u32, photometric, None);
         let slide = open(file.path());
