@@ -141,6 +141,23 @@ impl Slide {
         Ok(format::detect(&probe).0)
     }
 
+    /// The vendor of the file's slide format, as OpenSlide's `openslide_detect_vendor`: the
+    /// driver that accepts it (`aperio`, `generic-tiff`), else a whole-slide format recognised
+    /// without a driver (`hamamatsu` for NDPI, `dicom`; see `format::known`), else `None` (not
+    /// a slide format slidestream knows). Detection only: a detected file may still fail to
+    /// open (an unsupported compression, no driver).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be opened.
+    pub fn detect_vendor(path: impl AsRef<Path>) -> Result<Option<&'static str>> {
+        let path = path.as_ref();
+        let src = open_source(path)?;
+        let at = Location::file(path);
+        let tiff = TiffFile::parse(&src, &at);
+        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref() };
+        Ok(format::detect(&probe).0.chosen().or_else(|| format::known::vendor(&probe)))
+    }
+
     /// The tile index (levels, tiles, codecs, properties).
     pub fn index(&self) -> &SlideIndex {
         &self.index

@@ -7,6 +7,7 @@
 
 pub mod aperio;
 pub mod generic_tiff;
+pub(crate) mod known;
 mod quickhash;
 
 use std::collections::BTreeMap;

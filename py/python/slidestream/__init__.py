@@ -16,6 +16,9 @@ GPU: ``read_region`` / ``read_regions`` take ``device="cuda"`` (or ``"cuda:N"``,
 Interface, zero-copy into PyTorch / CuPy); :func:`cuda_available`, :func:`gpu_probe`,
 :func:`gpu_stats`, :func:`gpu_reset_stats`, :func:`gpu_clear_cache`.
 
+Settings (``SLIDESTREAM_*``): :mod:`slidestream.config` (``get``, ``set``, ``scope``). Format
+detection without opening: :func:`detect_vendor`.
+
 Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` and
 ``slidestream.deepzoom.DeepZoomGenerator``. PyTorch: :mod:`slidestream.torch`; Dask:
 :mod:`slidestream.dask` (both import their framework lazily).
@@ -23,7 +26,9 @@ Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` 
 
 from typing import TYPE_CHECKING, Any
 
+from . import config
 from ._errors import (
+    ConfigError,
     CorruptDataError,
     GpuError,
     GpuForkError,
@@ -38,6 +43,7 @@ from ._slidestream import (
     DeviceArray,
     core_version,
     cuda_available,
+    detect_vendor,
     gpu_clear_cache,
     gpu_probe,
     gpu_reset_stats,
@@ -65,10 +71,13 @@ __all__ = [
     "CorruptDataError",
     "LimitsExceededError",
     "InvalidArgumentError",
+    "ConfigError",
     "GpuError",
     "GpuUnavailableError",
     "GpuForkError",
     "DeviceArray",
+    "detect_vendor",
+    "config",
     "cuda_available",
     "gpu_probe",
     "gpu_stats",

@@ -15,8 +15,11 @@ Exceptions: :data:`OpenSlideError` is :class:`slidestream.SlideError` and
 error that is both :data:`OpenSlideUnsupportedFormatError` (as openslide-python) and
 :class:`FileNotFoundError`.
 
-Known differences from openslide-python: reading a level that does not exist raises
-:class:`~slidestream.InvalidArgumentError` (OpenSlide returns a transparent image); regions of
+Known differences from openslide-python: reading a level that does not exist (negative, or
+``level_count`` and above) raises :class:`~slidestream.InvalidArgumentError` (OpenSlide returns
+a transparent image); slides of vendors slidestream cannot read (NDPI, DICOM) are detected but
+refused with :data:`OpenSlideUnsupportedFormatError`, by :func:`open_slide` too (it never hands a
+detected slide to Pillow); regions of
 levels > 0 whose location is not a multiple of the level's downsample start at the level pixel
 ``floor(location / downsample)`` instead of being resampled bilinearly at the sub-pixel offset;
 ``set_cache`` is accepted and ignored (slidestream's tile cache is process-wide, sized by
@@ -26,7 +29,6 @@ levels > 0 whose location is not a multiple of the level's downsample start at t
 from __future__ import annotations
 
 import os
-import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from io import BytesIO
@@ -37,6 +39,7 @@ import numpy as np
 
 from ._errors import InvalidArgumentError, SlideError, UnsupportedFormatError
 from ._slide import Slide
+from ._slidestream import detect_vendor
 
 if TYPE_CHECKING:  # Pillow is optional and imported lazily at run time.
     from PIL import Image, ImageCms
@@ -288,53 +291,6 @@ class AbstractSlide(ABC):
         return thumb
 
 
-def _probe_tiff_vendor(filename: Filename) -> Optional[str]:
-    """Detection only (no open): the vendor slidestream's drivers would claim, from the TIFF
-    header and IFD 0 (docs/formats.md): ``aperio`` if IFD 0 is tiled and its ImageDescription
-    starts with ``Aperio``, ``generic-tiff`` if IFD 0 is tiled, else None."""
-    try:
-        with open(filename, "rb") as f:
-            head = f.read(16)
-            if len(head) < 8 or head[:2] not in (b"II", b"MM"):
-                return None
-            e = "<" if head[:2] == b"II" else ">"
-            (magic,) = struct.unpack(e + "H", head[2:4])
-            if magic == 42:
-                (ifd,) = struct.unpack(e + "I", head[4:8])
-                count_fmt, entry_fmt, entry_size, count_size, inline = "H", "HHI4s", 12, 2, 4
-            elif magic == 43 and len(head) >= 16:
-                (ifd,) = struct.unpack(e + "Q", head[8:16])
-                count_fmt, entry_fmt, entry_size, count_size, inline = "Q", "HHQ8s", 20, 8, 8
-            else:
-                return None
-            size = os.fstat(f.fileno()).st_size
-            if ifd == 0 or ifd + count_size > size:
-                return None
-            f.seek(ifd)
-            (n,) = struct.unpack(e + count_fmt, f.read(count_size))
-            if n == 0 or ifd + count_size + n * entry_size > size:
-                return None
-            raw = f.read(n * entry_size)
-            tags = {}
-            for i in range(n):
-                tag, typ, cnt, val = struct.unpack(e + entry_fmt, raw[i * entry_size : (i + 1) * entry_size])
-                tags[tag] = (typ, cnt, val)
-            if 322 not in tags or 323 not in tags:
-                return None
-            desc = b""
-            if 270 in tags:
-                typ, cnt, val = tags[270]
-                if cnt <= inline:
-                    desc = val[:cnt]
-                else:
-                    (off,) = struct.unpack(e + ("I" if inline == 4 else "Q"), val)
-                    f.seek(off)
-                    desc = f.read(min(cnt, 6))
-            return "aperio" if desc.startswith(b"Aperio") else "generic-tiff"
-    except (OSError, struct.error, ValueError, TypeError):
-        return None
-
-
 class OpenSlide(AbstractSlide):
     """An open whole-slide image with openslide-python's API (``openslide.OpenSlide``).
 
@@ -364,17 +320,14 @@ class OpenSlide(AbstractSlide):
 
     @classmethod
     def detect_format(cls, filename: Filename) -> Optional[str]:
-        """The vendor (``aperio``, ``generic-tiff``) slidestream detects for the file, or None.
+        """The vendor of the file's slide format, or None (:func:`slidestream.detect_vendor`):
+        ``aperio`` or ``generic-tiff`` for the formats slidestream reads, ``hamamatsu`` (NDPI)
+        or ``dicom`` for whole-slide formats it recognises but cannot read yet; None for a
+        file that is not a slide format slidestream knows, or cannot be opened.
 
         As openslide's, this is detection only: a file that is detected but cannot be opened
         (e.g. an unsupported compression) still reports its vendor."""
-        try:
-            with Slide(filename) as s:
-                return str(s.vendor)
-        except OSError:
-            return None
-        except SlideError:
-            return _probe_tiff_vendor(filename)
+        return detect_vendor(filename)
 
     def close(self) -> None:
         """Close the slide; later reads raise :class:`~slidestream.InvalidArgumentError`."""
@@ -533,9 +486,19 @@ class ImageSlide(AbstractSlide):
 
 
 def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
-    """Open a whole-slide image with :class:`OpenSlide`, falling back to :class:`ImageSlide`
-    (Pillow) for files slidestream does not recognise."""
+    """Open a whole-slide image with :class:`OpenSlide`, or a plain image with
+    :class:`ImageSlide`: openslide-python's rule, with slidestream's detection.
+
+    A file whose slide format is detected (:meth:`OpenSlide.detect_format` is not None) is
+    opened as a slide or refused with the error :class:`OpenSlide` raises
+    (:data:`OpenSlideUnsupportedFormatError` for a vendor slidestream cannot read, such as
+    NDPI or DICOM; another :data:`OpenSlideError` for a damaged or unsupported file). Only a
+    file that is not a slide at all (detection returns None, or the file is missing) is handed
+    to Pillow, whose errors (``PIL.UnidentifiedImageError``, ``FileNotFoundError``) propagate
+    as with openslide-python."""
     try:
         return OpenSlide(filename)
-    except UnsupportedFormatError:
-        return ImageSlide(filename)
+    except SlideError:
+        if detect_vendor(filename) is not None:
+            raise
+    return ImageSlide(filename)

@@ -31,6 +31,13 @@ class InvalidArgumentError(SlideError, ValueError):
     """The call's arguments are invalid (no such level or associated image, closed slide)."""
 
 
+class ConfigError(SlideError, ValueError):
+    """A ``SLIDESTREAM_*`` setting has a value that does not parse or is out of range, or the
+    setting does not exist. Raised by :func:`slidestream.config.set` / :func:`~slidestream.config.get`
+    and, for a bad value in the environment, by the first open or read that uses the setting.
+    The message names the variable, the value and the accepted values."""
+
+
 class GpuError(SlideError):
     """A device read (``device="cuda"``) or another GPU call failed: a CUDA, nvJPEG or cuFile
     call returned an error (the message names the call and its status code). The subclasses
@@ -55,6 +62,7 @@ __all__ = [
     "CorruptDataError",
     "LimitsExceededError",
     "InvalidArgumentError",
+    "ConfigError",
     "GpuError",
     "GpuUnavailableError",
     "GpuForkError",

@@ -1,4 +1,4 @@
-"""Type stubs of the compiled extension ``slidestream._slidestream`` (py/src/lib.rs).
+"""Type stubs of the compiled extension ``slidestream._slidestream`` (py/src/).
 
 Coordinates follow OpenSlide: a ``location`` is (x, y) in level-0 pixels, x to the right and
 y down from the top-left corner of the slide; a ``size`` is (width, height) in pixels of the
@@ -20,12 +20,16 @@ __all__ = [
     "Slide",
     "DeviceArray",
     "core_version",
+    "detect_vendor",
     "cuda_available",
     "gpu_probe",
     "gpu_stats",
     "gpu_reset_stats",
     "gpu_clear_cache",
     "_parse_device",
+    "_config_get",
+    "_config_set",
+    "_config_table",
     "_test_cpu_dlpack",
     "_test_cpu_dlpack_releases",
 ]
@@ -215,7 +219,8 @@ class Slide:
         (0, 0, 0, 0) outside the image and on missing tiles.
 
         ``location``: (x, y) in level-0 pixels (may be negative or past the image);
-        ``level``: 0 .. level_count - 1; ``size``: (width, height) >= 0 in pixels of that
+        ``level``: 0 .. level_count - 1 (InvalidArgumentError otherwise, negative levels
+        included; TypeError for a non-int); ``size``: (width, height) >= 0 in pixels of that
         level. The level-k origin is the level pixel ``floor(location / downsample)``. The GIL
         is released during the read; the array owns the buffer and supports ``__dlpack__``.
         Raises InvalidArgumentError (bad level, closed slide), ValueError (negative size),
@@ -251,7 +256,8 @@ class Slide:
         """Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
 
         ``locations``: n (x, y) level-0 pixel pairs, a sequence or an int64 array of shape
-        (n, 2). ``size``: (width, height) of every patch in pixels of ``level``.
+        (n, 2). ``level``: as :meth:`read_region`. ``size``: (width, height) of every patch in
+        pixels of ``level``.
         ``background``: int 0..255 or (r, g, b), default 255 (white): used outside the image
         and on missing tiles; partly transparent pixels are composited over it. Tiles shared
         by patches are decoded once; the work runs on threads with the GIL released.
@@ -288,6 +294,24 @@ class Slide:
 
 def core_version() -> str:
     """Version of the Rust core (also ``slidestream.__version__``)."""
+
+def detect_vendor(path: _Path) -> Optional[str]:
+    """The vendor of the file's slide format, as ``openslide.OpenSlide.detect_format``:
+    ``"aperio"`` or ``"generic-tiff"`` (the driver that would open it), ``"hamamatsu"`` (NDPI)
+    or ``"dicom"`` (whole-slide formats slidestream recognises but cannot read yet), or None
+    when the file is not a slide format slidestream knows or cannot be opened. Detection only:
+    a detected file may still fail to open. TypeError for a bad path type."""
+
+def _config_get(name: str) -> str:
+    """The value of setting ``name`` in effect (override > environment > default), as text.
+    ConfigError for an unknown name or a bad value in the environment."""
+
+def _config_set(name: str, value: Optional[str]) -> None:
+    """Set (a str) or remove (None) the process-wide override of setting ``name``; validated
+    first (ConfigError, nothing changed)."""
+
+def _config_table() -> List[Dict[str, str]]:
+    """The settings table: dicts with ``name``, ``default``, ``unit``, ``accepted``, ``doc``."""
 
 def cuda_available() -> bool:
     """True when a usable CUDA device is present (libcuda loads, ``cuInit`` succeeds, at least

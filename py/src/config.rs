@@ -1,0 +1,45 @@
+//! Access to the core's settings table (`slidestream::config`) for the Python module
+//! `slidestream.config`: read a resolved value, set or remove a process-wide override, list
+//! the table. A value that does not parse or is out of range raises `ConfigError` (a
+//! `ValueError`), naming the variable and the accepted values.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use slidestream::config;
+
+use crate::errors::OrRaise;
+
+/// The value of setting `name` in effect (override set by `_config_set` > environment >
+/// default), as text. Raises ConfigError for an unknown name or a bad value in the
+/// environment.
+#[pyfunction(name = "_config_get")]
+pub(crate) fn config_get(py: Python<'_>, name: &str) -> PyResult<String> {
+    config::get(name).or_raise(py)
+}
+
+/// Set (`value` a str) or remove (`value` None) the process-wide override of setting `name`.
+/// The value is validated first: ConfigError for an unknown name or a bad value (nothing is
+/// changed then).
+#[pyfunction(name = "_config_set")]
+#[pyo3(signature = (name, value))]
+pub(crate) fn config_set(py: Python<'_>, name: &str, value: Option<&str>) -> PyResult<()> {
+    config::set(name, value).or_raise(py)
+}
+
+/// The settings table, in its order: a list of dicts with `name`, `default`, `unit`,
+/// `accepted` and `doc` (all str).
+#[pyfunction(name = "_config_table")]
+pub(crate) fn config_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    config::TABLE
+        .iter()
+        .map(|s| {
+            let d = PyDict::new(py);
+            d.set_item("name", s.name)?;
+            d.set_item("default", s.default)?;
+            d.set_item("unit", s.unit)?;
+            d.set_item("accepted", s.accepted)?;
+            d.set_item("doc", s.doc)?;
+            Ok(d)
+        })
+        .collect()
+}

@@ -1,0 +1,89 @@
+//! The one mapping from the core's [`Error`] enum to Python exceptions.
+//!
+//! The exception classes are defined in Python (`slidestream._errors`, where their docs live);
+//! the class is chosen by the error's variant (and, for GPU errors, the [`GpuError`] variant),
+//! never by its message text:
+//!
+//! | core error | Python exception |
+//! |---|---|
+//! | `Io` with an OS error number | `OSError(errno, strerror, filename)`, which Python turns into `FileNotFoundError`, `PermissionError`, ... |
+//! | `Io` without one | `OSError(message)` |
+//! | `Format` | `CorruptDataError` |
+//! | `Unsupported` | `UnsupportedFormatError` |
+//! | `Limits` | `LimitsExceededError` (also a `MemoryError`) |
+//! | `Usage` | `InvalidArgumentError` (also a `ValueError`) |
+//! | `Config` | `ConfigError` (also a `ValueError`) |
+//! | `Gpu(NotCompiled \| Unavailable)` | `GpuUnavailableError` |
+//! | `Gpu(Fork)` | `GpuForkError` |
+//! | other `Gpu` | `GpuError` |
+//! | any later variant | `SlideError` |
+//!
+//! The message is the error's `Display` text (file, level, tile and what went wrong).
+
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+use slidestream::error::GpuError;
+use slidestream::Error;
+
+/// The `slidestream._errors` class an error maps to, or `None` for I/O errors (built-in
+/// `OSError` family).
+fn class_name(e: &Error) -> Option<&'static str> {
+    Some(match e {
+        Error::Io { .. } => return None,
+        Error::Format { .. } => "CorruptDataError",
+        Error::Unsupported { .. } => "UnsupportedFormatError",
+        Error::Limits { .. } => "LimitsExceededError",
+        Error::Usage(_) => "InvalidArgumentError",
+        Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_)) => "GpuUnavailableError",
+        Error::Gpu(GpuError::Fork { .. }) => "GpuForkError",
+        Error::Gpu(_) => "GpuError",
+        _ => "SlideError",
+    })
+}
+
+/// A class of `slidestream._errors` by name.
+fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    Ok(py.import("slidestream._errors")?.getattr(name)?.cast_into::<PyType>()?)
+}
+
+/// Map a core error to its Python exception (table in the module docs).
+pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
+    if let Error::Io { source, at } = &e {
+        return match source.raw_os_error() {
+            // OSError(errno, strerror, filename) picks FileNotFoundError, PermissionError...;
+            // strerror as Python's os.strerror gives it (the C library's text for errno).
+            Some(n) => {
+                let strerror = py
+                    .import("os")
+                    .and_then(|os| os.getattr("strerror")?.call1((n,))?.extract::<String>())
+                    .unwrap_or_else(|_| source.kind().to_string());
+                PyOSError::new_err((n, strerror, at.path.to_string_lossy().into_owned()))
+            }
+            None => PyOSError::new_err(e.to_string()),
+        };
+    }
+    let name = class_name(&e).unwrap_or("SlideError");
+    match error_class(py, name) {
+        Ok(cls) => PyErr::from_type(cls, e.to_string()),
+        Err(err) => err,
+    }
+}
+
+/// `InvalidArgumentError(message)`: a bad argument found by the bindings themselves (the same
+/// class as the core's `Usage` errors).
+pub(crate) fn invalid_argument(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    to_py(py, Error::Usage(message.into()))
+}
+
+/// `Result<T, Error>` → `PyResult<T>` through [`to_py`].
+pub(crate) trait OrRaise<T> {
+    /// The value, or the error mapped to its Python exception.
+    fn or_raise(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> OrRaise<T> for Result<T, Error> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}

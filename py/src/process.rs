@@ -1,0 +1,89 @@
+//! Per-process state, keyed by process ID so that `fork` is safe.
+//!
+//! * The decode thread pool and the shared tile cache are rebuilt when the process ID changes
+//!   (after `fork`, the parent's pool threads do not exist in the child).
+//! * CUDA contexts do not survive `fork` (CUDA programming guide): the process that first
+//!   initialised CUDA through this module is recorded, and a forked child refuses device work
+//!   with `GpuError::Fork` before making any CUDA call.
+//! * The devices this process has read on (for `Slide.io_stats()["gpu"]`), reset in a child.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::PyOSError;
+use pyo3::prelude::*;
+use slidestream::error::GpuError;
+use slidestream::{Error, TileCache};
+
+/// The decode pool and the shared tile cache of one process.
+struct ProcState {
+    pid: u32,
+    pool: Arc<rayon::ThreadPool>,
+    cache: Arc<TileCache>,
+}
+
+static PROC: Mutex<Option<ProcState>> = Mutex::new(None);
+
+/// This process's decode pool and shared tile cache (`SLIDESTREAM_CACHE_BYTES`), created on
+/// first use in each process.
+///
+/// Raises OSError when the decode threads cannot be started.
+pub(crate) fn pool_and_cache() -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
+    let pid = std::process::id();
+    let mut g = PROC.lock().unwrap_or_else(|p| p.into_inner());
+    if g.as_ref().is_none_or(|s| s.pid != pid) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("slidestream-{i}"))
+            .build()
+            .map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
+        let cache = Arc::new(TileCache::new(slidestream::Config::from_env().cache_bytes));
+        *g = Some(ProcState { pid, pool: Arc::new(pool), cache });
+    }
+    let s = g.as_ref().expect("initialised above");
+    Ok((s.pool.clone(), s.cache.clone()))
+}
+
+/// Process that initialised CUDA through this module (a successful probe or a device read that
+/// reached the GPU); 0 when none did. Inherited by `fork`, so a child sees its parent's pid.
+static CUDA_PID: AtomicU32 = AtomicU32::new(0);
+
+/// Record that this process has initialised CUDA (first caller wins).
+pub(crate) fn note_cuda_init() {
+    let _ = CUDA_PID.compare_exchange(0, std::process::id(), Ordering::SeqCst, Ordering::SeqCst);
+}
+
+/// `Err(GpuError::Fork)` in a process forked after CUDA was initialised (CUDA contexts do not
+/// survive `fork`): checked before any CUDA call, so a forked child never touches CUDA.
+pub(crate) fn fork_check() -> Result<(), Error> {
+    match CUDA_PID.load(Ordering::SeqCst) {
+        0 => Ok(()),
+        p if p == std::process::id() => Ok(()),
+        parent => Err(GpuError::Fork { parent, child: std::process::id() }.into()),
+    }
+}
+
+/// Devices this process has read on (bit d = ordinal d, capped at 63), with the pid that
+/// recorded them (a forked child starts empty).
+static GPU_USED: Mutex<(u32, u64)> = Mutex::new((0, 0));
+
+/// Record that a device read reached `device` (the GPU was initialised and used), unless the
+/// error says it never got there: no GPU, a forked child, or arguments refused before any GPU
+/// work (usage, limits).
+pub(crate) fn note_device_use<T>(device: usize, r: &Result<T, Error>) {
+    if let Err(Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_) | GpuError::Fork { .. }) | Error::Usage(_) | Error::Limits { .. }) = r {
+        return;
+    }
+    note_cuda_init();
+    let pid = std::process::id();
+    let mut g = GPU_USED.lock().unwrap_or_else(|p| p.into_inner());
+    if g.0 != pid {
+        *g = (pid, 0);
+    }
+    g.1 |= 1u64 << device.min(63);
+}
+
+/// The lowest device ordinal this process has read on, if any.
+pub(crate) fn used_device() -> Option<usize> {
+    let g = GPU_USED.lock().unwrap_or_else(|p| p.into_inner());
+    (g.0 == std::process::id() && g.1 != 0).then(|| g.1.trailing_zeros() as usize)
+}

@@ -1,0 +1,329 @@
+//! `slidestream._slidestream.Slide`: an open slide (the base class of `slidestream.Slide`),
+//! its lifetime (lazy open, reopen after `fork` or unpickling, close) and its metadata. The
+//! reads are in [`crate::reads`]; this file only declares them to Python.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+use slidestream::{Error, Slide, SlideOptions, TileCache};
+
+use crate::errors::{invalid_argument, OrRaise};
+use crate::{args, gpu, process, stats};
+
+/// The core slide of one process.
+struct State {
+    /// Process that opened `slide` (a forked child reopens).
+    pid: u32,
+    /// `None` until opened (lazy) or after `close()`.
+    slide: Option<Arc<Slide>>,
+    closed: bool,
+}
+
+/// An open whole-slide image (Aperio SVS, pyramidal tiled TIFF/BigTIFF).
+///
+/// Coordinates follow OpenSlide: `location` is (x, y) in level-0 pixels, `size` is
+/// (width, height) in pixels of the requested level. Pixels are `uint8`, row-major.
+/// Thread-safe: share one `Slide` between threads; reads release the GIL.
+#[pyclass(frozen, subclass, name = "Slide", module = "slidestream._slidestream")]
+pub(crate) struct PySlide {
+    pub(crate) path: PathBuf,
+    cache_bytes: Option<usize>,
+    state: Mutex<State>,
+}
+
+impl PySlide {
+    /// Open the core slide with this process's decode pool and the shared cache (or a private
+    /// cache of `cache_bytes`). Runs with the GIL released.
+    fn open_core(py: Python<'_>, path: &PathBuf, cache_bytes: Option<usize>) -> PyResult<Slide> {
+        let (pool, shared) = process::pool_and_cache()?;
+        let cache = match cache_bytes {
+            Some(b) => Arc::new(TileCache::new(b)),
+            None => shared,
+        };
+        let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool) };
+        py.detach(move || Slide::open_with(path, opts)).or_raise(py)
+    }
+
+    /// The core slide for this process (reopened lazily after unpickling or `fork`).
+    ///
+    /// Raises InvalidArgumentError after `close()`, and the open errors on a reopen.
+    pub(crate) fn slide(&self, py: Python<'_>) -> PyResult<Arc<Slide>> {
+        let pid = std::process::id();
+        let current = |st: &State| -> PyResult<Option<Arc<Slide>>> {
+            if st.closed {
+                return Err(invalid_argument(py, format!("{}: slide is closed", self.path.display())));
+            }
+            Ok(st.slide.clone().filter(|_| st.pid == pid))
+        };
+        if let Some(s) = current(&self.state.lock().unwrap_or_else(|p| p.into_inner()))? {
+            return Ok(s);
+        }
+        // Open without holding the lock: the open releases the GIL, and a thread holding the
+        // GIL may be waiting for the lock. Two threads may both open; the first one kept wins.
+        let opened = Arc::new(Self::open_core(py, &self.path, self.cache_bytes)?);
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = current(&st)? {
+            return Ok(s);
+        }
+        st.slide = Some(opened.clone());
+        st.pid = pid;
+        Ok(opened)
+    }
+
+    /// A `level` argument as an index: any int that can name a level goes to the core (which
+    /// refuses levels >= level_count with InvalidArgumentError); a negative or huge int raises
+    /// the same InvalidArgumentError here; a non-int raises TypeError.
+    pub(crate) fn level(&self, py: Python<'_>, level: &Bound<'_, PyAny>) -> PyResult<usize> {
+        match args::level(level)? {
+            Ok(l) => Ok(l),
+            Err(text) => {
+                let n = self.slide(py)?.level_count();
+                Err(invalid_argument(py, format!("{}: level {text} does not exist (level count {n})", self.path.display())))
+            }
+        }
+    }
+
+    /// Run a read on the calling thread with the GIL released; the core hands only parallel
+    /// work to this process's pool (given at open), so single-tile and cached reads pay no
+    /// thread hand-off.
+    pub(crate) fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
+        let slide = self.slide(py)?;
+        py.detach(move || f(&slide)).or_raise(py)
+    }
+
+    /// [`run`](Self::run) for a device read on CUDA device `device`: refused with
+    /// `GpuError::Fork` (before any CUDA call) in a process forked after CUDA was initialised,
+    /// and recorded as GPU use of this process (for `io_stats()`).
+    pub(crate) fn run_device<T: Send>(&self, py: Python<'_>, device: usize, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
+        process::fork_check().or_raise(py)?;
+        let slide = self.slide(py)?;
+        let r = py.detach(move || f(&slide));
+        process::note_device_use(device, &r);
+        r.or_raise(py)
+    }
+}
+
+#[pymethods]
+impl PySlide {
+    /// Open a slide. `path`: str, bytes or os.PathLike. `cache_bytes`: capacity of a private
+    /// tile cache for this slide, in bytes (default: the process-wide cache,
+    /// `SLIDESTREAM_CACHE_BYTES`, 256 MiB).
+    ///
+    /// Raises FileNotFoundError / PermissionError / OSError, UnsupportedFormatError,
+    /// CorruptDataError, LimitsExceededError.
+    ///
+    /// `lazy=True` defers opening to the first use (used when unpickling).
+    #[new]
+    #[pyo3(signature = (path, *, cache_bytes=None, lazy=false))]
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<usize>, lazy: bool) -> PyResult<Self> {
+        let path = args::path(path)?;
+        let (pid, slide) = if lazy { (0, None) } else { (std::process::id(), Some(Arc::new(Self::open_core(py, &path, cache_bytes)?))) };
+        Ok(PySlide { path, cache_bytes, state: Mutex::new(State { pid, slide, closed: false }) })
+    }
+
+    /// The file path as bytes (exact, for pickling non-UTF-8 names).
+    #[getter]
+    fn path_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        use std::os::unix::ffi::OsStrExt;
+        PyBytes::new(py, self.path.as_os_str().as_bytes())
+    }
+
+    /// Capacity of this slide's private tile cache in bytes, or None (process-wide cache).
+    #[getter]
+    fn cache_bytes(&self) -> Option<usize> {
+        self.cache_bytes
+    }
+
+    /// The file path, as given (str).
+    #[getter]
+    fn path(&self) -> String {
+        self.path.to_string_lossy().into_owned()
+    }
+
+    /// `True` after `close()`.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed
+    }
+
+    /// Vendor / format driver (`aperio`, `generic-tiff`): `openslide.vendor`.
+    #[getter]
+    fn vendor(&self, py: Python<'_>) -> PyResult<&'static str> {
+        Ok(self.slide(py)?.vendor())
+    }
+
+    /// Number of pyramid levels.
+    #[getter]
+    fn level_count(&self, py: Python<'_>) -> PyResult<usize> {
+        Ok(self.slide(py)?.level_count())
+    }
+
+    /// Level-0 (width, height) in pixels.
+    #[getter]
+    fn dimensions(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        Ok(self.slide(py)?.dimensions())
+    }
+
+    /// ((width, height), ...) in pixels for every level, level 0 first.
+    #[getter]
+    fn level_dimensions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.slide(py)?.level_dimensions())
+    }
+
+    /// (downsample, ...) of every level relative to level 0 (mean of the axis ratios).
+    #[getter]
+    fn level_downsamples<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.slide(py)?.level_downsamples())
+    }
+
+    /// ((tile_width, tile_height), ...) in pixels for every level.
+    #[getter]
+    fn level_tile_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.slide(py)?.level_tile_sizes())
+    }
+
+    /// Properties as a new dict of str → str (OpenSlide's `openslide.*` names, `tiff.*`,
+    /// vendor keys).
+    fn _properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.slide(py)?.properties() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Associated image names and (width, height) in pixels, as a dict.
+    fn _associated_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.slide(py)?.associated_images() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// Read a whole associated image: numpy uint8 array (height, width, 4), RGBA.
+    fn read_associated<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+        self.read_associated_impl(py, name)
+    }
+
+    /// The slide's ICC profile as bytes, or None.
+    #[getter]
+    fn color_profile<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        Ok(self.slide(py)?.icc_profile().map(|b| PyBytes::new(py, b)))
+    }
+
+    /// (mpp_x, mpp_y) in micrometres per level-0 pixel, or None when unknown.
+    #[getter]
+    fn mpp(&self, py: Python<'_>) -> PyResult<Option<(f64, f64)>> {
+        Ok(self.slide(py)?.mpp())
+    }
+
+    /// Read a region as a numpy uint8 array of shape (height, width, 4), RGBA,
+    /// non-premultiplied; alpha 0 outside the image (OpenSlide's semantics).
+    ///
+    /// location: (x, y) in level-0 pixels (may be negative); level: int (InvalidArgumentError
+    /// unless 0 <= level < level_count); size: (width, height) in pixels of that level. The
+    /// GIL is released during the read. The array owns the decoded buffer (no copy) and
+    /// supports `__dlpack__`.
+    ///
+    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
+    /// torch.device): the region is decoded on that GPU and returned as a DeviceArray of the
+    /// same shape and pixels. Raises GpuUnavailableError without a usable GPU, GpuForkError in
+    /// a process forked after CUDA was initialised, ValueError / TypeError for a bad device.
+    #[pyo3(signature = (location, level, size, *, device=None))]
+    fn read_region<'py>(
+        &self,
+        py: Python<'py>,
+        location: (i64, i64),
+        level: &Bound<'py, PyAny>,
+        size: (i64, i64),
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read_region_impl(py, location, level, size, device)
+    }
+
+    /// Read many patches of one level in one call: numpy uint8 array (n, height, width, 3), RGB.
+    ///
+    /// locations: sequence of (x, y) level-0 pixels, or an integer array of shape (n, 2).
+    /// level: as `read_region`. background: int or (r, g, b) used outside the image and on
+    /// missing tiles; partly transparent pixels are composited over it. Tiles shared by
+    /// patches are decoded once; the work is spread over threads with the GIL released.
+    ///
+    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
+    /// torch.device): the patches are decoded and assembled on that GPU and returned as one
+    /// DeviceArray (n, height, width, 3) with the same pixels. A patch that cannot be read
+    /// raises its error (CorruptDataError...), as on the CPU.
+    #[pyo3(signature = (locations, level, size, *, background=None, device=None))]
+    fn read_regions<'py>(
+        &self,
+        py: Python<'py>,
+        locations: &Bound<'py, PyAny>,
+        level: &Bound<'py, PyAny>,
+        size: (i64, i64),
+        background: Option<&Bound<'py, PyAny>>,
+        device: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read_regions_impl(py, locations, level, size, background, device)
+    }
+
+    /// The level to read for a wanted downsample (OpenSlide's rule).
+    fn get_best_level_for_downsample(&self, py: Python<'_>, downsample: f64) -> PyResult<usize> {
+        Ok(self.slide(py)?.best_level_for_downsample(downsample))
+    }
+
+    /// Tile cache counters: dict with hits, misses, evictions, insertions, entries,
+    /// resident_bytes, capacity_bytes.
+    fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        stats::cache_dict(py, &self.slide(py)?.cache_stats())
+    }
+
+    /// I/O counters since open in this process: dict with requests, bytes (POSIX pread path of
+    /// the CPU reads of this slide); plus, once this process has made a device read, "gpu":
+    /// the process-wide GPU counters (as gpu_stats()) of the device it read on, with its
+    /// ordinal under "device". Does not initialise CUDA.
+    fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.slide(py)?.io_counters();
+        let g = gpu::used_device_stats();
+        stats::io_dict(py, &c, g.as_ref().map(|(d, s)| (*d, s)))
+    }
+
+    /// Close the file. Later reads raise InvalidArgumentError; closing twice is harmless.
+    fn close(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.closed = true;
+        st.slide = None;
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close();
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!("slidestream.Slide({:?})", self.path.to_string_lossy())
+    }
+}
+
+/// The vendor of the slide format of the file at `path` (str, bytes or os.PathLike), as
+/// `openslide.OpenSlide.detect_format`: the driver that would open it (`"aperio"`,
+/// `"generic-tiff"`), a whole-slide format slidestream recognises but cannot read
+/// (`"hamamatsu"` for NDPI, `"dicom"`), or None when the file is not a slide format
+/// slidestream knows, or cannot be opened. Detection only: a detected file may still fail to
+/// open. Raises TypeError for a bad path type.
+#[pyfunction]
+pub(crate) fn detect_vendor(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+    let path = args::path(path)?;
+    match py.detach(move || Slide::detect_vendor(&path)) {
+        Ok(v) => Ok(v),
+        // As openslide_detect_vendor: a file that cannot be opened has no vendor.
+        Err(Error::Io { .. }) => Ok(None),
+        Err(e) => Err(crate::errors::to_py(py, e)),
+    }
+}
