@@ -290,3 +290,89 @@ def test_open_slide_and_image_slide():
         assert i.dimensions == (8, 6)
         assert i.read_region((7, 5), 0, (2, 2)).getpixel((0, 0)) == (10, 20, 30, 255)
         assert i.read_region((7, 5), 0, (2, 2)).getpixel((1, 1)) == (0, 0, 0, 0)
+
+
+def _every_test_file():
+    """Every file of the test-data folder (slides, DICOM files, and files that are not slides
+    at all: MANIFEST.md, manifest.json), plus a missing file."""
+    td = locate_testdata()
+    files = sorted(p for p in td.iterdir() if p.is_file())
+    files += sorted((td / "CMU-1-Small-Region-dicom").glob("*.dcm"))[:2]
+    return files + [td / "no-such-slide.svs"]
+
+
+def test_detect_vendor_matches_openslide_on_every_file():
+    """slidestream.detect_vendor (bound from the core's Slide::detect_vendor) and
+    OpenSlide.detect_format give openslide's answer for every test file: the vendor for
+    slides, including vendors slidestream cannot read (hamamatsu, dicom), None for the rest."""
+    seen = set()
+    for path in _every_test_file():
+        theirs = openslide.OpenSlide.detect_format(str(path))
+        assert slidestream.detect_vendor(path) == theirs, path.name
+        assert slidestream.detect_vendor(str(path).encode()) == theirs, path.name
+        assert slidestream.OpenSlide.detect_format(path) == theirs, path.name
+        seen.add(theirs)
+    assert {"aperio", "generic-tiff", "hamamatsu", "dicom", None} <= seen
+    with pytest.raises(TypeError):
+        slidestream.detect_vendor(12)  # type: ignore[arg-type]
+
+
+def test_open_slide_falls_back_to_pillow_only_for_non_slides():
+    """open_slide follows openslide-python's rule with slidestream's detection: a detected
+    slide is opened or refused with an OpenSlideError, never handed to Pillow; a file that is
+    not a slide (detect_format None) goes to ImageSlide, and Pillow's error propagates when
+    Pillow cannot open it either, the same error as openslide-python's."""
+    for path in _every_test_file():
+        try:
+            theirs = openslide.open_slide(str(path))
+        except Exception as e:  # noqa: BLE001 - the outcome is compared below
+            theirs = e
+        try:
+            ours = slidestream.open_slide(path)
+        except Exception as e:  # noqa: BLE001
+            ours = e
+        name = path.name
+        if isinstance(theirs, openslide.ImageSlide):
+            assert isinstance(ours, slidestream.ImageSlide), (name, ours)
+            assert ours.dimensions == theirs.dimensions
+        elif isinstance(theirs, openslide.OpenSlide):
+            # OpenSlide reads it; slidestream opens it too, or refuses the vendor.
+            if isinstance(ours, BaseException):
+                assert isinstance(ours, slidestream.OpenSlideUnsupportedFormatError), (name, ours)
+                assert slidestream.detect_vendor(path) not in SUPPORTED_VENDORS
+            else:
+                assert isinstance(ours, slidestream.OpenSlide), (name, ours)
+                assert ours.level_count == theirs.level_count
+        elif isinstance(theirs, openslide.OpenSlideError):
+            # Detected, refused by OpenSlide: an OpenSlideError, or a slide where slidestream
+            # reads more (WebP tiles).
+            assert isinstance(ours, (slidestream.OpenSlideError, slidestream.OpenSlide)), (name, ours)
+        else:  # not a slide and Pillow refuses it: Pillow's own error, as openslide-python
+            assert type(ours) is type(theirs), (name, ours, theirs)
+        for s in (ours, theirs):
+            if not isinstance(s, BaseException):
+                s.close()
+
+
+def test_open_slide_refuses_detected_slides_it_cannot_read():
+    """The three files of issue 12: an NDPI (OpenSlide: 7 levels) and a DICOM WSI are
+    OpenSlideUnsupportedFormatError, not a one-level ImageSlide or PIL.UnidentifiedImageError;
+    unopenable.tiff (a generic TIFF with compression 52479) is an OpenSlideError."""
+    td = locate_testdata()
+    ndpi = td / "test3-DAPI-2-387.ndpi"
+    dicom = sorted((td / "CMU-1-Small-Region-dicom").glob("*.dcm"))[0]
+    with openslide.open_slide(str(ndpi)) as theirs:
+        assert isinstance(theirs, openslide.OpenSlide) and theirs.level_count == 7
+    for path, vendor in [(ndpi, "hamamatsu"), (dicom, "dicom"), (td / "camelyon-jpeg-ybr.dcm", "dicom")]:
+        assert slidestream.detect_vendor(path) == vendor
+        with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
+            slidestream.open_slide(path)
+        with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
+            slidestream.open_slide(str(path))
+    unopenable = td / "unopenable.tiff"
+    with pytest.raises(openslide.OpenSlideError):
+        openslide.open_slide(str(unopenable))
+    with pytest.raises(slidestream.OpenSlideError) as ei:
+        slidestream.open_slide(unopenable)
+    assert "52479" in str(ei.value)
+    assert not isinstance(ei.value, PIL_Image.UnidentifiedImageError)

@@ -75,3 +75,85 @@ fn dicom_sop_class(probe: &Probe<'_>) -> Option<Vec<u8>> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Location;
+    use crate::io::MemSource;
+    use crate::tiff::TiffFile;
+
+    fn vendor_of(bytes: Vec<u8>) -> Option<&'static str> {
+        let src = MemSource::new(bytes);
+        let at = Location::file("mem");
+        let tiff = TiffFile::parse(&src, &at);
+        vendor(&Probe { src: &src, at: &at, tiff: tiff.as_ref() })
+    }
+
+    /// A little-endian classic TIFF whose IFD 0 holds the given (tag, SHORT value) entries.
+    fn tiff_with(tags: &[(u16, u16)]) -> Vec<u8> {
+        let mut b = b"II*\0".to_vec();
+        b.extend(8u32.to_le_bytes());
+        b.extend((tags.len() as u16).to_le_bytes());
+        for &(tag, v) in tags {
+            b.extend(tag.to_le_bytes());
+            b.extend(3u16.to_le_bytes());
+            b.extend(1u32.to_le_bytes());
+            b.extend((v as u32).to_le_bytes());
+        }
+        b.extend(0u32.to_le_bytes());
+        b
+    }
+
+    /// A DICOM Part 10 prefix: preamble, `DICM`, group length, then (0002,0002) = `sop`.
+    fn dicom_with(sop: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 128];
+        b.extend(b"DICM");
+        b.extend([2, 0, 0, 0]);
+        b.extend(b"UL");
+        b.extend(4u16.to_le_bytes());
+        b.extend(100u32.to_le_bytes());
+        b.extend([2, 0, 1, 0]);
+        b.extend(b"OB\0\0");
+        b.extend(2u32.to_le_bytes());
+        b.extend([0, 1]);
+        b.extend([2, 0, 2, 0]);
+        b.extend(b"UI");
+        b.extend((sop.len() as u16).to_le_bytes());
+        b.extend(sop);
+        b
+    }
+
+    #[test]
+    fn ndpi_is_a_tiff_with_tag_65420_in_ifd_0() {
+        assert_eq!(vendor_of(tiff_with(&[(256, 8), (257, 8), (65420, 1)])), Some("hamamatsu"));
+        assert_eq!(vendor_of(tiff_with(&[(256, 8), (257, 8)])), None);
+        // The tag's number as bytes in a file that is not a TIFF is nothing.
+        let mut not_tiff = tiff_with(&[(65420, 1)]);
+        not_tiff[0] = b'X';
+        assert_eq!(vendor_of(not_tiff), None);
+    }
+
+    #[test]
+    fn dicom_needs_part_10_and_the_wsi_sop_class() {
+        assert_eq!(vendor_of(dicom_with(b"1.2.840.10008.5.1.4.1.1.77.1.6")), Some("dicom"));
+        // UIDs are padded to an even length with NUL.
+        assert_eq!(vendor_of(dicom_with(b"1.2.840.10008.5.1.4.1.1.77.1.6\0")), Some("dicom"));
+        // Another SOP class (CT Image Storage), a longer UID sharing the prefix, no magic.
+        assert_eq!(vendor_of(dicom_with(b"1.2.840.10008.5.1.4.1.1.2")), None);
+        assert_eq!(vendor_of(dicom_with(b"1.2.840.10008.5.1.4.1.1.77.1.6.1")), None);
+        let mut no_magic = dicom_with(b"1.2.840.10008.5.1.4.1.1.77.1.6");
+        no_magic[128] = b'X';
+        assert_eq!(vendor_of(no_magic), None);
+        // Truncated anywhere: never a panic, never a match.
+        let full = dicom_with(b"1.2.840.10008.5.1.4.1.1.77.1.6");
+        for n in 0..full.len() {
+            assert_eq!(vendor_of(full[..n].to_vec()), None, "{n} bytes");
+        }
+        // A value length past the end of the buffer.
+        let mut huge = full.clone();
+        let at = huge.len() - 30 - 2;
+        huge[at..at + 2].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(vendor_of(huge), None);
+    }
+}
