@@ -10,15 +10,16 @@ use slidestream::config;
 use crate::errors::OrRaise;
 
 /// The value of setting `name` in effect (override set by `_config_set` > environment >
-/// default), as text. Raises ConfigError for an unknown name or a bad value in the
-/// environment.
+/// default), as text. Raises ConfigError for a bad value in the environment,
+/// InvalidArgumentError for an unknown name.
 #[pyfunction(name = "_config_get")]
 pub(crate) fn config_get(py: Python<'_>, name: &str) -> PyResult<String> {
     config::get(name).or_raise(py)
 }
 
 /// Set (`value` a str) or remove (`value` None) the process-wide override of setting `name`.
-/// The value is validated first: ConfigError for an unknown name or a bad value (nothing is
+/// The value is validated first: ConfigError for a bad value, InvalidArgumentError for an
+/// unknown name or a per-process setting already in use with another value (nothing is
 /// changed then).
 #[pyfunction(name = "_config_set")]
 #[pyo3(signature = (name, value))]
@@ -27,7 +28,8 @@ pub(crate) fn config_set(py: Python<'_>, name: &str, value: Option<&str>) -> PyR
 }
 
 /// The settings table, in its order: a list of dicts with `name`, `default`, `unit`,
-/// `accepted` and `doc` (all str).
+/// `accepted`, `doc` (str) and `per_process` (bool: read once per process, changes refused
+/// after that).
 #[pyfunction(name = "_config_table")]
 pub(crate) fn config_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     config::TABLE
@@ -39,6 +41,7 @@ pub(crate) fn config_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
             d.set_item("unit", s.unit)?;
             d.set_item("accepted", s.accepted)?;
             d.set_item("doc", s.doc)?;
+            d.set_item("per_process", s.per_process)?;
             Ok(d)
         })
         .collect()

@@ -35,6 +35,7 @@ fn class_name(e: &Error) -> Option<&'static str> {
         Error::Unsupported { .. } => "UnsupportedFormatError",
         Error::Limits { .. } => "LimitsExceededError",
         Error::Usage(_) => "InvalidArgumentError",
+        Error::Config { .. } => "ConfigError",
         Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_)) => "GpuUnavailableError",
         Error::Gpu(GpuError::Fork { .. }) => "GpuForkError",
         Error::Gpu(_) => "GpuError",

@@ -15,7 +15,7 @@
 //! The core is always built with its `cuda` feature, whose CUDA libraries load at run time.
 
 mod args;
-// mod config; (registered once slidestream::config is on main)
+mod config;
 mod device_array;
 mod dlpack;
 mod errors;
@@ -39,9 +39,9 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
-    // m.add_function(wrap_pyfunction!(config::config_get, m)?)?;
-    // m.add_function(wrap_pyfunction!(config::config_set, m)?)?;
-    // m.add_function(wrap_pyfunction!(config::config_table, m)?)?;
+    m.add_function(wrap_pyfunction!(config::config_get, m)?)?;
+    m.add_function(wrap_pyfunction!(config::config_set, m)?)?;
+    m.add_function(wrap_pyfunction!(config::config_table, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_probe, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_stats, m)?)?;

@@ -15,6 +15,8 @@ use pyo3::prelude::*;
 use slidestream::error::GpuError;
 use slidestream::{Error, TileCache};
 
+use crate::errors::to_py;
+
 /// The decode pool and the shared tile cache of one process.
 struct ProcState {
     pid: u32,
@@ -22,13 +24,25 @@ struct ProcState {
     cache: Arc<TileCache>,
 }
 
+/// The shared tile cache of this process: in the first process, the core's process-wide
+/// cache ([`TileCache::global`], which reads `SLIDESTREAM_CACHE_BYTES` once and then refuses
+/// changes to it); in a forked child, a new empty cache of the same capacity (the parent's
+/// cache, its lock included, is not touched after `fork`).
+fn shared_cache(py: Python<'_>, parent: Option<&ProcState>) -> PyResult<Arc<TileCache>> {
+    match parent {
+        None => TileCache::global().map_err(|e| to_py(py, e)),
+        Some(p) => Ok(Arc::new(TileCache::new(p.cache.capacity_bytes()))),
+    }
+}
+
 static PROC: Mutex<Option<ProcState>> = Mutex::new(None);
 
 /// This process's decode pool and shared tile cache (`SLIDESTREAM_CACHE_BYTES`), created on
 /// first use in each process.
 ///
-/// Raises OSError when the decode threads cannot be started.
-pub(crate) fn pool_and_cache() -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
+/// Raises OSError when the decode threads cannot be started, ConfigError (a ValueError) when
+/// a `SLIDESTREAM_*` setting has a bad value.
+pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
     let pid = std::process::id();
     let mut g = PROC.lock().unwrap_or_else(|p| p.into_inner());
     if g.as_ref().is_none_or(|s| s.pid != pid) {
@@ -36,7 +50,7 @@ pub(crate) fn pool_and_cache() -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCach
             .thread_name(|i| format!("slidestream-{i}"))
             .build()
             .map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
-        let cache = Arc::new(TileCache::new(slidestream::Config::from_env().cache_bytes));
+        let cache = shared_cache(py, g.as_ref())?;
         *g = Some(ProcState { pid, pool: Arc::new(pool), cache });
     }
     let s = g.as_ref().expect("initialised above");

@@ -37,7 +37,7 @@ impl PySlide {
     /// Open the core slide with this process's decode pool and the shared cache (or a private
     /// cache of `cache_bytes`). Runs with the GIL released.
     fn open_core(py: Python<'_>, path: &PathBuf, cache_bytes: Option<usize>) -> PyResult<Slide> {
-        let (pool, shared) = process::pool_and_cache()?;
+        let (pool, shared) = process::pool_and_cache(py)?;
         let cache = match cache_bytes {
             Some(b) => Arc::new(TileCache::new(b)),
             None => shared,

@@ -26,7 +26,7 @@ Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` 
 
 from typing import TYPE_CHECKING, Any
 
-# from . import config  (enabled once slidestream::config is on main)
+from . import config
 from ._errors import (
     ConfigError,
     CorruptDataError,
@@ -77,7 +77,7 @@ __all__ = [
     "GpuForkError",
     "DeviceArray",
     "detect_vendor",
-    # "config",
+    "config",
     "cuda_available",
     "gpu_probe",
     "gpu_stats",

@@ -303,15 +303,18 @@ def detect_vendor(path: _Path) -> Optional[str]:
     a detected file may still fail to open. TypeError for a bad path type."""
 
 def _config_get(name: str) -> str:
-    """The value of setting ``name`` in effect (override > environment > default), as text.
-    ConfigError for an unknown name or a bad value in the environment."""
+    """The value of setting ``name`` (e.g. ``"SLIDESTREAM_CACHE_BYTES"``) in effect
+    (override > environment > default), as text. ConfigError for a bad value in the
+    environment, InvalidArgumentError for an unknown name."""
 
 def _config_set(name: str, value: Optional[str]) -> None:
     """Set (a str) or remove (None) the process-wide override of setting ``name``; validated
-    first (ConfigError, nothing changed)."""
+    first (ConfigError for a bad value; InvalidArgumentError for an unknown name or a
+    per-process setting already in use; nothing changed)."""
 
-def _config_table() -> List[Dict[str, str]]:
-    """The settings table: dicts with ``name``, ``default``, ``unit``, ``accepted``, ``doc``."""
+def _config_table() -> List[Dict[str, Any]]:
+    """The settings table, in order: dicts with ``name``, ``default``, ``unit``, ``accepted``,
+    ``doc`` (str) and ``per_process`` (bool)."""
 
 def cuda_available() -> bool:
     """True when a usable CUDA device is present (libcuda loads, ``cuInit`` succeeds, at least

@@ -1,0 +1,178 @@
+"""slidestream.config (the settings table from Python) and bad SLIDESTREAM_* values.
+
+A bad value raises slidestream.ConfigError, a ValueError naming the variable: through
+config.set, and from the environment at the first open (checked in a fresh interpreter, since
+the process reads some settings once). Per-process settings and environment cases run in
+subprocesses; the in-process tests use per-open settings and restore every override.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import slidestream
+from slidestream import config
+from _parity_helpers import locate_testdata
+
+
+def _clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLIDESTREAM_")}
+    env.update(extra)
+    return env
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=_clean_env(**env))
+
+
+def test_table_lists_every_setting_with_its_default():
+    rows = config.table()
+    assert [r.name for r in rows] == config.names()
+    assert len(set(config.names())) == len(rows) >= 14
+    for want in ("SLIDESTREAM_CACHE_BYTES", "SLIDESTREAM_COMPAT_MODE", "SLIDESTREAM_MAX_REGION_BYTES"):
+        assert want in config.names()
+    for r in rows:
+        assert r.name.startswith("SLIDESTREAM_") and r.accepted and r.doc and r.unit
+        assert isinstance(r.per_process, bool)
+    assert {r.name for r in rows if r.per_process} >= {"SLIDESTREAM_CACHE_BYTES", "SLIDESTREAM_COMPAT_MODE"}
+    # Without overrides or environment, get() is the table's default (fresh interpreter).
+    code = "from slidestream import config\nfor r in config.table(): assert config.get(r.name) == r.default, r\nprint('ok')"
+    r = _run(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_set_get_reset_and_short_names():
+    name = "SLIDESTREAM_MAX_REGION_BYTES"
+    before = config.get(name)
+    try:
+        config.set(name, 1 << 20)
+        assert config.get(name) == str(1 << 20)
+        assert config.get("max_region_bytes") == config.get("MAX_REGION_BYTES") == str(1 << 20)
+        config.set("partial_decode_max_fraction", 0.25)
+        assert config.get("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION") == "0.25"
+    finally:
+        config.reset(name)
+        config.reset("partial_decode_max_fraction")
+    assert config.get(name) == before
+
+
+def test_bad_values_raise_config_error_and_change_nothing():
+    name = "SLIDESTREAM_MAX_REGION_BYTES"
+    before = config.get(name)
+    for bad in ("lots", "-5", "0", "1.5", ""):
+        with pytest.raises(slidestream.ConfigError) as ei:
+            config.set(name, bad)
+        assert isinstance(ei.value, ValueError) and isinstance(ei.value, slidestream.SlideError)
+        assert name in str(ei.value)
+        assert config.get(name) == before
+    with pytest.raises(slidestream.ConfigError, match="SLIDESTREAM_COMPAT_MODE"):
+        config.set("compat_mode", "of")
+    with pytest.raises(slidestream.ConfigError, match="SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION"):
+        config.set("partial_decode_max_fraction", 2)
+    with pytest.raises(slidestream.InvalidArgumentError, match="unknown setting"):
+        config.set("SLIDESTREAM_NO_SUCH_THING", "1")
+    with pytest.raises(ValueError):
+        config.get("no_such_thing")
+    with pytest.raises(TypeError):
+        config.set("max_region_bytes", [1])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        config.get(5)  # type: ignore[arg-type]
+
+
+def test_scope_restores_previous_overrides_and_their_absence():
+    a, b = "SLIDESTREAM_MAX_REGION_BYTES", "SLIDESTREAM_PLAN_MAX_GAP_BYTES"
+    default_a, default_b = config.get(a), config.get(b)
+    with config.scope(max_region_bytes=1000, plan_max_gap_bytes=0):
+        assert (config.get(a), config.get(b)) == ("1000", "0")
+        with config.scope({a: "2000"}):
+            assert config.get(a) == "2000"
+        assert config.get(a) == "1000"
+        with pytest.raises(RuntimeError):
+            with config.set(a, 3000):
+                assert config.get(a) == "3000"
+                raise RuntimeError("leaves the block")
+        assert config.get(a) == "1000"
+    assert (config.get(a), config.get(b)) == (default_a, default_b)
+    # All or nothing: a bad value later in the same scope undoes the earlier ones.
+    with pytest.raises(slidestream.ConfigError):
+        config.scope(max_region_bytes=1000, plan_max_gap_bytes="x")
+    assert config.get(a) == default_a
+    # An override that was there before a scope is there after it.
+    config.set(a, 5000)
+    try:
+        with config.scope(max_region_bytes=6000):
+            assert config.get(a) == "6000"
+        assert config.get(a) == "5000"
+    finally:
+        config.reset(a)
+    assert config.get(a) == default_a
+
+
+def test_per_open_settings_apply_to_slides_opened_in_the_scope():
+    path = locate_testdata() / "boxes.tiff"
+    with config.scope(max_region_bytes=1000):
+        with slidestream.Slide(path) as s:
+            with pytest.raises(slidestream.LimitsExceededError):
+                s.read_region((0, 0), 0, (64, 64))
+            with pytest.raises(slidestream.LimitsExceededError):
+                s.read_regions([(0, 0)], 0, (64, 64))
+    with slidestream.Slide(path) as s:
+        assert s.read_region((0, 0), 0, (64, 64)).shape == (64, 64, 4)
+        assert np.asarray(s.read_regions([(0, 0)], 0, (64, 64))).shape == (1, 64, 64, 3)
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [("SLIDESTREAM_COMPAT_MODE", "of"), ("SLIDESTREAM_CACHE_BYTES", "lots"), ("SLIDESTREAM_CACHE_BYTES", "12k"), ("SLIDESTREAM_MAX_REGION_BYTES", "-1")],
+)
+def test_bad_environment_value_raises_value_error_at_first_open(variable, value):
+    path = str(locate_testdata() / "boxes.tiff")
+    code = (
+        "import slidestream\n"
+        "from slidestream import config\n"
+        "for call in (lambda: slidestream.Slide(PATH), lambda: slidestream.OpenSlide(PATH), lambda: config.get(VAR)):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ValueError as e:\n"
+        "        assert isinstance(e, slidestream.ConfigError), type(e)\n"
+        "        assert VAR in str(e) and repr(VAL)[1:-1] in str(e), str(e)\n"
+        "    else:\n"
+        "        raise SystemExit('no error')\n"
+        "print('ok')\n"
+    ).replace("PATH", repr(path)).replace("VAR", repr(variable)).replace("VAL", repr(value))
+    r = _run(code, **{variable: value})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+    # A good override wins over the bad environment value.
+    good = {"SLIDESTREAM_COMPAT_MODE": "on", "SLIDESTREAM_CACHE_BYTES": "1048576", "SLIDESTREAM_MAX_REGION_BYTES": "1048576"}[variable]
+    code = (
+        f"import slidestream\nslidestream.config.set({variable!r}, {good!r})\n"
+        f"s = slidestream.Slide({path!r})\nprint(s.read_region((0, 0), 0, (8, 8)).shape)\n"
+    )
+    r = _run(code, **{variable: value})
+    assert r.returncode == 0 and r.stdout.strip() == "(8, 8, 4)", r.stdout + r.stderr
+
+
+def test_per_process_settings_cannot_change_once_in_use():
+    path = str(locate_testdata() / "boxes.tiff")
+    code = (
+        "import slidestream\nfrom slidestream import config\n"
+        "config.set('cache_bytes', 1 << 20)\n"
+        f"s = slidestream.Slide({path!r})\n"
+        "assert s.cache_stats()['capacity_bytes'] == 1 << 20, s.cache_stats()\n"
+        "config.set('cache_bytes', 1 << 20)  # the same value: accepted\n"
+        "try:\n"
+        "    config.set('cache_bytes', 1 << 21)\n"
+        "except slidestream.InvalidArgumentError as e:\n"
+        "    assert 'SLIDESTREAM_CACHE_BYTES' in str(e)\n"
+        "else:\n"
+        "    raise SystemExit('changed a setting in use')\n"
+        "assert config.get('cache_bytes') == str(1 << 20)\n"
+        "print('ok')\n"
+    )
+    r = _run(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
