@@ -8,9 +8,8 @@
   ``ImageSlide.read_region``: OpenSlideError, as openslide-python;
 * ``DeepZoomGenerator.get_tile`` / ``get_tile_coordinates`` / ``get_tile_dimensions``:
   ValueError("Invalid level"), as openslide-python;
-* ``slidestream.dask.read_level``: InvalidArgumentError; ``read_patches`` and
-  ``torch.PatchDataset``: ValueError for a negative level, InvalidArgumentError when a level
-  past the end is read.
+* ``slidestream.dask.read_level``, ``read_patches`` and ``torch.PatchDataset``:
+  InvalidArgumentError (for a negative level when called, for a level past the end when read).
 """
 
 from __future__ import annotations
@@ -120,12 +119,12 @@ def test_dask_and_torch_refuse_bad_levels():
     for level in (-1, 4, 2**70):
         with pytest.raises(slidestream.InvalidArgumentError):
             ssd.read_level(path, level)
-    with pytest.raises(ValueError):
+    with pytest.raises(slidestream.InvalidArgumentError):
         ssd.read_patches([path], [(0, 0, 0)], -1, 8)
     lazy = ssd.read_patches([path], [(0, 0, 0)], 4, 8)
     with pytest.raises(slidestream.InvalidArgumentError):
         lazy.compute(scheduler="sync")
-    with pytest.raises(ValueError):
+    with pytest.raises(slidestream.InvalidArgumentError):
         _PatchSource(path, [(0, 0)], -1, 8)
     src = _PatchSource(path, [(0, 0)], 4, 8)
     with pytest.raises(slidestream.InvalidArgumentError):

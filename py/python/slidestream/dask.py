@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Tuple
 
 import numpy as np
 
+from ._errors import InvalidArgumentError
 from ._batch import SlideCache, level0_origin, normalize_locations, normalize_size, read_patch_batch
 from ._slide import Slide
 
@@ -115,8 +116,6 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
 
 
 def _raise_invalid_level(s: Slide, level: Any) -> None:
-    from ._errors import InvalidArgumentError
-
     raise InvalidArgumentError(f"{s.path}: level {level!r} does not exist (level count {s.level_count})")
 
 
@@ -140,8 +139,10 @@ def read_patches(
     * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3): index into
       ``paths`` and the patch's top-left corner in level-0 pixels. With a single path, ``(x, y)``
       pairs / an array (n, 2) are accepted.
-    * ``level``: pyramid level read; ``size``: (width, height) in pixels of that level, or an
-      int for a square.
+    * ``level``: pyramid level read (a negative level or a non-int raises
+      :class:`slidestream.InvalidArgumentError`, a ValueError, here; a level past the last one
+      when a chunk is computed); ``size``: (width, height) in pixels of that level, or an int
+      for a square.
     * ``batch``: patches per task; each task makes one :meth:`Slide.read_regions` call per
       distinct slide among its patches (tiles shared by patches decoded once). Tasks only carry
       the paths they need.
@@ -160,7 +161,7 @@ def read_patches(
         raise ValueError("no slides given")
     locs = normalize_locations(locations, len(plist), allow_xy=single)
     if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 0:
-        raise ValueError(f"level must be a non-negative int, got {level!r}")
+        raise InvalidArgumentError(f"level must be a non-negative int, got {level!r}")
     w, h = normalize_size(size)
     if not isinstance(batch, (int, np.integer)) or batch <= 0:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
