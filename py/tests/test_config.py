@@ -176,3 +176,18 @@ def test_per_process_settings_cannot_change_once_in_use():
     )
     r = _run(code)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+def test_open_slide_does_not_hide_a_bad_setting_behind_pillow():
+    """A bad setting is not a verdict on the file: open_slide raises ConfigError for a plain
+    image too, instead of falling back to Pillow."""
+    png = str(locate_testdata() / "reference" / "boxes.tiff" / "center_l0.png")
+    code = (
+        "import slidestream\n"
+        "try:\n"
+        f"    slidestream.open_slide({png!r})\n"
+        "except slidestream.ConfigError as e:\n"
+        "    print('ConfigError')\n"
+    )
+    r = _run(code, SLIDESTREAM_COMPAT_MODE="of")
+    assert r.returncode == 0 and r.stdout.strip() == "ConfigError", r.stdout + r.stderr

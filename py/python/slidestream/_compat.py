@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
-from ._errors import InvalidArgumentError, SlideError, UnsupportedFormatError
+from ._errors import CorruptDataError, InvalidArgumentError, LimitsExceededError, SlideError, UnsupportedFormatError
 from ._slide import Slide
 from ._slidestream import detect_vendor
 
@@ -498,7 +498,9 @@ def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
     as with openslide-python."""
     try:
         return OpenSlide(filename)
-    except SlideError:
+    except (UnsupportedFormatError, CorruptDataError, LimitsExceededError):
+        # Errors about the file's content (a missing file included); settings errors and the
+        # like are not a verdict on the file and propagate.
         if detect_vendor(filename) is not None:
             raise
     return ImageSlide(filename)
