@@ -12,8 +12,7 @@
 //! * [`Error::Limits`]: a header value or a request would need more memory or work than the
 //!   configured limits allow; nothing was allocated.
 //! * [`Error::Gpu`]: the GPU path is unavailable or failed.
-//! * [`Error::Config`]: a `SLIDESTREAM_*` setting has a value that does not parse or is out of
-//!   range.
+//! * [`Error::Config`]: a `SLIDESTREAM_*` setting has a value that is not accepted.
 //!
 //! Errors are [`Clone`]: the OS error of [`Error::Io`] is shared through an [`Arc`] (its kind and
 //! errno survive a clone), so a failure that concerns many patches of a batch is reported to
@@ -237,15 +236,15 @@ pub enum Error {
     /// GPU path failure.
     #[error("{0}")]
     Gpu(#[from] GpuError),
-    /// A setting (`SLIDESTREAM_*` environment variable or override) has a value that does not
-    /// parse or is out of range.
-    #[error("{variable}={value}: expected {expected}")]
+    /// A `SLIDESTREAM_*` setting (environment variable or `config::set`) has a value that is
+    /// not accepted; nothing was done with it.
+    #[error("{variable}={value:?}: expected {expected}")]
     Config {
-        /// The setting's name, e.g. `SLIDESTREAM_COMPAT_MODE`.
+        /// The variable, e.g. `SLIDESTREAM_COMPAT_MODE`.
         variable: String,
-        /// The value given.
+        /// The text given.
         value: String,
-        /// The accepted values or range, in words (e.g. "on, off or auto").
+        /// The accepted values, in words (from the settings table).
         expected: String,
     },
 }
@@ -397,7 +396,7 @@ mod tests {
     #[test]
     fn config_errors_are_one_line_naming_the_variable() {
         let e = Error::config("SLIDESTREAM_COMPAT_MODE", "of", "on, off or auto");
-        assert_eq!(e.to_string(), "SLIDESTREAM_COMPAT_MODE=of: expected on, off or auto");
+        assert_eq!(e.to_string(), "SLIDESTREAM_COMPAT_MODE=\"of\": expected on, off or auto");
         assert_eq!(e.kind_name(), "config");
         assert_eq!(e.clone().with_tile(1, 1).to_string(), e.to_string());
     }

@@ -74,7 +74,7 @@ fn print_io_stats(slide: &Slide, json: bool) {
     if json {
         let g = match &gpu {
             Ok(st) => gpu_stats_json(st),
-            Err(e) => serde_json::json!({"error": e.to_string(), "compat_mode": slidestream::gpu::CompatMode::from_env().as_str()}),
+            Err(e) => serde_json::json!({"error": e.to_string(), "compat_mode": slidestream::gpu::CompatMode::from_env().map_or("invalid", |m| m.as_str())}),
         };
         let cpu = serde_json::json!({
             "bytes": total.bytes, "requests": total.requests,
@@ -89,6 +89,6 @@ fn print_io_stats(slide: &Slide, json: bool) {
     );
     match gpu {
         Ok(st) => print_gpu_stats(&st),
-        Err(e) => println!("gpu io: compat mode {}; {e}", slidestream::gpu::CompatMode::from_env().as_str()),
+        Err(e) => println!("gpu io: compat mode {}; {e}", slidestream::gpu::CompatMode::from_env().map_or("invalid", |m| m.as_str())),
     }
 }

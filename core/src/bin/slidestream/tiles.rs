@@ -78,7 +78,7 @@ pub(crate) fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, 
     let before = slidestream::gpu::stats(device);
     let t0 = Instant::now();
     let mut failed = 0;
-    let trace = std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some();
+    let trace = slidestream::config::settings()?.gpu_trace;
     for chunk in locs.chunks(batch) {
         let t = Instant::now();
         let b = slide.read_regions_device(chunk, level, (tw, th), &opts)?;
