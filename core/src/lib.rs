@@ -41,7 +41,8 @@
 //! [`Slide`] (open, metadata, region and batch reads; device reads in [`gpu`]) with
 //! [`SlideOptions`]; results ([`Rgba`], [`SlideIndex`] and its levels); errors ([`Error`],
 //! [`GpuError`], [`CodecError`], [`Location`]); statistics ([`CacheStats`], [`IoCounters`],
-//! [`gpu::GpuStats`]); byte sources ([`ByteSource`], [`MemSource`]); the format-driver trait
+//! [`gpu::GpuStats`]); the shared tile cache ([`TileCache`] of [`DecodedTile`]s by [`TileKey`]);
+//! byte sources ([`ByteSource`], [`MemSource`]); the format-driver trait
 //! ([`FormatDriver`]); settings ([`config`]).
 //!
 //! ## Layout
@@ -72,7 +73,8 @@ pub mod gpu;
 
 internal_modules!(cache, codec, format, geometry, index, io, pipeline, slide, tiff);
 
-pub use cache::{CacheStats, TileCache};
+pub use cache::{CacheStats, TileCache, TileKey};
+pub use codec::DecodedTile;
 pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};

@@ -16,7 +16,8 @@ use crate::index::{Alpha, CodecInfo, Compression, Photometric};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
 /// only the part of the tile inside the image, or a sub-rectangle of it starting at (`x`, `y`)
-/// within the tile when only part was decoded ([`decode_chunk_part`]).
+/// within the tile when only part of it was decoded (the partial decoding of a small part of an
+/// uncached JPEG tile).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedTile {
     /// Left edge of the decoded part within the tile, in pixels (0 for a whole tile).
