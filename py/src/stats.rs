@@ -8,8 +8,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use slidestream::gpu::{GpuReport, GpuStats};
-use slidestream::io::metrics::IoCounters;
-use slidestream::CacheStats;
+use slidestream::{CacheStats, IoCounters};
 
 /// Put every cache counter into `d` as `{prefix}{field}`: hits, misses, evictions,
 /// insertions, entries, resident_bytes, capacity_bytes (bytes of decoded tiles).
