@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::cache::{CacheStats, TileCache};
 use crate::codec::{DecodedTile, PartRect};
@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::error::{Error, ImageRef, Location, Result};
 use crate::format::{self, DetectionReport, Probe};
 use crate::geometry::{best_level_for_downsample, level_origin, tile_span, Rect};
-use crate::index::{ImageIndex, SlideIndex};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, SourceId};
 use crate::io::metrics::{IoCounters, MetricsSource};
 use crate::io::posix::FileSource;
 use crate::io::ByteSource;
@@ -66,6 +66,8 @@ pub struct Slide {
     cache: Arc<TileCache>,
     config: Config,
     pool: Option<Arc<rayon::ThreadPool>>,
+    /// The pyramid's ICC profile once read ([`Slide::icc_profile`]).
+    icc: OnceLock<Option<Arc<[u8]>>>,
 }
 
 impl Drop for Slide {
@@ -93,30 +95,21 @@ impl Slide {
     /// Open a slide with explicit options. Errors as [`Slide::open`].
     pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
         let path = path.as_ref();
-        Slide::from_source(path, Box::new(open_source(path)?), opts)
+        let src = open_source(path)?;
+        let identity = src.metadata().ok().map(|m| FileIdentity::of(&m));
+        Slide::open_source(path, Box::new(src), identity, opts)
     }
 
     /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's
-    /// input). `name` is used in error messages and as the slide's path. Errors as
-    /// [`Slide::open`] (except opening the file).
+    /// input). `name` is used in error messages and as the slide's path; the index records no
+    /// file identity for it. Errors as [`Slide::open`] (except opening the file).
     pub fn from_source(name: impl AsRef<Path>, source: Box<dyn ByteSource>, opts: SlideOptions) -> Result<Slide> {
-        let path = name.as_ref();
+        Slide::open_source(name.as_ref(), source, None, opts)
+    }
+
+    fn open_source(path: &Path, source: Box<dyn ByteSource>, identity: Option<FileIdentity>, opts: SlideOptions) -> Result<Slide> {
         let src = Arc::new(MetricsSource::new(source));
-        let at = Location::file(path);
-        let tiff = TiffFile::parse(&*src, &at);
-        let probe = Probe { src: &*src, at: &at, tiff: tiff.as_ref() };
-        let (report, driver) = format::detect(&probe);
-        let Some(driver) = driver else {
-            // A file that parses as TIFF but no driver takes, or a file that is not TIFF at all.
-            return Err(match tiff {
-                Err(e @ (Error::Format { .. } | Error::Limits { .. } | Error::Io { .. })) => e,
-                _ => Error::unsupported(&at, format!("no format driver recognises this file ({})", report_line(&report))),
-            });
-        };
-        let index = driver.open(&probe)?;
-        if index.levels.is_empty() {
-            return Err(Error::format(&at, "no pyramid levels"));
-        }
+        let index = format::open(&*src, &Location::file(path), identity)?;
         src.reset();
         Ok(Slide {
             index: Arc::new(index),
@@ -125,6 +118,7 @@ impl Slide {
             cache: opts.cache.unwrap_or_else(TileCache::global),
             config: opts.config.unwrap_or_else(Config::from_env),
             pool: opts.pool,
+            icc: OnceLock::new(),
         })
     }
 
@@ -186,9 +180,44 @@ impl Slide {
         self.index.associated.iter().map(|(k, v)| (k.clone(), (v.width, v.height))).collect()
     }
 
-    /// ICC profile of the pyramid, if any.
-    pub fn icc_profile(&self) -> Option<&[u8]> {
-        self.index.icc_profile.as_deref()
+    /// ICC profile of the pyramid, if any: read from the file at the first call (the index
+    /// keeps only its byte range; `openslide.icc-size` gives its length without reading it),
+    /// then kept.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the profile cannot be read.
+    pub fn icc_profile(&self) -> Result<Option<Arc<[u8]>>> {
+        if let Some(v) = self.icc.get() {
+            return Ok(v.clone());
+        }
+        let v = self.index.icc.as_ref().map(|b| self.read_blob(b)).transpose()?;
+        Ok(self.icc.get_or_init(|| v).clone())
+    }
+
+    /// ICC profile of associated image `name`, if it has one: read from the file at each call
+    /// (not kept).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for an unknown name; [`Error::Io`] when the profile cannot be read.
+    pub fn associated_icc_profile(&self, name: &str) -> Result<Option<Arc<[u8]>>> {
+        self.associated_image(name)?;
+        self.index.associated_icc.get(name).map(|b| self.read_blob(b)).transpose()
+    }
+
+    /// The bytes of `blob` (ranges were checked at open to lie inside their file).
+    fn read_blob(&self, blob: &BlobRef) -> Result<Arc<[u8]>> {
+        match blob {
+            BlobRef::Bytes(b) => Ok(b.clone()),
+            BlobRef::Range(r) => {
+                let at = Location::file(&self.index.sources[r.source.0 as usize].path);
+                if r.source != SourceId::PRIMARY {
+                    return Err(Error::unsupported(&at, "reading from a second source file"));
+                }
+                let mut buf = vec![0u8; r.length as usize];
+                self.src.read_exact_at(&mut buf, r.offset).map_err(|e| Error::io(&at, e))?;
+                Ok(Arc::from(buf))
+            }
+        }
     }
 
     /// Microns per pixel (x, y) at level 0, from `openslide.mpp-x/-y`.
@@ -224,9 +253,9 @@ impl Slide {
 
     fn level_at(&self, level: usize) -> Result<(&ImageIndex, Location)> {
         let l = self.index.levels.get(level).ok_or_else(|| {
-            Error::Usage(format!("{}: level {level} does not exist (level count {})", self.index.path.display(), self.level_count()))
+            Error::Usage(format!("{}: level {level} does not exist (level count {})", self.index.path().display(), self.level_count()))
         })?;
-        Ok((&l.image, Location::file(&self.index.path).with_image(ImageRef::Level(level))))
+        Ok((&l.image, Location::file(self.index.path()).with_image(ImageRef::Level(level))))
     }
 
     /// Read a region as RGBA.
@@ -254,7 +283,7 @@ impl Slide {
         match bytes {
             Some(b) if b <= self.config.max_region_bytes && usize::try_from(b).is_ok() => Ok(b as usize),
             _ => Err(Error::limits(
-                &Location::file(&self.index.path),
+                &Location::file(self.index.path()),
                 format!("region of {}x{} pixels exceeds max_region_bytes ({} bytes)", size.0, size.1, self.config.max_region_bytes),
             )),
         }
@@ -451,6 +480,17 @@ impl Slide {
         Ok(fetch_tiles(&batch, coords, None)?.iter().filter(|t| t.is_some()).count())
     }
 
+    /// The index of associated image `name`, or a usage error listing the names there are.
+    fn associated_image(&self, name: &str) -> Result<&ImageIndex> {
+        self.index.associated.get(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: no associated image '{name}' (have: {})",
+                self.index.path().display(),
+                self.index.associated.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
     /// Read a whole associated image (`thumbnail`, `label`, `macro`) as RGBA, shape
     /// (height, width, 4). Not cached.
     ///
@@ -458,17 +498,11 @@ impl Slide {
     /// [`Error::Usage`] for an unknown name; [`Error::Limits`] when larger than
     /// `max_region_bytes`; decoding errors as [`read_region`](Self::read_region).
     pub fn read_associated(&self, name: &str) -> Result<Rgba> {
-        let img = self.index.associated.get(name).ok_or_else(|| {
-            Error::Usage(format!(
-                "{}: no associated image '{name}' (have: {})",
-                self.index.path.display(),
-                self.index.associated.keys().cloned().collect::<Vec<_>>().join(", ")
-            ))
-        })?;
-        let at = Location::file(&self.index.path).with_image(ImageRef::Associated(name.to_string()));
+        let img = self.associated_image(name)?;
+        let at = Location::file(self.index.path()).with_image(ImageRef::Associated(name.to_string()));
         let bytes = self.region_bytes((img.width, img.height))?;
         let mut data = vec![0u8; bytes];
-        let coords: Vec<(u64, u64)> = (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
+        let coords: Vec<(u64, u64)> = (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (c, r))).collect();
         let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None, pool: self.pool.as_deref() };
         let rect = Rect { x: 0, y: 0, w: img.width, h: img.height };
         for chunk in coords.chunks(64) {
@@ -481,17 +515,6 @@ impl Slide {
         }
         Ok(Rgba { width: img.width, height: img.height, data })
     }
-}
-
-fn report_line(r: &DetectionReport) -> String {
-    r.verdicts
-        .iter()
-        .map(|(n, v)| match v {
-            Ok(()) => format!("{n}: accepted"),
-            Err(w) => format!("{n}: {w}"),
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Composite the part of decoded tile `t` (placed at level position `tx`, `ty`) that falls in

@@ -261,7 +261,7 @@ fn info(path: &Path, json: bool, why: bool, io_stats: bool) -> Result<(), Error>
         let _ = writeln!(
             out,
             "  [{i}] {} x {} px, downsample {:.4}, tiles {}x{} px ({} x {}), {}",
-            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across, im.tiles_down,
+            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across(), im.tiles_down(),
             im.codec.compression.name()
         );
     }
@@ -283,7 +283,7 @@ fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Result<(), Erro
         .get(level)
         .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist (level count {})", path.display(), slide.level_count())))?
         .image;
-    let coords: Vec<(u64, u64)> = (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
+    let coords: Vec<(u64, u64)> = (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (c, r))).collect();
     let pb = indicatif::ProgressBar::new(coords.len() as u64);
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || json {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -409,7 +409,7 @@ fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, device: usi
     let ds = slide.level_downsamples()[level];
     let (tw, th) = (img.tile_width as u64, img.tile_height as u64);
     let locs: Vec<(i64, i64)> =
-        (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
+        (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
     let opts = DeviceOptions { device, channels: 3, ..DeviceOptions::default() };
     slidestream::gpu::start(device)?;
     let before = slidestream::gpu::stats(device);
@@ -543,15 +543,15 @@ fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) 
     let file = std::fs::read(path).map_err(|e| Error::io(&at, e))?;
     let mut streams = Vec::new();
     let mut coords = Vec::new();
-    for row in 0..img.tiles_down {
-        for col in 0..img.tiles_across {
+    for row in 0..img.tiles_down() {
+        for col in 0..img.tiles_across() {
             let loc = img.tile_locs(col, row).next().unwrap_or_default();
             if loc.is_missing() || img.valid_tile_size(col, row) != (img.tile_width, img.tile_height) {
                 continue;
             }
-            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let tile = &file[loc.offset as usize..(loc.offset + loc.length) as usize];
             let mut s = Vec::new();
-            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|m| Error::format(&at, m))?;
+            jpeg::splice(img.codec.jpeg_tables(), tile, color, &mut s).map_err(|m| Error::format(&at, m))?;
             streams.push(s);
             coords.push((col, row));
         }
@@ -575,7 +575,7 @@ fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) 
             };
             let (col, row) = coords[k];
             let loc = img.tile_locs(col, row).next().unwrap_or_default();
-            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let tile = &file[loc.offset as usize..(loc.offset + loc.length) as usize];
             let cpu = decode_chunk(&img.codec, &[tile], g, &at)?;
             let d = gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
             max_diff = max_diff.max(d);
