@@ -50,14 +50,23 @@ impl Slide {
 
     fn open_source(path: &Path, source: Box<dyn ByteSource>, identity: Option<FileIdentity>, opts: SlideOptions) -> Result<Slide> {
         let src = Arc::new(MetricsSource::new(source));
+        // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
+        // with an error naming it (docs/settings.md), whichever path reads it later.
+        crate::config::settings()?;
         let index = format::open(&*src, &Location::file(path), identity)?;
         src.reset();
         Ok(Slide {
             index: Arc::new(index),
             src,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
-            cache: opts.cache.unwrap_or_else(TileCache::global),
-            config: opts.config.unwrap_or_else(Config::from_env),
+            cache: match opts.cache {
+                Some(c) => c,
+                None => TileCache::global()?,
+            },
+            config: match opts.config {
+                Some(c) => c,
+                None => Config::from_env()?,
+            },
             pool: opts.pool,
             icc: OnceLock::new(),
         })
