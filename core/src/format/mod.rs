@@ -1,5 +1,5 @@
 //! Format drivers: detect a slide format by content, never by extension, and describe it as a
-//! [`SlideLayout`] (plain data); [`finish`] checks the layout, adds the standard `openslide.*`
+//! [`SlideLayout`] (plain data); [`finish()`] checks the layout, adds the standard `openslide.*`
 //! properties and quickhash, and builds the immutable [`SlideIndex`].
 //!
 //! The split follows OpenSlide (`openslide.c` completes and checks what a vendor driver
@@ -52,7 +52,7 @@ pub trait FormatDriver: Sync {
     /// `Ok(())` when the driver recognises the file, else the reason it declined.
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String>;
     /// Describe a file `detect` accepted. Reads structure only (tags, directories), never
-    /// pixels or ICC profiles; [`finish`] completes and checks the result.
+    /// pixels or ICC profiles; [`finish()`] completes and checks the result.
     ///
     /// # Errors
     /// Any [`Error`] from structure reading; `Unsupported` for features outside the driver.
@@ -68,7 +68,7 @@ pub struct LayoutLevel {
     pub origin: String,
 }
 
-/// What a driver hashes for `openslide.quickhash-1` (SHA-256, computed by [`finish`]).
+/// What a driver hashes for `openslide.quickhash-1` (SHA-256, computed by [`finish()`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuickhashInput {
     /// Hash the stored bytes of every tile of the lowest-resolution level first, in the
@@ -91,7 +91,7 @@ pub struct Bounds {
     pub height: u64,
 }
 
-/// A slide as a driver describes it: plain data, checked and completed by [`finish`].
+/// A slide as a driver describes it: plain data, checked and completed by [`finish()`].
 #[derive(Debug, Clone, Default)]
 pub struct SlideLayout {
     /// Further files the slide is read from, beyond the one opened (source 0); source `k` is
@@ -101,7 +101,7 @@ pub struct SlideLayout {
     pub levels: Vec<LayoutLevel>,
     /// Associated images by name (`thumbnail`, `label`, `macro`).
     pub associated: BTreeMap<String, ImageIndex>,
-    /// Vendor and `tiff.*` properties. `openslide.*` keys are the core's: [`finish`] refuses
+    /// Vendor and `tiff.*` properties. `openslide.*` keys are the core's: [`finish()`] refuses
     /// a layout that sets one.
     pub properties: BTreeMap<String, String>,
     /// Microns per pixel (x, y) at level 0 (`openslide.mpp-x/-y`).
@@ -175,12 +175,12 @@ pub fn detect(probe: &Probe<'_>) -> (DetectionReport, Option<&'static dyn Format
     (report, None)
 }
 
-/// Detect, open with the accepting driver and [`finish`]: the whole of opening a slide's
+/// Detect, open with the accepting driver and [`finish()`]: the whole of opening a slide's
 /// structure from `src` (named by `at`; `identity` is the file's, when it is one).
 ///
 /// # Errors
 /// The TIFF parse error when the file is damaged TIFF no driver takes; `Unsupported` with the
-/// detection report when no driver recognises it; the driver's and [`finish`]'s errors.
+/// detection report when no driver recognises it; the driver's and [`finish()`]'s errors.
 pub fn open(src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>) -> Result<SlideIndex> {
     let tiff = TiffFile::parse(src, at);
     let probe = Probe { src, at, tiff: tiff.as_ref() };

@@ -125,3 +125,51 @@ pub struct Level {
     /// `(w0 / wk + h0 / hk) / 2`, OpenSlide's rule (computed by `format::finish`).
     pub downsample: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Alpha, Compression, Photometric, PositionedTile, TileStream};
+
+    fn image(grid: Grid) -> ImageIndex {
+        let codec = CodecInfo {
+            compression: Compression::None,
+            compression_tag: 1,
+            photometric: Photometric::Rgb,
+            samples_per_pixel: 3,
+            alpha: Alpha::None,
+            predictor: 1,
+            planar_separate: false,
+            stream: TileStream::Plain,
+            ycbcr_subsampling: (2, 2),
+        };
+        ImageIndex { width: 100, height: 50, tile_width: 40, tile_height: 40, tiled: true, codec: Arc::new(codec), grid }
+    }
+
+    #[test]
+    fn missing_tiles_are_not_returned_and_rectangles_are_clipped_to_the_image() {
+        // 3x2 grid; (1, 0) has offset 0, (2, 1) length 0: both missing.
+        let locs = [(8, 5), (0, 5), (20, 5), (30, 5), (40, 5), (50, 0)].map(|(o, l)| TileLoc::primary(o, l)).to_vec();
+        let img = image(Grid::regular(3, 2, 1, locs).unwrap());
+        assert!(img.tile(1, 0).is_none() && img.tile(2, 1).is_none() && img.tile(3, 0).is_none());
+        let t = img.tile(2, 0).unwrap();
+        assert_eq!((t.x, t.y, t.width, t.height, t.locs), (80, 0, 40, 40, &[TileLoc::primary(20, 5)][..]));
+        assert_eq!(img.tile_locs(1, 0).collect::<Vec<_>>(), vec![TileLoc::primary(0, 5)]);
+        let hits = |r: Rect| img.tiles_in_rect(&r).iter().map(|t| (t.col, t.row)).collect::<Vec<_>>();
+        assert_eq!(hits(Rect { x: -10, y: -10, w: 1000, h: 1000 }), vec![(0, 0), (2, 0), (0, 1), (1, 1)]);
+        assert_eq!(hits(Rect { x: 39, y: 39, w: 2, h: 2 }), vec![(0, 0), (0, 1), (1, 1)]);
+        assert!(hits(Rect { x: 100, y: 0, w: 5, h: 5 }).is_empty());
+        assert_eq!(img.total_bytes(), 25);
+    }
+
+    #[test]
+    fn positioned_tiles_keep_their_own_positions_and_sizes() {
+        let t = PositionedTile { x: -5, y: 7, width: 30, height: 20, locs: vec![TileLoc::primary(8, 9)] };
+        let img = image(Grid::positioned(vec![t]).unwrap());
+        let r = img.tile(0, 0).unwrap();
+        assert_eq!((r.x, r.y, r.width, r.height), (-5, 7, 30, 20));
+        assert_eq!(img.tiles_in_rect(&Rect { x: 0, y: 0, w: 1, h: 8 }).len(), 1);
+        assert!(img.tiles_in_rect(&Rect { x: 25, y: 0, w: 5, h: 5 }).is_empty());
+        assert!(img.tile(1, 0).is_none());
+    }
+}
