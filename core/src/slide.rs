@@ -59,6 +59,8 @@ pub fn alloc_pixels(bytes: usize) -> Vec<u8> {
 pub struct Slide {
     index: Arc<SlideIndex>,
     src: Arc<MetricsSource<Box<dyn ByteSource>>>,
+    /// What the open read (structure, tag values), before `src`'s counters were zeroed.
+    open_io: IoCounters,
     id: u64,
     cache: Arc<TileCache>,
     config: Config,
@@ -75,9 +77,16 @@ impl Drop for Slide {
 }
 
 impl Slide {
-    /// Bytes and requests read from the file since open (structure reads at open excluded).
+    /// Bytes and requests read from the file since open (structure reads at open excluded:
+    /// see [`Slide::open_io_counters`]).
     pub fn io_counters(&self) -> IoCounters {
         self.src.counters()
+    }
+
+    /// Bytes and requests the open itself read (TIFF structure, tag values, what the format
+    /// driver read to detect and index the file); not included in [`Slide::io_counters`].
+    pub fn open_io_counters(&self) -> IoCounters {
+        self.open_io
     }
 
     /// Counters of the tile cache this slide uses (shared with other slides).

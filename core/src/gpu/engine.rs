@@ -1166,17 +1166,6 @@ pub(super) fn free_array(a: &mut DeviceArray) {
     a.ptr = 0;
 }
 
-fn dup_error(e: &Error) -> Error {
-    match e {
-        Error::Format { at, message } => Error::Format { at: at.clone(), message: message.clone() },
-        Error::Unsupported { at, feature } => Error::Unsupported { at: at.clone(), feature: feature.clone() },
-        Error::Usage(m) => Error::Usage(m.clone()),
-        Error::Io { at, source } => Error::Io { at: at.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
-        Error::Limits { at, message } => Error::Limits { at: at.clone(), message: message.clone() },
-        other => Error::Gpu(GpuError::Call(other.to_string())),
-    }
-}
-
 /// One unique tile of a batch.
 struct Need {
     col: u64,
@@ -1352,7 +1341,7 @@ impl Engine {
         let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
         for (p, r) in patch_tiles.iter().enumerate() {
             if let Some(err) = grids[r.clone()].iter().find_map(|&k| needs[k as usize].err.as_ref()) {
-                errors[p] = Some(dup_error(err));
+                errors[p] = Some(err.clone());
             }
         }
         // Assemble.
@@ -1530,7 +1519,7 @@ impl Engine {
         let plan = plan_reads(&wants, &slide.config().plan);
         let buffers = match crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone()) {
             Ok(b) => b,
-            Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
+            Err(e) => return misses.iter().map(|&m| (m, Err(e.clone()))).collect(),
         };
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);

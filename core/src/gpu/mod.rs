@@ -12,11 +12,20 @@
 //! tiles are decoded with `NVJPEG_OUTPUT_UNCHANGED` (planar components as coded) and converted
 //! by slidestream according to the TIFF photometric tag.
 
+// `color` (CPU reference of the kernels' colour code) and `sys` (raw CUDA bindings) are
+// internals: public only with the `unstable` feature (see lib.rs), where tests use them.
+#[cfg(feature = "unstable")]
 pub mod color;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code)]
+pub(crate) mod color;
 #[cfg(feature = "cuda")]
 mod engine;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "unstable"))]
 pub mod sys;
+#[cfg(all(feature = "cuda", not(feature = "unstable")))]
+#[allow(dead_code)]
+pub(crate) mod sys;
 
 #[cfg(not(feature = "cuda"))]
 use crate::error::GpuError;

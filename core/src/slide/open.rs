@@ -54,10 +54,12 @@ impl Slide {
         // with an error naming it (docs/settings.md), whichever path reads it later.
         crate::config::settings()?;
         let index = format::open(&*src, &Location::file(path), identity)?;
+        let open_io = src.counters();
         src.reset();
         Ok(Slide {
             index: Arc::new(index),
             src,
+            open_io,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
             cache: match opts.cache {
                 Some(c) => c,

@@ -25,6 +25,7 @@ pub mod tags;
 
 use std::collections::{BTreeMap, HashSet};
 
+#[cfg_attr(not(feature = "unstable"), allow(unused_imports))] // used by the fuzz targets and tests
 pub use ifd::{type_size, Entry, Ifd, IfdReader, ValueRange};
 pub(crate) use ifd::check_inside;
 use ifd::Data;
