@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::cache::{TileCache, TileKey};
 use crate::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
-use crate::index::ImageIndex;
+use crate::index::{ImageIndex, SourceId};
 use crate::io::plan::{plan_reads, PlanOptions, Want};
 use crate::io::ByteSource;
 
@@ -95,17 +95,17 @@ pub(crate) fn fetch_tiles(
     let mut misses: Vec<usize> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
     for (i, &(col, row)) in coords.iter().enumerate() {
-        if col >= img.tiles_across || row >= img.tiles_down {
-            return Err(Error::Usage(format!("{}: tile ({col}, {row}) outside the {}x{} tile grid", b.at, img.tiles_across, img.tiles_down)));
+        if col >= img.tiles_across() || row >= img.tiles_down() {
+            return Err(Error::Usage(format!("{}: tile ({col}, {row}) outside the {}x{} tile grid", b.at, img.tiles_across(), img.tiles_down())));
         }
         if first.contains_key(&(col, row)) {
             continue;
         }
         first.insert((col, row), i);
-        let locs: Vec<_> = img.tile_locs(col, row).collect();
-        if locs.iter().any(|l| l.is_missing()) {
+        let Some(tile) = img.tile(col, row) else {
             continue; // missing → background
-        }
+        };
+        let locs = tile.locs;
         if let Some(slot) = b.cache {
             if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
                 out[i] = Some(t);
@@ -114,16 +114,19 @@ pub(crate) fn fetch_tiles(
         }
         let tile_at = || b.at.clone().with_tile(col, row);
         for (p, l) in locs.iter().enumerate() {
-            if l.byte_count > MAX_CHUNK_BYTES {
-                return Err(Error::limits(&tile_at(), format!("compressed tile of {} bytes", l.byte_count)));
+            if l.length > MAX_CHUNK_BYTES {
+                return Err(Error::limits(&tile_at(), format!("compressed tile of {} bytes", l.length)));
             }
-            if l.offset.checked_add(l.byte_count).is_none_or(|e| e > b.src.len()) {
+            if l.source != SourceId::PRIMARY {
+                return Err(Error::unsupported(&tile_at(), "tile data in a second source file"));
+            }
+            if l.end().is_none_or(|e| e > b.src.len()) {
                 return Err(Error::format(
                     &tile_at(),
-                    format!("tile data at offset {} (+{} bytes) lies past the end of the file ({} bytes)", l.offset, l.byte_count, b.src.len()),
+                    format!("tile data at offset {} (+{} bytes) lies past the end of the file ({} bytes)", l.offset, l.length, b.src.len()),
                 ));
             }
-            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.byte_count });
+            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.length });
         }
         misses.push(i);
     }
