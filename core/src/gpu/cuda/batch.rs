@@ -1,0 +1,176 @@
+//! One device read (`Slide::read_regions_device`): the tiles of all patches deduplicated,
+//! looked up in the device cache, the misses decoded (scheduler), then every patch assembled
+//! by one kernel into one device array.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use super::context::SyncOnDrop;
+use super::engine::{engine, Engine};
+use super::kernels::PatchDesc;
+use super::lanes::Lane;
+use super::memory::DevTile;
+use super::queue::Miss;
+use super::sys::{cu, cuda};
+use super::trace;
+use crate::cache::TileKey;
+use crate::error::{Error, GpuError, Result};
+use crate::geometry::{level_origin, tile_span, Rect};
+use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
+use crate::io::ByteSource;
+use crate::slide::Slide;
+
+/// Read `locations` (same-sized patches of one level) into one device array on `opts.device`.
+pub(crate) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+    let e = engine(opts.device)?;
+    if let Some(err) = &e.io.error {
+        return Err(GpuError::Unavailable(err.clone()).into());
+    }
+    e.make_current()?;
+    // Given back to the pool when dropped, a panic included.
+    let mut lane = e.take_lane()?;
+    e.read_regions(&mut lane, slide, locations, level, size, opts)
+}
+
+pub(crate) fn dup_error(e: &Error) -> Error {
+    match e {
+        Error::Format { at, message } => Error::Format { at: at.clone(), message: message.clone() },
+        Error::Unsupported { at, feature } => Error::Unsupported { at: at.clone(), feature: feature.clone() },
+        Error::Usage(m) => Error::Usage(m.clone()),
+        Error::Io { at, source } => Error::Io { at: at.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
+        Error::Limits { at, message } => Error::Limits { at: at.clone(), message: message.clone() },
+        other => Error::Gpu(GpuError::Call(other.to_string())),
+    }
+}
+
+/// One unique tile of a batch.
+pub(crate) struct Need {
+    pub(crate) col: u64,
+    pub(crate) row: u64,
+    /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
+    /// half-open.
+    pub(crate) part: (u64, u64, u64, u64),
+    pub(crate) tile: Option<Arc<DevTile>>,
+    pub(crate) err: Option<Error>,
+}
+
+impl Engine {
+    fn read_regions(&self, lane: &mut Lane, slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+        let t_entry = std::time::Instant::now();
+        let cuda = cuda()?;
+        let (img, ds, at) = slide.level_image(level)?;
+        let n = locations.len();
+        let ch = opts.channels as usize;
+        let (w, h) = (size.0 as usize, size.1 as usize);
+        let bytes = n * w * h * ch;
+        // Output from the device's memory pool (reused across calls); freed when the array is
+        // dropped (`free_array`: stream-ordered unless its pointer was handed out).
+        let mut out = 0;
+        if bytes > 0 {
+            let stream = lane.slots[0].stream.raw();
+            // SAFETY: out-pointer to a local; the stream is synchronised before the array is
+            // returned, so the allocation is complete for every consumer.
+            self.counters.trace.time(trace::OUTPUT, || cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
+        }
+        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.ctx.pid(), exported: Default::default() };
+        if bytes == 0 {
+            return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
+        }
+        // On an error return the allocation's stream is synchronised before `array` is freed on
+        // the engine's free stream (declared after `array`, so dropped before it).
+        let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
+        // Tiles of every patch, deduplicated.
+        let mut needs: Vec<Need> = Vec::new();
+        let mut index: HashMap<(u64, u64), usize> = HashMap::new();
+        let mut patches: Vec<PatchDesc> = Vec::with_capacity(n);
+        let mut grids: Vec<c_int> = Vec::new();
+        let mut patch_tiles: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
+        for &(x, y) in locations {
+            let rect = Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 };
+            let g0 = grids.len();
+            let mut pd = PatchDesc { rx: rect.x, ry: rect.y, grid: g0 as c_int, ..Default::default() };
+            if let Some(clip) = rect.clip(img.width, img.height) {
+                let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
+                pd.col0 = *cols.start() as i64;
+                pd.row0 = *rows.start() as i64;
+                pd.gcols = (cols.end() - cols.start() + 1) as c_int;
+                pd.grows = (rows.end() - rows.start() + 1) as c_int;
+                for row in rows {
+                    for col in cols.clone() {
+                        let part = img.part_of_tile(&clip, col, row);
+                        let k = *index.entry((col, row)).or_insert_with(|| {
+                            needs.push(Need { col, row, part, tile: None, err: None });
+                            needs.len() - 1
+                        });
+                        let u = &mut needs[k].part;
+                        *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
+                        grids.push(k as c_int);
+                    }
+                }
+            }
+            patch_tiles.push(g0..grids.len());
+            patches.push(pd);
+        }
+        // Cache lookups, then decode the misses.
+        let mut misses: Vec<Miss> = Vec::new();
+        for (k, need) in needs.iter_mut().enumerate() {
+            let locs: Vec<_> = img.tile_locs(need.col, need.row).collect();
+            if locs.iter().any(|l| l.is_missing()) {
+                continue; // missing tile: transparent / background
+            }
+            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
+            if let Some(t) = self.cache.tiles.get(&key) {
+                need.tile = Some(t);
+                continue;
+            }
+            let l = locs[0];
+            if l.byte_count > crate::pipeline::MAX_CHUNK_BYTES || l.offset.checked_add(l.byte_count).is_none_or(|end| end > slide.source().len()) {
+                need.err = Some(Error::format(&at.clone().with_tile(need.col, need.row), "tile data lies past the end of the file"));
+                continue;
+            }
+            let part = slide.part_if_small(img, (need.col, need.row), need.part);
+            let rank = match part {
+                Some(p) => {
+                    // libjpeg-turbo entropy-decodes every row down to the part's bottom and runs
+                    // the inverse DCT only inside it; measured on CMU-1's 240² tiles: cost ≈
+                    // 0.5 × bottom / height + 0.45 × area fraction of a whole-tile decode.
+                    let (vw, vh) = img.valid_tile_size(need.col, need.row);
+                    let r = 0.05 + 0.5 * (p.y + p.h) as f64 / vh as f64 + 0.45 * (p.w as f64 * p.h as f64) / (vw as f64 * vh as f64);
+                    (r * 8.0).floor().clamp(0.0, 8.0) as u8
+                }
+                None => 8,
+            };
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
+        }
+        let n_miss = misses.len();
+        let t_all = std::time::Instant::now();
+        if !misses.is_empty() {
+            self.decode_misses(lane, slide, img, &at, level, &mut needs, misses)?;
+        }
+        let t_asm = std::time::Instant::now();
+        // Per-patch errors.
+        let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
+        for (p, r) in patch_tiles.iter().enumerate() {
+            if let Some(err) = grids[r.clone()].iter().find_map(|&k| needs[k as usize].err.as_ref()) {
+                errors[p] = Some(dup_error(err));
+            }
+        }
+        self.assemble(lane, img, &needs, &grids, &patches, size, opts, out)?;
+        sync_on_error.armed = false;
+        drop(needs); // tiles not cached are freed now that the kernels are done
+        self.cache.bound_held_bytes(0);
+        self.counters.trace.since(trace::ASSEMBLE, t_asm);
+        if trace::on() && n_miss >= 256 {
+            self.counters.trace.report_call(n, n_miss, t_all, t_entry);
+        }
+        Ok(DeviceBatch { array, errors })
+    }
+
+    /// Give a decoded tile to its need, and to the cache unless it is partial.
+    pub(crate) fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
+        let nd = &mut needs[m.need];
+        self.cache_tile(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, &t);
+        nd.tile = Some(t);
+    }
+}
