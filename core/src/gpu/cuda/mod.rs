@@ -129,12 +129,12 @@ mod tests {
     use super::context::Stream;
 
     /// `available()` / `probe()` used to leak a CUDA stream (and a context reference) per call.
-    /// On a machine with a GPU this checks that a thousand probes create no stream; elsewhere
-    /// the probe fails with a typed error every time.
+    /// On a machine with a GPU this checks that probes create no stream (no other unit test
+    /// starts an engine); elsewhere the probe fails with a typed error.
     #[test]
-    fn probing_a_thousand_times_leaks_no_stream() {
+    fn probing_repeatedly_leaks_no_stream() {
         let before = Stream::live();
-        for _ in 0..1000 {
+        for _ in 0..100 {
             match super::probe() {
                 Ok(_) => {}
                 Err(e) => {
@@ -143,6 +143,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(Stream::live(), before, "streams alive after 1000 probes");
+        assert_eq!(Stream::live(), before, "streams alive after 100 probes");
     }
 }
