@@ -12,6 +12,7 @@
 //! * [`Error::Limits`]: a header value or a request would need more memory or work than the
 //!   configured limits allow; nothing was allocated.
 //! * [`Error::Gpu`]: the GPU path is unavailable or failed.
+//! * [`Error::Config`]: a `SLIDESTREAM_*` setting has a value that is not accepted.
 //!
 //! Every error that concerns a file carries a [`Location`] naming the file and, where relevant,
 //! the level (or associated image) and the tile, so one line of text is enough to find the fault.
@@ -141,6 +142,17 @@ pub enum Error {
     /// GPU path failure.
     #[error("{0}")]
     Gpu(#[from] GpuError),
+    /// A `SLIDESTREAM_*` setting (environment variable or `config::set`) has a value that is
+    /// not accepted; nothing was done with it.
+    #[error("{variable}={value:?}: expected {expected}")]
+    Config {
+        /// The variable, e.g. `SLIDESTREAM_COMPAT_MODE`.
+        variable: String,
+        /// The text given.
+        value: String,
+        /// The accepted values, in words (from the settings table).
+        expected: String,
+    },
 }
 
 impl Error {
@@ -169,6 +181,7 @@ impl Error {
             Error::Io { source, .. } => source.to_string(),
             Error::Usage(m) => m.clone(),
             Error::Gpu(g) => g.to_string(),
+            Error::Config { .. } => self.to_string(),
         }
     }
 
@@ -179,7 +192,7 @@ impl Error {
             Error::Format { at, .. } | Error::Unsupported { at, .. } | Error::Io { at, .. } | Error::Limits { at, .. } => {
                 at.tile = Some((col, row));
             }
-            Error::Usage(_) | Error::Gpu(_) => {}
+            Error::Usage(_) | Error::Gpu(_) | Error::Config { .. } => {}
         }
         self
     }
@@ -194,6 +207,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Limits { .. } => "limits",
             Error::Gpu(_) => "gpu",
+            Error::Config { .. } => "config",
         }
     }
 }

@@ -103,6 +103,9 @@ impl Slide {
         let path = name.as_ref();
         let src = Arc::new(MetricsSource::new(source));
         let at = Location::file(path);
+        // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
+        // with an error naming it (docs/settings.md), whichever path reads it later.
+        crate::config::settings()?;
         let tiff = TiffFile::parse(&*src, &at);
         let probe = Probe { src: &*src, at: &at, tiff: tiff.as_ref() };
         let (report, driver) = format::detect(&probe);
@@ -122,8 +125,14 @@ impl Slide {
             index: Arc::new(index),
             src,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
-            cache: opts.cache.unwrap_or_else(TileCache::global),
-            config: opts.config.unwrap_or_else(Config::from_env),
+            cache: match opts.cache {
+                Some(c) => c,
+                None => TileCache::global()?,
+            },
+            config: match opts.config {
+                Some(c) => c,
+                None => Config::from_env()?,
+            },
             pool: opts.pool,
         })
     }

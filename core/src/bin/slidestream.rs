@@ -389,7 +389,7 @@ fn print_io_stats(slide: &Slide, json: bool) {
     if json {
         let g = match &gpu {
             Ok(st) => gpu_stats_json(st),
-            Err(e) => serde_json::json!({"error": e.to_string(), "compat_mode": slidestream::gpu::CompatMode::from_env().as_str()}),
+            Err(e) => serde_json::json!({"error": e.to_string(), "compat_mode": slidestream::gpu::CompatMode::from_env().map_or("invalid", |m| m.as_str())}),
         };
         println!("{}", serde_json::json!({"cpu": {"bytes": io.bytes, "requests": io.requests}, "gpu": g}));
         return;
@@ -397,7 +397,7 @@ fn print_io_stats(slide: &Slide, json: bool) {
     println!("cpu io: {} bytes in {} requests since open (positional reads of the slide file)", io.bytes, io.requests);
     match gpu {
         Ok(st) => print_gpu_stats(&st),
-        Err(e) => println!("gpu io: compat mode {}; {e}", slidestream::gpu::CompatMode::from_env().as_str()),
+        Err(e) => println!("gpu io: compat mode {}; {e}", slidestream::gpu::CompatMode::from_env().map_or("invalid", |m| m.as_str())),
     }
 }
 
@@ -415,7 +415,7 @@ fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, device: usi
     let before = slidestream::gpu::stats(device);
     let t0 = Instant::now();
     let mut failed = 0;
-    let trace = std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some();
+    let trace = slidestream::config::settings()?.gpu_trace;
     for chunk in locs.chunks(batch) {
         let t = Instant::now();
         let b = slide.read_regions_device(chunk, level, (tw, th), &opts)?;

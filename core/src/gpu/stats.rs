@@ -1,51 +1,16 @@
 //! What the GPU path reports: the compat mode ([`CompatMode`]), the probe ([`GpuReport`]) and
 //! the counters of a device ([`GpuStats`]).
 
-/// Which I/O path the GPU reads use, KvikIO-style (`SLIDESTREAM_COMPAT_MODE`).
-///
-/// * `On`: POSIX `pread` into pinned host buffers, then asynchronous copies / host-bitstream
-///   nvJPEG decoding (never cuFile).
-/// * `Off`: cuFile (`cuFileRead`) into device memory; an error when libcufile cannot be loaded
-///   or its driver cannot be opened. Without the nvidia-fs kernel module cuFile runs in its own
-///   compatibility mode (POSIX reads into its bounce buffers); the I/O statistics say so.
-/// * `Auto` (default): cuFile when it loads, its driver opens and GPUDirect Storage is really
-///   active (nvidia-fs loaded); otherwise POSIX, with the reason recorded in [`GpuStats`].
-///
-/// KvikIO's `KVIKIO_COMPAT_MODE` has the same three values (on = POSIX, off = cuFile, auto).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CompatMode {
-    /// POSIX reads only.
-    On,
-    /// cuFile reads only.
-    Off,
-    /// cuFile where GPUDirect Storage is active, else POSIX.
-    #[default]
-    Auto,
-}
+pub use crate::config::CompatMode;
 
 impl CompatMode {
-    /// Parse `on|off|auto` (case-insensitive; also `true/false/1/0/yes/no`).
-    pub fn parse(s: &str) -> Option<CompatMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "on" | "true" | "1" | "yes" => Some(CompatMode::On),
-            "off" | "false" | "0" | "no" => Some(CompatMode::Off),
-            "auto" | "" => Some(CompatMode::Auto),
-            _ => None,
-        }
-    }
-
-    /// `SLIDESTREAM_COMPAT_MODE`, default `Auto` (unparseable values count as `Auto`).
-    pub fn from_env() -> CompatMode {
-        std::env::var("SLIDESTREAM_COMPAT_MODE").ok().and_then(|v| CompatMode::parse(&v)).unwrap_or_default()
-    }
-
-    /// `"on"`, `"off"` or `"auto"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompatMode::On => "on",
-            CompatMode::Off => "off",
-            CompatMode::Auto => "auto",
-        }
+    /// `SLIDESTREAM_COMPAT_MODE` in effect (override, environment or default `auto`).
+    ///
+    /// # Errors
+    /// [`Error::Config`](crate::Error::Config) when the value is not `on`, `off` or `auto`
+    /// (docs/settings.md).
+    pub fn from_env() -> crate::error::Result<CompatMode> {
+        Ok(crate::config::settings()?.compat_mode)
     }
 }
 
@@ -134,9 +99,9 @@ pub struct GpuStats {
 
 impl GpuStats {
     /// The counters of a device whose engine has not started: zeros and the compat mode asked
-    /// for (`SLIDESTREAM_COMPAT_MODE`).
+    /// for (`SLIDESTREAM_COMPAT_MODE`; `"invalid"` when its value is not accepted).
     pub(crate) fn idle() -> GpuStats {
-        GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() }
+        GpuStats { compat_mode: CompatMode::from_env().map_or("invalid", |m| m.as_str()).into(), ..Default::default() }
     }
 
     /// Bytes read by every path together divided by the compressed bytes the tiles needed

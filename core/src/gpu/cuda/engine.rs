@@ -91,7 +91,8 @@ pub(crate) fn all() -> Vec<Arc<Engine>> {
 
 impl Engine {
     fn start(device: usize) -> Result<Engine> {
-        let set = settings();
+        // Every engine setting, checked and then fixed for the process (docs/settings.md).
+        let set = settings()?;
         let report = super::probe()?;
         let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
         let cuda = cuda()?;

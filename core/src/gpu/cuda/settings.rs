@@ -1,19 +1,13 @@
-//! Every setting the engine reads, in one place: read once when an engine starts.
-//!
-//! Today these are the `SLIDESTREAM_*` environment variables (table in docs/gpu.md); the
-//! crate's settings table (`config/`) replaces this function's body when it lands.
+//! Every setting the engine reads, in one place: taken from the crate's settings table
+//! (`config/`, docs/settings.md) once, when an engine starts, and fixed for the process from
+//! then on. A value that does not parse or is out of range fails the start with
+//! [`Error::Config`](crate::Error::Config) naming the variable (never replaced by a default).
 
 use std::ffi::{c_int, c_uint};
 
 use super::sys::{CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, NVJPEG_OUTPUT_UNCHANGED, NVJPEG_OUTPUT_YUV};
-use crate::gpu::CompatMode;
-
-/// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
-const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
-/// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
-const DEFAULT_GPU_WORKERS: usize = 4;
-/// Smallest chunk a lane takes as the queue runs low (guided scheduling).
-const DEFAULT_MIN_CHUNK: usize = 64;
+use crate::config::{CompatMode, GpuSplit, GpuSync, NvjpegOutput, GPU_ENGINE_SETTINGS};
+use crate::error::Result;
 
 /// The engine's settings as read (ranges are applied by the parts that use them).
 #[derive(Debug, Clone, Copy)]
@@ -36,36 +30,34 @@ pub(crate) struct EngineSettings {
     pub nvjpeg_output: c_int,
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok()
+/// Read the engine's settings and mark them consumed (later changes are refused).
+///
+/// # Errors
+/// [`Error::Config`](crate::Error::Config) for a value the table does not accept.
+pub(crate) fn settings() -> Result<EngineSettings> {
+    let cfg = crate::config::consume(GPU_ENGINE_SETTINGS)?;
+    Ok(EngineSettings {
+        compat_mode: cfg.compat_mode,
+        sync: match cfg.gpu_sync {
+            GpuSync::Spin => Some(CU_CTX_SCHED_SPIN),
+            GpuSync::Yield => Some(CU_CTX_SCHED_YIELD),
+            GpuSync::Blocking => Some(CU_CTX_SCHED_BLOCKING_SYNC),
+            GpuSync::Auto => None,
+        },
+        device_cache_bytes: usize::try_from(cfg.device_cache_bytes).unwrap_or(usize::MAX),
+        gpu_workers: cfg.gpu_workers,
+        cpu_workers: cfg.gpu_cpu_workers,
+        split_by_cost: cfg.gpu_split == GpuSplit::Cost,
+        min_chunk: cfg.gpu_min_chunk,
+        nvjpeg_output: match cfg.nvjpeg_output {
+            NvjpegOutput::Yuv => NVJPEG_OUTPUT_YUV,
+            NvjpegOutput::Unchanged => NVJPEG_OUTPUT_UNCHANGED,
+        },
+    })
 }
 
-/// Read the settings (unparseable values keep the default, as before the settings table).
-pub(crate) fn settings() -> EngineSettings {
-    EngineSettings {
-        compat_mode: CompatMode::from_env(),
-        sync: match env("SLIDESTREAM_GPU_SYNC").as_deref().map(str::trim) {
-            Some("spin") => Some(CU_CTX_SCHED_SPIN),
-            Some("yield") => Some(CU_CTX_SCHED_YIELD),
-            Some("blocking") => Some(CU_CTX_SCHED_BLOCKING_SYNC),
-            _ => None,
-        },
-        device_cache_bytes: env("SLIDESTREAM_DEVICE_CACHE_BYTES")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_DEVICE_CACHE_BYTES, |v| usize::try_from(v).unwrap_or(usize::MAX)),
-        gpu_workers: env("SLIDESTREAM_GPU_WORKERS").and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(DEFAULT_GPU_WORKERS),
-        cpu_workers: env("SLIDESTREAM_GPU_CPU_WORKERS").and_then(|v| v.trim().parse::<usize>().ok()),
-        split_by_cost: env("SLIDESTREAM_GPU_SPLIT").is_none_or(|v| v.trim() != "offset"),
-        min_chunk: env("SLIDESTREAM_GPU_MIN_CHUNK").and_then(|v| v.trim().parse::<usize>().ok()).unwrap_or(DEFAULT_MIN_CHUNK),
-        nvjpeg_output: match env("SLIDESTREAM_NVJPEG_OUTPUT").as_deref() {
-            Some("yuv") => NVJPEG_OUTPUT_YUV,
-            _ => NVJPEG_OUTPUT_UNCHANGED,
-        },
-    }
-}
-
-/// `SLIDESTREAM_GPU_TRACE` (set = on), read once per process (the trace is consulted on paths
-/// that have no engine at hand).
+/// `SLIDESTREAM_GPU_TRACE`, for the trace's once-per-process switch. `Engine::start` has
+/// already checked the value (a bad one fails the start), so an error here reads as off.
 pub(crate) fn trace() -> bool {
-    std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some()
+    crate::config::settings().is_ok_and(|s| s.gpu_trace)
 }
