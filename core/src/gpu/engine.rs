@@ -594,7 +594,13 @@ unsafe impl Sync for Engine {}
 static ENGINES: OnceLock<Mutex<HashMap<usize, Arc<Engine>>>> = OnceLock::new();
 
 fn engines() -> std::sync::MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
-    ENGINES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+    ENGINES
+        .get_or_init(|| {
+            // A closed slide's tiles leave the device caches (and its cuFile handle is dropped).
+            crate::cache::registry::register_hook(purge_slide);
+            Default::default()
+        })
+        .lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The engine of `device`, started on first use. Refuses in a process forked after CUDA was
@@ -1338,11 +1344,15 @@ impl Engine {
                 need.tile = Some(t);
                 continue;
             }
-            let l = locs[0];
-            if l.byte_count > crate::pipeline::MAX_CHUNK_BYTES || l.offset.checked_add(l.byte_count).is_none_or(|end| end > slide.source().len()) {
-                need.err = Some(Error::format(&at.clone().with_tile(need.col, need.row), "tile data lies past the end of the file"));
-                continue;
-            }
+            // Location errors (over-large: Limits; past the end: Format) from the read layer.
+            let l = match crate::read::locate_tile(img, slide.source().len(), need.col, need.row, &at) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    need.err = Some(e);
+                    continue;
+                }
+            };
             let part = slide.part_if_small(img, (need.col, need.row), need.part);
             let rank = match part {
                 Some(p) => {
@@ -1536,24 +1546,19 @@ impl Engine {
         // Every plane of every tile (planar-separate images have one chunk per sample).
         let mut wants = Vec::new();
         for (i, m) in misses.iter().enumerate() {
+            // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
             for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
-                if !l.is_missing() && l.offset.checked_add(l.byte_count).is_some_and(|e| e <= slide.source().len()) && l.byte_count <= crate::pipeline::MAX_CHUNK_BYTES {
-                    wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
-                }
+                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
-        let buffers = match crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone()) {
-            Ok(b) => b,
-            Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
-        };
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let results = plan.read_into(slide.source(), &mut buf, slide.pool());
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-        let mut slices: Vec<Option<(usize, u64, u64)>> = vec![None; misses.len() * planes];
-        for (ri, r) in plan.requests.iter().enumerate() {
-            for &(id, off, len) in &r.members {
-                slices[id] = Some((ri, off, len));
-            }
+        let mut slices: Vec<Option<std::result::Result<&[u8], &std::io::Error>>> = vec![None; misses.len() * planes];
+        for (id, bytes) in plan.slices(&buf, &results) {
+            slices[id] = Some(bytes);
         }
         let decode = |(i, m): (usize, &Miss)| {
             let (col, row) = (m.col, m.row);
@@ -1561,7 +1566,8 @@ impl Engine {
             let mut chunks = Vec::with_capacity(planes);
             for p in 0..planes {
                 match slices[i * planes + p] {
-                    Some((ri, off, len)) => chunks.push(&buffers[ri][off as usize..(off + len) as usize]),
+                    Some(Ok(bytes)) => chunks.push(bytes),
+                    Some(Err(e)) => return (*m, Err(Error::io(&tile_at, std::io::Error::new(e.kind(), e.to_string())))),
                     None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
                 }
             }
@@ -1569,7 +1575,7 @@ impl Engine {
             let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
             (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
         };
-        crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+        crate::read::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
     }
 }
 
@@ -1894,8 +1900,8 @@ impl Engine {
         let src = slide.source();
         let read = |(p, r): (&mut &mut [u8], &crate::io::plan::Request)| src.read_exact_at(p, r.offset);
         let results: Vec<std::io::Result<()>> = self.time(0, || {
-            if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
-                crate::pipeline::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
+            if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
+                crate::read::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
             } else {
                 parts.iter_mut().zip(plan.requests.iter()).map(read).collect()
             }
@@ -2004,8 +2010,8 @@ impl Engine {
                 Err(format!("cuFileRead of {} bytes at offset {} returned {n}", r.len, r.offset))
             }
         };
-        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
-            crate::pipeline::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
+        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
+            crate::read::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
         } else {
             plan.requests.iter().zip(bases.iter()).map(read).collect()
         };

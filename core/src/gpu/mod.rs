@@ -313,14 +313,6 @@ pub fn clear_device_cache(device: usize) {
     let _ = device;
 }
 
-/// Called when a slide closes: its tiles leave the device caches of this process.
-pub(crate) fn purge_slide(slide_id: u64) {
-    #[cfg(feature = "cuda")]
-    engine::purge_slide(slide_id);
-    #[cfg(not(feature = "cuda"))]
-    let _ = slide_id;
-}
-
 impl Slide {
     /// Read a region into device memory.
     ///
