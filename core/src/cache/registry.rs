@@ -65,16 +65,21 @@ pub fn register_hook(hook: fn(u64)) {
 /// Purge the tiles of `slide` from every registered cache and run every hook. Called when a
 /// slide is dropped.
 pub fn purge_slide(slide: u64) {
-    let (caches, hooks): (Vec<Arc<dyn PurgeSlide>>, Vec<fn(u64)>) = {
+    let mut caches: Vec<Arc<dyn PurgeSlide>> = Vec::new();
+    let mut hooks: Vec<fn(u64)> = Vec::new();
+    {
         let mut g = entries();
         g.retain(|e| match e {
             Entry::Cache(w) => w.strong_count() > 0,
             Entry::Hook(_) => true,
         });
-        let caches = g.iter().filter_map(|e| if let Entry::Cache(w) = e { w.upgrade() } else { None }).collect();
-        let hooks = g.iter().filter_map(|e| if let Entry::Hook(h) = e { Some(*h) } else { None }).collect();
-        (caches, hooks)
-    };
+        for e in g.iter() {
+            match e {
+                Entry::Cache(w) => caches.extend(w.upgrade()),
+                Entry::Hook(h) => hooks.push(*h),
+            }
+        }
+    }
     for c in caches {
         c.purge_slide(slide);
     }

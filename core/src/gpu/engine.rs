@@ -1335,16 +1335,8 @@ impl Engine {
         // Cache lookups, then decode the misses.
         let mut misses: Vec<Miss> = Vec::new();
         for (k, need) in needs.iter_mut().enumerate() {
-            let locs: Vec<_> = img.tile_locs(need.col, need.row).collect();
-            if locs.iter().any(|l| l.is_missing()) {
-                continue; // missing tile: transparent / background
-            }
-            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
-            if let Some(t) = self.cache.get(&key) {
-                need.tile = Some(t);
-                continue;
-            }
-            // Location errors (over-large: Limits; past the end: Format) from the read layer.
+            // Tile location from the read layer: missing = background; over-large: Limits;
+            // past the end of the file: Format.
             let l = match crate::read::locate_tile(img, slide.source().len(), need.col, need.row, &at) {
                 Ok(Some(l)) => l,
                 Ok(None) => continue,
@@ -1353,18 +1345,14 @@ impl Engine {
                     continue;
                 }
             };
+            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
+            if let Some(t) = self.cache.get(&key) {
+                need.tile = Some(t);
+                continue;
+            }
             let part = slide.part_if_small(img, (need.col, need.row), need.part);
-            let rank = match part {
-                Some(p) => {
-                    // libjpeg-turbo entropy-decodes every row down to the part's bottom and runs
-                    // the inverse DCT only inside it; measured on CMU-1's 240² tiles: cost ≈
-                    // 0.5 × bottom / height + 0.45 × area fraction of a whole-tile decode.
-                    let (vw, vh) = img.valid_tile_size(need.col, need.row);
-                    let r = 0.05 + 0.5 * (p.y + p.h) as f64 / vh as f64 + 0.45 * (p.w as f64 * p.h as f64) / (vw as f64 * vh as f64);
-                    (r * 8.0).floor().clamp(0.0, 8.0) as u8
-                }
-                None => 8,
-            };
+            // The CPU decode cost model of the read layer (8 = a whole tile).
+            let rank = crate::read::cost_rank(crate::read::decode_cost(part, img.valid_tile_size(need.col, need.row)));
             misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
         }
         let n_miss = misses.len();
