@@ -33,7 +33,9 @@
 //! ## Layout
 //! [`tiff`] reads TIFF structure; [`format`] holds one driver per vendor; [`index`] is the
 //! immutable tile index; [`io`] has byte sources and the read planner; [`codec`] decodes tiles;
-//! [`cache`] is the tile cache; [`pipeline`] runs a batch; [`slide`] is the public handle.
+//! [`cache`] is the tile cache (and the registry of caches purged when a slide closes); [`read`]
+//! is the read layer shared by the CPU and GPU paths (batch plan, tile location, partial-decode
+//! rule, CPU fetch and assembly); [`slide`] is the public handle.
 
 #![warn(missing_docs)]
 
@@ -46,7 +48,7 @@ pub mod geometry;
 pub mod gpu;
 pub mod index;
 pub mod io;
-pub mod pipeline;
+pub mod read;
 pub mod slide;
 pub mod tiff;
 

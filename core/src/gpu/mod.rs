@@ -65,12 +65,6 @@ pub fn clear_device_cache(device: usize) {
     backend::clear_cache(device)
 }
 
-/// Called when a slide closes: its tiles leave the device caches of this process and its cuFile
-/// handle is released.
-pub(crate) fn purge_slide(slide_id: u64) {
-    backend::purge_slide(slide_id)
-}
-
 /// Whether a usable CUDA device is present (never panics; `false` without the `cuda` feature).
 /// Cheap to call repeatedly: it creates no stream and keeps no handle.
 pub fn available() -> bool {
@@ -129,17 +123,8 @@ impl Slide {
             return Err(Error::Usage(format!("channels must be 3 or 4, got {}", opts.channels)));
         }
         let (_, _, at) = self.level_image(level)?;
-        let bytes = (locations.len() as u64)
-            .checked_mul(size.0)
-            .and_then(|v| v.checked_mul(size.1))
-            .and_then(|v| v.checked_mul(opts.channels as u64))
-            .filter(|&b| b <= self.config().max_region_bytes && usize::try_from(b).is_ok());
-        if bytes.is_none() {
-            return Err(Error::limits(
-                &at,
-                format!("{} patches of {}x{}x{} exceed max_region_bytes ({})", locations.len(), size.0, size.1, opts.channels, self.config().max_region_bytes),
-            ));
-        }
+        // The batch output rule of every path (Limits over max_region_bytes).
+        crate::read::batch_bytes(locations.len(), size, opts.channels, self.config().max_region_bytes, &at)?;
         backend::read_regions(self, locations, level, size, opts)
     }
 }

@@ -22,8 +22,6 @@ pub(super) fn reset_stats(_device: usize) {}
 
 pub(super) fn clear_cache(_device: usize) {}
 
-pub(super) fn purge_slide(_slide_id: u64) {}
-
 pub(super) fn read_regions(_slide: &Slide, _locations: &[(i64, i64)], _level: usize, _size: (u64, u64), _opts: &DeviceOptions) -> Result<DeviceBatch> {
     Err(GpuError::NotCompiled.into())
 }

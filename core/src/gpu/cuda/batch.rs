@@ -2,7 +2,6 @@
 //! looked up in the device cache, the misses decoded (scheduler), then every patch assembled
 //! by one kernel into one device array.
 
-use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -16,7 +15,7 @@ use super::sys::{cu, cuda};
 use super::trace;
 use crate::cache::TileKey;
 use crate::error::{Error, GpuError, Result};
-use crate::geometry::{level_origin, tile_span, Rect};
+use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
 use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
 use crate::io::ByteSource;
 use crate::slide::Slide;
@@ -80,67 +79,37 @@ impl Engine {
         // On an error return the allocation's stream is synchronised before `array` is freed on
         // the engine's free stream (declared after `array`, so dropped before it).
         let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
-        // Tiles of every patch, deduplicated.
-        let mut needs: Vec<Need> = Vec::new();
-        let mut index: HashMap<(u64, u64), usize> = HashMap::new();
-        let mut patches: Vec<PatchDesc> = Vec::with_capacity(n);
-        let mut grids: Vec<c_int> = Vec::new();
-        let mut patch_tiles: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
-        for &(x, y) in locations {
-            let rect = Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 };
-            let g0 = grids.len();
-            let mut pd = PatchDesc { rx: rect.x, ry: rect.y, grid: g0 as c_int, ..Default::default() };
-            if let Some(clip) = rect.clip(img.width, img.height) {
-                let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-                pd.col0 = *cols.start() as i64;
-                pd.row0 = *rows.start() as i64;
-                pd.gcols = (cols.end() - cols.start() + 1) as c_int;
-                pd.grows = (rows.end() - rows.start() + 1) as c_int;
-                for row in rows {
-                    for col in cols.clone() {
-                        let part = img.part_of_tile(&clip, col, row);
-                        let k = *index.entry((col, row)).or_insert_with(|| {
-                            needs.push(Need { col, row, part, tile: None, err: None });
-                            needs.len() - 1
-                        });
-                        let u = &mut needs[k].part;
-                        *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
-                        grids.push(k as c_int);
-                    }
-                }
-            }
-            patch_tiles.push(g0..grids.len());
-            patches.push(pd);
-        }
+        // Tiles of every patch, deduplicated (the read layer's batch plan).
+        let geom = LevelGeom { slide: slide.id(), level: level as u32, image: img, downsample: ds };
+        let plan = BatchPlan::build(&geom, locations, size);
+        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let patches: Vec<PatchDesc> = plan
+            .patches
+            .iter()
+            .map(|pg| PatchDesc { rx: pg.rect.x, ry: pg.rect.y, col0: pg.col0 as i64, row0: pg.row0 as i64, gcols: pg.cols as c_int, grows: pg.rows as c_int, grid: pg.cells.start as c_int, pad: 0 })
+            .collect();
+        let grids: Vec<c_int> = plan.grid.iter().map(|&k| k as c_int).collect();
         // Cache lookups, then decode the misses.
         let mut misses: Vec<Miss> = Vec::new();
         for (k, need) in needs.iter_mut().enumerate() {
-            let locs: Vec<_> = img.tile_locs(need.col, need.row).collect();
-            if locs.iter().any(|l| l.is_missing()) {
-                continue; // missing tile: transparent / background
-            }
+            // Tile location from the read layer: missing = background; over-large: Limits;
+            // past the end of the file: Format.
+            let l = match locate_tile(img, slide.source().len(), need.col, need.row, &at) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    need.err = Some(e);
+                    continue;
+                }
+            };
             let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
             if let Some(t) = self.cache.tiles.get(&key) {
                 need.tile = Some(t);
                 continue;
             }
-            let l = locs[0];
-            if l.byte_count > crate::pipeline::MAX_CHUNK_BYTES || l.offset.checked_add(l.byte_count).is_none_or(|end| end > slide.source().len()) {
-                need.err = Some(Error::format(&at.clone().with_tile(need.col, need.row), "tile data lies past the end of the file"));
-                continue;
-            }
             let part = slide.part_if_small(img, (need.col, need.row), need.part);
-            let rank = match part {
-                Some(p) => {
-                    // libjpeg-turbo entropy-decodes every row down to the part's bottom and runs
-                    // the inverse DCT only inside it; measured on CMU-1's 240² tiles: cost ≈
-                    // 0.5 × bottom / height + 0.45 × area fraction of a whole-tile decode.
-                    let (vw, vh) = img.valid_tile_size(need.col, need.row);
-                    let r = 0.05 + 0.5 * (p.y + p.h) as f64 / vh as f64 + 0.45 * (p.w as f64 * p.h as f64) / (vw as f64 * vh as f64);
-                    (r * 8.0).floor().clamp(0.0, 8.0) as u8
-                }
-                None => 8,
-            };
+            // The CPU decode cost model of the read layer (8 = a whole tile).
+            let rank = cost_rank(decode_cost(part, img.valid_tile_size(need.col, need.row)));
             misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
         }
         let n_miss = misses.len();
@@ -151,8 +120,8 @@ impl Engine {
         let t_asm = std::time::Instant::now();
         // Per-patch errors.
         let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
-        for (p, r) in patch_tiles.iter().enumerate() {
-            if let Some(err) = grids[r.clone()].iter().find_map(|&k| needs[k as usize].err.as_ref()) {
+        for (p, pg) in plan.patches.iter().enumerate() {
+            if let Some(err) = plan.grid[pg.cells.clone()].iter().find_map(|&k| needs[k].err.as_ref()) {
                 errors[p] = Some(dup_error(err));
             }
         }

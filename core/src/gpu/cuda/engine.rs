@@ -45,7 +45,14 @@ pub(crate) struct Engine {
 static ENGINES: OnceLock<Mutex<HashMap<usize, Arc<Engine>>>> = OnceLock::new();
 
 fn engines() -> MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
-    ENGINES.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+    ENGINES
+        .get_or_init(|| {
+            // A closed slide's tiles leave the device caches (and its cuFile handle is dropped).
+            crate::cache::registry::register_hook(super::purge_slide);
+            Default::default()
+        })
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
 }
 
 /// The engine of `device`, started on first use. Refuses in a process forked after CUDA was

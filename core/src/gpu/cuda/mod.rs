@@ -115,8 +115,9 @@ pub(super) fn clear_cache(device: usize) {
     }
 }
 
-/// A slide closed: its tiles leave every device cache and its cuFile handles are released.
-pub(super) fn purge_slide(id: u64) {
+/// A slide closed (a purge hook of `cache::registry`): its tiles leave every device cache and
+/// its cuFile handle is released.
+fn purge_slide(id: u64) {
     for e in engine::all() {
         let _ = e.make_current();
         e.cache.tiles.purge_slide(id);

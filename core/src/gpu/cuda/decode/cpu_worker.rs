@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::GpuResult;
-use crate::gpu::cuda::batch::dup_error;
 use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile};
 use crate::error::{Error, Location, Result};
 use crate::gpu::cuda::context::Stream;
@@ -191,31 +190,27 @@ impl Engine {
         Ok(out)
     }
 
-    /// Read and decode `misses` on the CPU in the slide's pool, one result per tile.
+    /// Read and decode `misses` on the CPU in the slide's pool, one result per tile (the
+    /// read layer's plan-to-bytes loop, `ReadPlan::read_into`, then `decode_chunk`).
     pub(crate) fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
         use rayon::prelude::*;
         let planes = img.planes();
         // Every plane of every tile (planar-separate images have one chunk per sample).
         let mut wants = Vec::new();
         for (i, m) in misses.iter().enumerate() {
+            // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
             for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
-                if !l.is_missing() && l.offset.checked_add(l.byte_count).is_some_and(|e| e <= slide.source().len()) && l.byte_count <= crate::pipeline::MAX_CHUNK_BYTES {
-                    wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
-                }
+                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
-        let buffers = match crate::pipeline::read_requests(slide.source(), &plan, slide.pool(), |_| at.clone()) {
-            Ok(b) => b,
-            Err(e) => return misses.iter().map(|&m| (m, Err(dup_error(&e)))).collect(),
-        };
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let results = plan.read_into(slide.source(), &mut buf, slide.pool());
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-        let mut slices: Vec<Option<(usize, u64, u64)>> = vec![None; misses.len() * planes];
-        for (ri, r) in plan.requests.iter().enumerate() {
-            for &(id, off, len) in &r.members {
-                slices[id] = Some((ri, off, len));
-            }
+        let mut slices: Vec<Option<std::result::Result<&[u8], &std::io::Error>>> = vec![None; misses.len() * planes];
+        for (id, bytes) in plan.slices(&buf, &results) {
+            slices[id] = Some(bytes);
         }
         let decode = |(i, m): (usize, &Miss)| {
             let (col, row) = (m.col, m.row);
@@ -223,7 +218,8 @@ impl Engine {
             let mut chunks = Vec::with_capacity(planes);
             for p in 0..planes {
                 match slices[i * planes + p] {
-                    Some((ri, off, len)) => chunks.push(&buffers[ri][off as usize..(off + len) as usize]),
+                    Some(Ok(bytes)) => chunks.push(bytes),
+                    Some(Err(e)) => return (*m, Err(Error::io(&tile_at, std::io::Error::new(e.kind(), e.to_string())))),
                     None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
                 }
             }
@@ -231,6 +227,6 @@ impl Engine {
             let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
             (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
         };
-        crate::pipeline::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+        crate::read::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
     }
 }

@@ -160,8 +160,8 @@ impl Engine {
                 Err(format!("cuFileRead of {} bytes at offset {} returned {n}", r.len, r.offset))
             }
         };
-        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::pipeline::pool_threads(slide.pool()) > 1 {
-            crate::pipeline::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
+        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
+            crate::read::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
         } else {
             plan.requests.iter().zip(bases.iter()).map(read).collect()
         };

@@ -1,0 +1,26 @@
+//! The read layer: what every back end (the CPU path today, the GPU engine next) shares to
+//! turn patch requests into pixels.
+//!
+//! ```text
+//! locations × size ──▶ batch_plan::BatchPlan (unique tiles keyed by TileKey, the part of each
+//!                      tile the batch needs, each patch's tile grid)                 pure
+//!   ──▶ locate (level, output size, tile byte range: one error kind per failure)     pure
+//!   ──▶ partial (decode only the needed part? the CPU decode cost of a part)         pure
+//!   ──▶ fetch (CPU: cache → io::plan read plan → ReadPlan::read_into → parallel decode → cache)
+//!   ──▶ assemble (CPU: crop/place into RGBA or RGB-over-background; the GPU kernels' reference)
+//! ```
+//!
+//! The [`crate::Slide`] read methods are thin wrappers over these functions; the GPU engine
+//! uses [`batch_plan`], [`locate`], [`partial`] and [`crate::io::plan::ReadPlan::read_into`]
+//! with its own byte sources, decoders and device assembly.
+
+pub mod assemble;
+pub mod batch_plan;
+pub(crate) mod fetch;
+pub mod locate;
+pub mod partial;
+
+pub use crate::io::plan::{in_pool, pool_threads};
+pub use batch_plan::{BatchPlan, LevelGeom, PatchGrid, TileKey, TileNeed, TilePart};
+pub use locate::{batch_bytes, locate_tile, region_bytes, MAX_TILE_BYTES};
+pub use partial::{cost_rank, decode_cost, partial_part};
