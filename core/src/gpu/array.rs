@@ -2,7 +2,11 @@
 //! [`DeviceBatch`].
 
 use super::backend;
+#[allow(unused_imports)] // doc links
+use crate::error::GpuError;
 use crate::error::{Error, Result};
+#[allow(unused_imports)] // doc links
+use crate::slide::Slide;
 
 /// Options of a device read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ pub struct GpuReport {
     pub hardware_reason: Option<String>,
 }
 
-/// Counters of the GPU path of one device (process-wide; see [`stats`]).
+/// Counters of the GPU path of one device (process-wide; see [`stats`](fn@super::stats)).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuStats {
     /// Compat mode asked for (`SLIDESTREAM_COMPAT_MODE`).

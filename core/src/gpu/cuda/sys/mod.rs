@@ -5,7 +5,7 @@
 //! loader panics when a library is absent). Signatures follow `cuda.h` (CUDA 13), `nvjpeg.h`
 //! (nvJPEG 13), `nvrtc.h` and `cufile.h`; only the functions slidestream calls are bound.
 //!
-//! One loader pattern for all four libraries: [`ffi_table!`] declares a table (sonames, then
+//! One loader pattern for all four libraries: `ffi_table!` declares a table (sonames, then
 //! `field: signature = "symbol"` lines) and generates its `load()`; [`loaded`] keeps a table
 //! loaded once per process behind a `OnceLock`. Library search order: the plain soname, then
 //! `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`, `/usr/local/cuda-*/targets/x86_64-linux/lib`.
