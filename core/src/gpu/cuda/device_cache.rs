@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::engine::Engine;
 use super::memory::{DevBlock, DevTile};
-use super::sys::CUdeviceptr;
+use super::sys::{cu, cuda, CUdeviceptr, CUstream, Res};
 use crate::cache::{TileCache, TileKey};
 
 /// Cached tiles and the bytes held by live tile blocks (cached tiles and tiles of calls in
@@ -36,6 +36,14 @@ impl Engine {
     /// freed on the engine's free stream with its last tile.
     pub(crate) fn block(&self, ptr: CUdeviceptr, bytes: usize) -> Arc<DevBlock> {
         DevBlock::new(ptr, bytes, self.ctx.raw(), self.free_stream.raw(), &self.cache.held)
+    }
+
+    /// A new tile block of `bytes` (stream-ordered on `stream`) and its device pointer.
+    pub(crate) fn alloc_block(&self, bytes: usize, stream: CUstream) -> Res<(CUdeviceptr, Arc<DevBlock>)> {
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; a live stream of this engine's context.
+        cu(unsafe { (cuda()?.cuMemAllocAsync)(&mut p, bytes, stream) }, "cuMemAllocAsync")?;
+        Ok((p, self.block(p, bytes)))
     }
 
     /// Give a decoded tile to the cache unless it is partial.

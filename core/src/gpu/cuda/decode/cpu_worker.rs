@@ -157,10 +157,7 @@ impl Engine {
                 if placed.is_empty() {
                     continue;
                 }
-                let mut p = 0;
-                // SAFETY: out-pointer to a local; stream-ordered allocation on the worker's stream.
-                cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, used, cs.stream.raw()) }, "cuMemAllocAsync")?;
-                let block = self.block(p, used);
+                let (p, block) = self.alloc_block(used, cs.stream.raw())?;
                 keep.push(block.clone());
                 // The worker's stream: the previous run's copy is complete after this.
                 cs.stream.sync()?;

@@ -201,7 +201,7 @@ impl Engine {
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
         }
-        let (cuda, nvj) = (cuda()?, nvjpeg()?);
+        let nvj = nvjpeg()?;
         let (handle, state) = if device {
             match (self.nvjpeg.device.as_ref(), slot.dev_state.as_mut()) {
                 (Some(h), Some(s)) => (h.raw(), s),
@@ -286,10 +286,7 @@ impl Engine {
         // Device tiles carved from one block, then one convert launch for the chunk.
         let sizes: Vec<usize> = descs.iter().map(|d| (d.w as usize * d.h as usize * 4).max(4).next_multiple_of(256)).collect();
         let block_bytes = sizes.iter().sum::<usize>().max(256);
-        let mut p = 0;
-        // SAFETY: out-pointer to a local; stream-ordered allocation on the slot's stream.
-        cu(unsafe { (cuda.cuMemAllocAsync)(&mut p, block_bytes, slot.stream.raw()) }, "cuMemAllocAsync")?;
-        let block = self.block(p, block_bytes);
+        let (p, block) = self.alloc_block(block_bytes, slot.stream.raw())?;
         let mut done = Vec::with_capacity(n);
         let mut off = 0u64;
         for (((m, _), d), size) in todo.iter().zip(descs.iter_mut()).zip(&sizes) {
