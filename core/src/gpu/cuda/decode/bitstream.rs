@@ -82,7 +82,6 @@ impl Engine {
         Ok((done, settled))
     }
 
-
     /// cuFile: coalesced `cuFileRead`s into the slot's device staging buffer, tables spliced and
     /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
     pub(crate) fn chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
@@ -192,5 +191,4 @@ impl Engine {
         settled.extend(more);
         Ok((done, settled))
     }
-
 }
