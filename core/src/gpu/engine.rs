@@ -41,7 +41,6 @@ use super::{CompatMode, DeviceArray, DeviceBatch, DeviceOptions, GpuStats};
 use crate::cache::{CacheWeight, TileCache, TileKey};
 use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, GpuError, Location, Result};
-use crate::geometry::{level_origin, tile_span, Rect};
 use crate::index::{Compression, ImageIndex, Photometric};
 use crate::io::plan::{plan_reads, Want};
 use crate::io::ByteSource;
@@ -1300,38 +1299,26 @@ impl Engine {
         // On an error return the allocation's stream is synchronised before `array` is freed on
         // the engine's free stream (declared after `array`, so dropped before it).
         let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream, armed: true };
-        // Tiles of every patch, deduplicated.
-        let mut needs: Vec<Need> = Vec::new();
-        let mut index: HashMap<(u64, u64), usize> = HashMap::new();
-        let mut patches: Vec<PatchDesc> = Vec::with_capacity(n);
-        let mut grids: Vec<c_int> = Vec::new();
-        let mut patch_tiles: Vec<std::ops::Range<usize>> = Vec::with_capacity(n);
-        for &(x, y) in locations {
-            let rect = Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 };
-            let g0 = grids.len();
-            let mut pd = PatchDesc { rx: rect.x, ry: rect.y, grid: g0 as c_int, ..Default::default() };
-            if let Some(clip) = rect.clip(img.width, img.height) {
-                let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-                pd.col0 = *cols.start() as i64;
-                pd.row0 = *rows.start() as i64;
-                pd.gcols = (cols.end() - cols.start() + 1) as c_int;
-                pd.grows = (rows.end() - rows.start() + 1) as c_int;
-                for row in rows {
-                    for col in cols.clone() {
-                        let part = img.part_of_tile(&clip, col, row);
-                        let k = *index.entry((col, row)).or_insert_with(|| {
-                            needs.push(Need { col, row, part, tile: None, err: None });
-                            needs.len() - 1
-                        });
-                        let u = &mut needs[k].part;
-                        *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
-                        grids.push(k as c_int);
-                    }
-                }
-            }
-            patch_tiles.push(g0..grids.len());
-            patches.push(pd);
-        }
+        // Tiles of every patch, deduplicated, and each patch's tile grid: the read layer's plan.
+        let geom = crate::read::LevelGeom { slide: slide.id(), level: level as u32, image: img, downsample: ds };
+        let plan = crate::read::BatchPlan::build(&geom, locations, size);
+        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let grids: Vec<c_int> = plan.grid.iter().map(|&k| k as c_int).collect();
+        let patch_tiles: Vec<std::ops::Range<usize>> = plan.patches.iter().map(|p| p.cells.clone()).collect();
+        let patches: Vec<PatchDesc> = plan
+            .patches
+            .iter()
+            .map(|p| PatchDesc {
+                rx: p.rect.x,
+                ry: p.rect.y,
+                col0: p.col0 as i64,
+                row0: p.row0 as i64,
+                gcols: p.cols as c_int,
+                grows: p.rows as c_int,
+                grid: p.cells.start as c_int,
+                pad: 0,
+            })
+            .collect();
         // Cache lookups, then decode the misses.
         let mut misses: Vec<Miss> = Vec::new();
         for (k, need) in needs.iter_mut().enumerate() {
