@@ -1723,18 +1723,14 @@ impl Engine {
                 let wants: Vec<Want> = run.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
                 let plan = plan_reads(&wants, &slide.config().plan);
                 raw.resize(plan.read_bytes() as usize, 0);
+                // The read layer's plan-to-bytes loop, on this worker's thread.
+                let results = plan.read_into_serial(slide.source(), &mut raw);
                 let mut src: Vec<std::result::Result<std::ops::Range<usize>, Error>> = (0..run.len()).map(|_| Err(Error::Usage(String::new()))).collect();
-                let mut pos = 0usize;
-                for r in &plan.requests {
-                    let span = pos..pos + r.len as usize;
-                    let read = slide.source().read_exact_at(&mut raw[span.clone()], r.offset);
-                    for &(id, off, len) in &r.members {
-                        src[id] = match &read {
-                            Ok(()) => Ok(span.start + off as usize..span.start + (off + len) as usize),
-                            Err(e) => Err(Error::io(&at.clone().with_tile(run[id].col, run[id].row), std::io::Error::new(e.kind(), e.to_string()))),
-                        };
-                    }
-                    pos = span.end;
+                for sp in plan.spans() {
+                    src[sp.id] = match &results[sp.request] {
+                        Ok(()) => Ok(sp.start..sp.start + sp.len),
+                        Err(e) => Err(Error::io(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), std::io::Error::new(e.kind(), e.to_string()))),
+                    };
                 }
                 self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
                 self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
@@ -1858,46 +1854,27 @@ impl Engine {
     /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
     /// host-bitstream nvJPEG.
     fn chunk_posix(&self, slot: &mut Slot, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
-        use rayon::prelude::*;
         let mut settled = Vec::new();
         let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
         let plan = plan_reads(&wants, &slide.config().plan);
-        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        let total = plan.read_bytes() as usize;
         slot.pinned.ensure(total)?;
+        // The read layer's plan-to-bytes loop, into the slot's pinned buffer.
         let buf = slot.pinned.as_mut_slice(total);
-        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(plan.requests.len());
-        let mut rest = buf;
-        for r in &plan.requests {
-            let (a, b) = rest.split_at_mut(r.len as usize);
-            parts.push(a);
-            rest = b;
-        }
-        let src = slide.source();
-        let read = |(p, r): (&mut &mut [u8], &crate::io::plan::Request)| src.read_exact_at(p, r.offset);
-        let results: Vec<std::io::Result<()>> = self.time(0, || {
-            if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
-                crate::read::in_pool(slide.pool(), || parts.par_iter_mut().zip(plan.requests.par_iter()).map(read).collect())
-            } else {
-                parts.iter_mut().zip(plan.requests.iter()).map(read).collect()
-            }
-        });
+        let results = self.time(0, || plan.read_into(slide.source(), buf, slide.pool()));
         let t_prep = std::time::Instant::now();
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
         // Where each tile lies in the pinned buffer.
         let mut place: Vec<Option<(usize, usize)>> = vec![None; chunk.len()];
-        let mut base = 0usize;
-        for (r, res) in plan.requests.iter().zip(&results) {
-            for &(id, off, len) in &r.members {
-                match res {
-                    Ok(()) => place[id] = Some((base + off as usize, len as usize)),
-                    Err(e) => {
-                        let m = chunk[id];
-                        settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::new(e.kind(), e.to_string()))))));
-                    }
+        for sp in plan.spans() {
+            match &results[sp.request] {
+                Ok(()) => place[sp.id] = Some((sp.start, sp.len)),
+                Err(e) => {
+                    let m = chunk[sp.id];
+                    settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::new(e.kind(), e.to_string()))))));
                 }
             }
-            base += r.len as usize;
         }
         let buf = slot.pinned.as_mut_slice(total);
         // Splice tables, check geometry with nvJPEG's own parser.
@@ -1963,14 +1940,10 @@ impl Engine {
         let mut settled = Vec::new();
         let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
         let plan = plan_reads(&wants, &slide.config().plan);
-        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        let total = plan.read_bytes() as usize;
         slot.staging.ensure(total, Some(cf))?;
-        let mut bases = Vec::with_capacity(plan.requests.len());
-        let mut base = 0usize;
-        for r in &plan.requests {
-            bases.push(base);
-            base += r.len as usize;
-        }
+        // Requests back to back in the staging buffer (the read layer's layout, `ReadPlan::spans`).
+        let bases = plan.request_starts();
         let (staging, ctx, handle) = (slot.staging.ptr, self.ctx as usize, fh.handle as usize);
         let read = |(r, &b): (&crate::io::plan::Request, &usize)| -> std::result::Result<(), String> {
             // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
