@@ -169,6 +169,20 @@ impl ReadPlan {
     /// # Panics
     /// When `buf` is shorter than [`read_bytes`](Self::read_bytes) (a caller bug).
     pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<&rayon::ThreadPool>) -> Vec<io::Result<()>> {
+        self.read_into_with(src, buf, Some(pool))
+    }
+
+    /// [`read_into`](Self::read_into) on the calling thread only (for callers that are already
+    /// one of several parallel workers, such as the GPU engine's CPU decode workers).
+    ///
+    /// # Panics
+    /// As [`read_into`](Self::read_into).
+    pub fn read_into_serial(&self, src: &dyn ByteSource, buf: &mut [u8]) -> Vec<io::Result<()>> {
+        self.read_into_with(src, buf, None)
+    }
+
+    /// `pool`: `Some(pool)` = parallel where it pays, `None` = serial.
+    fn read_into_with(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<Option<&rayon::ThreadPool>>) -> Vec<io::Result<()>> {
         let total = self.read_bytes() as usize;
         assert!(buf.len() >= total, "read_into: buffer of {} bytes for a plan of {total}", buf.len());
         let mut parts: Vec<&mut [u8]> = Vec::with_capacity(self.requests.len());
@@ -179,10 +193,11 @@ impl ReadPlan {
             rest = b;
         }
         let read = |(p, r): (&mut &mut [u8], &Request)| src.read_exact_at(p, r.offset);
-        if pool_threads(pool) > 1 && self.requests.len() > 1 {
-            in_pool(pool, || parts.par_iter_mut().zip(self.requests.par_iter()).map(read).collect())
-        } else {
-            parts.iter_mut().zip(self.requests.iter()).map(read).collect()
+        match pool {
+            Some(pool) if pool_threads(pool) > 1 && self.requests.len() > 1 => {
+                in_pool(pool, || parts.par_iter_mut().zip(self.requests.par_iter()).map(read).collect())
+            }
+            _ => parts.iter_mut().zip(self.requests.iter()).map(read).collect(),
         }
     }
 
@@ -346,9 +361,13 @@ mod tests {
         assert_eq!(plan.requests.len(), 3);
         assert_eq!(plan.request_starts(), vec![0, 8, 11]);
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-        for pool in [None, Some(&pool)] {
+        for mode in 0..3 {
             let mut buf = vec![0u8; plan.read_bytes() as usize + 9]; // longer is fine
-            let results = plan.read_into(&src, &mut buf, pool);
+            let results = match mode {
+                0 => plan.read_into(&src, &mut buf, None),
+                1 => plan.read_into(&src, &mut buf, Some(&pool)),
+                _ => plan.read_into_serial(&src, &mut buf),
+            };
             let mut seen: Vec<(usize, Vec<u8>)> = plan.slices(&buf, &results).map(|(id, b)| (id, b.unwrap().to_vec())).collect();
             seen.sort();
             let want: Vec<(usize, Vec<u8>)> =

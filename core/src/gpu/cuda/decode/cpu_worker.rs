@@ -17,7 +17,6 @@ use crate::gpu::cuda::queue::{Miss, WorkQueue};
 use crate::gpu::cuda::sys::{cu, cuda, Res};
 use crate::index::ImageIndex;
 use crate::io::plan::{plan_reads, Want};
-use crate::io::ByteSource;
 use crate::slide::Slide;
 
 /// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
@@ -111,18 +110,14 @@ impl Engine {
                 let wants: Vec<Want> = run.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
                 let plan = plan_reads(&wants, &slide.config().plan);
                 raw.resize(plan.read_bytes() as usize, 0);
+                // The read layer's plan-to-bytes loop, on this worker's thread.
+                let results = plan.read_into_serial(slide.source(), &mut raw);
                 let mut src: Vec<std::result::Result<std::ops::Range<usize>, Error>> = (0..run.len()).map(|_| Err(Error::Usage(String::new()))).collect();
-                let mut pos = 0usize;
-                for r in &plan.requests {
-                    let span = pos..pos + r.len as usize;
-                    let read = slide.source().read_exact_at(&mut raw[span.clone()], r.offset);
-                    for &(id, off, len) in &r.members {
-                        src[id] = match &read {
-                            Ok(()) => Ok(span.start + off as usize..span.start + (off + len) as usize),
-                            Err(e) => Err(Error::io(&at.clone().with_tile(run[id].col, run[id].row), std::io::Error::new(e.kind(), e.to_string()))),
-                        };
-                    }
-                    pos = span.end;
+                for sp in plan.spans() {
+                    src[sp.id] = match &results[sp.request] {
+                        Ok(()) => Ok(sp.start..sp.start + sp.len),
+                        Err(e) => Err(Error::io(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), std::io::Error::new(e.kind(), e.to_string()))),
+                    };
                 }
                 self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
                 self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);

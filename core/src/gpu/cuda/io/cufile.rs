@@ -138,14 +138,10 @@ impl Engine {
         let cf = self.io.files.cufile.ok_or_else(|| crate::error::GpuError::Unavailable("cuFile not loaded".into()))?;
         let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
         let plan = plan_reads(&wants, &slide.config().plan);
-        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        let total = plan.read_bytes() as usize;
         slot.staging.ensure(total, Some(cf))?;
-        let mut bases = Vec::with_capacity(plan.requests.len());
-        let mut base = 0usize;
-        for r in &plan.requests {
-            bases.push(base);
-            base += r.len as usize;
-        }
+        // Requests back to back in the staging buffer (the read layer's layout, `ReadPlan::spans`).
+        let bases = plan.request_starts();
         let (staging, ctx, handle) = (slot.staging.ptr(), self.ctx.raw() as usize, fh.handle as usize);
         let read = |(r, &b): (&Request, &usize)| -> std::result::Result<(), String> {
             // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
@@ -173,12 +169,6 @@ impl Engine {
         };
         bytes_c.fetch_add(plan.read_bytes(), Relaxed);
         req_c.fetch_add(plan.requests.len() as u64, Relaxed);
-        let mut placed = Vec::with_capacity(chunk.len());
-        for (r, (res, &b)) in plan.requests.iter().zip(results.iter().zip(&bases)) {
-            for &(id, off, len) in &r.members {
-                placed.push((id, res.clone().map(|()| staging + (b as u64 + off)), len));
-            }
-        }
-        Ok(placed)
+        Ok(plan.spans().map(|sp| (sp.id, results[sp.request].clone().map(|()| staging + sp.start as u64), sp.len as u64)).collect())
     }
 }

@@ -30,7 +30,7 @@ impl Engine {
         let mut failed = Vec::new();
         let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
         let plan = plan_reads(&wants, &slide.config().plan);
-        let total: usize = plan.requests.iter().map(|r| r.len as usize).sum();
+        let total = plan.read_bytes() as usize;
         slot.pinned.ensure(total)?;
         let buf = slot.pinned.as_mut_slice(total);
         let results = self.counters.trace.time(trace::READ, || plan.read_into(slide.source(), buf, slide.pool()));
