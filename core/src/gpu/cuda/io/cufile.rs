@@ -172,3 +172,48 @@ impl Engine {
         Ok(plan.spans().map(|sp| (sp.id, results[sp.request].clone().map(|()| staging + sp.start as u64), sp.len as u64)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::metrics::MetricsSource;
+    use crate::io::posix::FileSource;
+    use crate::io::MemSource;
+    use std::os::unix::fs::MetadataExt;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("slidestream-cufile-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write temp file");
+        p
+    }
+
+    #[test]
+    fn a_file_source_exposes_its_own_descriptor_and_memory_none() {
+        let p = temp_file("fd", &[7u8; 4096]);
+        let meta = std::fs::metadata(&p).expect("stat");
+        let src: Box<dyn ByteSource> = Box::new(FileSource::open(&p).expect("open"));
+        let wrapped = MetricsSource::new(src);
+        let fd = wrapped.raw_fd().expect("a file has a descriptor, through the metrics wrapper");
+        assert_eq!(file_id(fd), Some((meta.dev(), meta.ino())), "the descriptor is the file's");
+        let mem = MetricsSource::new(Box::new(MemSource::new(vec![7u8; 4096])) as Box<dyn ByteSource>);
+        assert_eq!(mem.raw_fd(), None);
+        // Renaming the file does not change what the descriptor (or its O_DIRECT reopening) reads.
+        let moved = p.with_extension("moved");
+        std::fs::rename(&p, &moved).expect("rename");
+        std::fs::write(&p, [9u8; 4096]).expect("a different file under the old name");
+        if let Some(direct) = reopen_direct(fd) {
+            assert_eq!(file_id(direct.as_raw_fd()), Some((meta.dev(), meta.ino())));
+        }
+        assert_ne!(file_id(fd), std::fs::metadata(&p).ok().map(|m| (m.dev(), m.ino())));
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_file(&moved);
+    }
+
+    #[test]
+    fn compat_mode_on_never_loads_cufile() {
+        let io = super::super::compat::Io::select(crate::gpu::CompatMode::On);
+        assert_eq!(io.path, IoPath::Posix);
+        assert!(io.error.is_none() && io.files.cufile.is_none());
+        assert!(io.reason.contains("SLIDESTREAM_COMPAT_MODE=on"), "{}", io.reason);
+    }
+}
