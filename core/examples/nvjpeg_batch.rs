@@ -3,11 +3,12 @@
 //! CPU decoder and timed, on the hardware and the default backend.
 //!
 //! ```text
-//! cargo run --release --features cuda --example nvjpeg_batch -- SLIDE [LEVEL] [BATCH] [TILES]
+//! cargo run --release --features cuda,unstable --example nvjpeg_batch -- SLIDE [LEVEL] [BATCH] [TILES]
 //! ```
 //!
-//! It binds the few CUDA driver and nvJPEG functions it needs itself (`libloading`); the library's
-//! engine (`slidestream::gpu`) is what reads regions. Subsampled tiles are not compared (that
+//! It binds the few CUDA driver and nvJPEG functions it needs itself (`libloading`) and uses the
+//! crate's internal codecs (feature `unstable`); the library's engine (`slidestream::gpu`) is what
+//! reads regions. Subsampled tiles are not compared (that
 //! needs the engine's chroma upsampling kernel).
 
 use std::ffi::{c_int, c_uint, c_void};
@@ -15,8 +16,7 @@ use std::time::Instant;
 
 use libloading::Library;
 use slidestream::codec::{decode_chunk, jpeg, ChunkGeometry};
-use slidestream::index::{Compression, Photometric};
-use slidestream::{Error, Slide};
+use slidestream::{Compression, Error, Location, Photometric, Slide};
 
 type Ptr = *mut c_void;
 
@@ -287,7 +287,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Photometric::MinIsBlack => jpeg::JpegColor::Gray,
     };
     // Raw tile bytes (complete, in-image tiles only) spliced with JPEGTables.
-    let at = slidestream::error::Location::file(path);
+    let at = Location::file(path);
     let file = std::fs::read(path)?;
     let (mut streams, mut coords) = (Vec::new(), Vec::new());
     for row in 0..img.tiles_down {
@@ -298,7 +298,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
             let mut s = Vec::new();
-            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|m| Error::format(&at, m))?;
+            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|e| Error::decode(&at, e))?;
             streams.push(s);
             coords.push((col, row));
         }

@@ -63,6 +63,8 @@ pub fn alloc_pixels(bytes: usize) -> Vec<u8> {
 pub struct Slide {
     index: Arc<SlideIndex>,
     src: Arc<MetricsSource<Box<dyn ByteSource>>>,
+    /// What the open read (structure, tag values), before `src`'s counters were zeroed.
+    open_io: IoCounters,
     id: u64,
     cache: Arc<TileCache>,
     config: Config,
@@ -122,6 +124,7 @@ impl Slide {
         if index.levels.is_empty() {
             return Err(Error::format(&at, "no pyramid levels"));
         }
+        let open_io = src.counters();
         src.reset();
         let cache = match opts.cache {
             Some(c) => c,
@@ -131,6 +134,7 @@ impl Slide {
         Ok(Slide {
             index: Arc::new(index),
             src,
+            open_io,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
             cache,
             config: match opts.config {
@@ -215,9 +219,16 @@ impl Slide {
         best_level_for_downsample(&self.level_downsamples(), downsample)
     }
 
-    /// Bytes and requests read from the file since open (structure reads at open excluded).
+    /// Bytes and requests read from the file since open (structure reads at open excluded:
+    /// see [`Slide::open_io_counters`]).
     pub fn io_counters(&self) -> IoCounters {
         self.src.counters()
+    }
+
+    /// Bytes and requests the open itself read (TIFF structure, tag values, what the format
+    /// driver read to detect and index the file); not included in [`Slide::io_counters`].
+    pub fn open_io_counters(&self) -> IoCounters {
+        self.open_io
     }
 
     /// Counters of the tile cache this slide uses (shared with other slides).

@@ -378,7 +378,7 @@ impl PySlide {
         if bytes as u64 > limit {
             return Err(to_py(
                 py,
-                Error::Limits { at: slidestream::error::Location::file(&self.path), message: format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})") },
+                Error::limits(&slidestream::error::Location::file(&self.path), format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})")),
             ));
         }
         if let Some(dev) = dev {

@@ -17,11 +17,17 @@
 //!
 //! Colour: nvJPEG's interleaved RGB output always applies YCbCr→RGB (measured, docs/gpu.md), so
 //! tiles are decoded with `NVJPEG_OUTPUT_UNCHANGED` (planar components as coded) and converted
-//! by slidestream according to the TIFF photometric tag ([`color`] is the CPU reference of the
+//! by slidestream according to the TIFF photometric tag (`color` is the CPU reference of the
 //! conversion kernel).
 
 mod array;
+// `color` (CPU reference of the kernels' colour code) is an internal: public only with the
+// `unstable` feature (see lib.rs), where tests and the `nvjpeg_batch` example use it.
+#[cfg(feature = "unstable")]
 pub mod color;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code)]
+pub(crate) mod color;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod stats;

@@ -32,17 +32,6 @@ pub(crate) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize
     e.read_regions(&mut lane, slide, locations, level, size, opts)
 }
 
-pub(crate) fn dup_error(e: &Error) -> Error {
-    match e {
-        Error::Format { at, message } => Error::Format { at: at.clone(), message: message.clone() },
-        Error::Unsupported { at, feature } => Error::Unsupported { at: at.clone(), feature: feature.clone() },
-        Error::Usage(m) => Error::Usage(m.clone()),
-        Error::Io { at, source } => Error::Io { at: at.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
-        Error::Limits { at, message } => Error::Limits { at: at.clone(), message: message.clone() },
-        other => Error::Gpu(GpuError::Call(other.to_string())),
-    }
-}
-
 /// One unique tile of a batch.
 pub(crate) struct Need {
     pub(crate) col: u64,
@@ -122,7 +111,7 @@ impl Engine {
         let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
         for (p, pg) in plan.patches.iter().enumerate() {
             if let Some(err) = plan.grid[pg.cells.clone()].iter().find_map(|&k| needs[k].err.as_ref()) {
-                errors[p] = Some(dup_error(err));
+                errors[p] = Some(err.clone());
             }
         }
         self.assemble(lane, img, &needs, &grids, &patches, size, opts, out)?;
