@@ -25,6 +25,10 @@
 #   scantrace    the level-0 scan traced per call (SLIDESTREAM_GPU_TRACE)
 #   torchvision  torchvision's batched nvJPEG on the same tiles (benches/tv_decode.py)
 #   mt           compare.py rand256-1t / rand256-mt for slidestream-cuda, default and blocking sync
+#   beforeafter  the redesign's before/after check in one call: the previous revision's CLI and wheel
+#                (.device/base/slidestream-cuda, .device/base/wheels/) against this one, alternating,
+#                three rounds: gpu-region 4096 x 4096, the CPU `bench`, and the Python batch of 4096
+#                (benches/gpu_batch_py.py, device and CPU)
 #   compare      benches/compare.py, slidestream CPU and CUDA from Python (batch4096, scan-l0,
 #                rand256-1t, rand256-mt; warm page cache), report in $OUT
 set -uo pipefail
@@ -38,9 +42,9 @@ has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 wheel() {
   [ -d /tmp/ss/slidestream ] || python3 -m pip install -q --no-deps --no-index --target /tmp/ss .device/wheels/slidestream-*.whl
 }
-region() {  # label, then env assignments for gpu-region (4096 patches, one batch)
+region() {  # label, then env assignments for gpu-region (4096 patches, one batch); BIN overrides $B
   echo "#### 4096 random 256² patches: $*"
-  env "$@" SLIDESTREAM_GPU_TRACE=1 timeout 120 $B gpu-region /tmp/big.svs --patches 4096 --batch 4096 2>&1 | grep -E "patches/s|trace"
+  env "$@" SLIDESTREAM_GPU_TRACE=1 timeout 120 ${BIN:-$B} gpu-region /tmp/big.svs --patches 4096 --batch 4096 2>&1 | grep -E "patches/s|trace"
 }
 scan() {
   echo "#### level-0 scan (40,000 tiles), batches of 4096: $*"
@@ -122,6 +126,20 @@ if has mt; then
       --workloads rand256-1t,rand256-mt --cache warm --testdata none --patches 1000 --rounds 3 --measure-timeout-s 60 --no-plots \
       --name h200-gpu-mt-$sync --out "$OUT" --binary /nonexistent >/dev/null 2>"$OUT/compare-mt-$sync.err"
     echo "rc $?"; grep -E "^\| rand256" "$OUT/compare-h200-gpu-mt-$sync.md" | head -4
+  done
+fi
+if has beforeafter; then
+  [ -d /tmp/ssbase/slidestream ] || python3 -m pip install -q --no-deps --no-index --target /tmp/ssbase .device/base/wheels/slidestream-*.whl
+  wheel
+  for round in 1 2 3; do
+    for side in before after; do
+      if [ $side = before ]; then bin=$PWD/.device/base/slidestream-cuda; pp=/tmp/ssbase; else bin=$B; pp=/tmp/ss; fi
+      echo "#### round $round, $side"
+      BIN=$bin region SIDE=$side
+      echo "# CPU bench, 4000 random 256² patches:"; timeout 120 $bin bench /tmp/big.svs --patches 4000 --size 256 --seed $round 2>&1 | grep -E "patches/s|reads/s" | head -2
+      PYTHONPATH=$pp timeout 120 python3 benches/gpu_batch_py.py /tmp/big.svs --label "$side" --seed $round 2>&1 | tail -1
+      PYTHONPATH=$pp timeout 120 python3 benches/gpu_batch_py.py /tmp/big.svs --label "$side" --seed $round --device cpu --rounds 3 2>&1 | tail -1
+    done
   done
 fi
 if has compare; then

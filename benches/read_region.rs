@@ -44,7 +44,7 @@ fn benches(c: &mut Criterion) {
 
     for (name, frac) in [("partial_decode", 0.5), ("whole_tiles", 0.0)] {
         let mut g = c.benchmark_group(format!("read_region_random_{name}"));
-        let cfg = Config { partial_decode_max_fraction: frac, ..Config::from_env() };
+        let cfg = Config { partial_decode_max_fraction: frac, ..Config::from_env().expect("SLIDESTREAM_* settings") };
         // No caching between iterations: a fresh, tiny cache keeps every read cold.
         let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg), ..Default::default() }).unwrap();
         for level in [0usize, 2] {

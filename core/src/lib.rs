@@ -29,31 +29,57 @@
 //! ## Feature flags
 //! * `cuda`: the GPU path (cuFile reads, nvJPEG decode, device cache). CUDA libraries are loaded
 //!   at run time, so a `cuda` build still runs on machines without a GPU.
+//! * `cli` (default): the `slidestream` command-line tool and the crates only it uses (`clap`,
+//!   `indicatif`, `image`, `serde_json`). Libraries depending on slidestream can turn it off
+//!   with `default-features = false`.
+//! * `unstable`: makes the internal modules public (`tiff`, `format`, `index`, `io`, `codec`,
+//!   `cache`, `read`, `geometry`, `slide`) for the fuzz targets, benches and tests that
+//!   exercise internals. Nothing under them is covered by semver; without the feature they are
+//!   crate-private.
+//!
+//! ## Public API
+//! [`Slide`] (open, metadata, region and batch reads; device reads in [`gpu`]) with
+//! [`SlideOptions`]; results ([`Rgba`], [`SlideIndex`] and its levels); errors ([`Error`],
+//! [`GpuError`], [`CodecError`], [`Location`]); statistics ([`CacheStats`], [`IoCounters`],
+//! [`gpu::GpuStats`]); the shared tile cache ([`TileCache`] of [`DecodedTile`]s by [`TileKey`]);
+//! byte sources ([`ByteSource`], [`MemSource`]); the format-driver trait
+//! ([`FormatDriver`]); settings ([`config`]).
 //!
 //! ## Layout
-//! [`tiff`] reads TIFF structure; [`format`] holds one driver per vendor; [`index`] is the
-//! immutable tile index; [`io`] has byte sources and the read planner; [`codec`] decodes tiles;
-//! [`cache`] is the tile cache (and the registry of caches purged when a slide closes); [`read`]
-//! is the read layer shared by the CPU and GPU paths (batch plan, tile location, partial-decode
-//! rule, CPU fetch and assembly); [`slide`] is the public handle.
+//! `tiff` reads TIFF structure; `format` holds one driver per vendor; `index` is the immutable
+//! tile index; `io` has byte sources and the read planner; `codec` decodes tiles; `cache` is the
+//! tile cache (and the registry of caches purged when a slide closes); `read` is the read layer
+//! shared by the CPU and GPU paths (batch plan, tile location, partial-decode rule, CPU fetch
+//! and assembly); `slide` is the public handle. See `docs/architecture.md`.
 
 #![warn(missing_docs)]
 
-pub mod cache;
-pub mod codec;
+/// Declares internal modules: `pub` with the `unstable` feature (fuzz targets, benches,
+/// integration tests), crate-private otherwise. Their `pub` items are the unstable surface, used
+/// by those consumers (and some only by the `cuda` engine), so they are not dead code in a build
+/// without them; dead private code is still reported by `unstable` builds (`cargo test`).
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {$(
+        #[cfg(feature = "unstable")]
+        pub mod $name;
+        #[cfg(not(feature = "unstable"))]
+        #[allow(dead_code)]
+        pub(crate) mod $name;
+    )*};
+}
+
 pub mod config;
 pub mod error;
-pub mod format;
-pub mod geometry;
 pub mod gpu;
-pub mod index;
-pub mod io;
-pub mod read;
-pub mod slide;
-pub mod tiff;
 
-pub use cache::{CacheStats, TileCache};
+internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
+
+pub use cache::{CacheStats, TileCache, TileKey};
+pub use codec::DecodedTile;
 pub use config::Config;
-pub use error::{Error, Result};
-pub use index::SlideIndex;
+pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
+pub use format::{DetectionReport, FormatDriver};
+pub use index::{Alpha, CodecInfo, Compression, ImageIndex, LevelIndex, Photometric, SlideIndex, TileLoc};
+pub use io::metrics::IoCounters;
+pub use io::{ByteSource, MemSource};
 pub use slide::{alloc_pixels, Rgba, Slide, SlideOptions};

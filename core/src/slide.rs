@@ -63,6 +63,8 @@ pub fn alloc_pixels(bytes: usize) -> Vec<u8> {
 pub struct Slide {
     index: Arc<SlideIndex>,
     src: Arc<MetricsSource<Box<dyn ByteSource>>>,
+    /// What the open read (structure, tag values), before `src`'s counters were zeroed.
+    open_io: IoCounters,
     id: u64,
     cache: Arc<TileCache>,
     config: Config,
@@ -105,6 +107,9 @@ impl Slide {
         let path = name.as_ref();
         let src = Arc::new(MetricsSource::new(source));
         let at = Location::file(path);
+        // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
+        // with an error naming it (docs/settings.md), whichever path reads it later.
+        crate::config::settings()?;
         let tiff = TiffFile::parse(&*src, &at);
         let probe = Probe { src: &*src, at: &at, tiff: tiff.as_ref() };
         let (report, driver) = format::detect(&probe);
@@ -119,15 +124,23 @@ impl Slide {
         if index.levels.is_empty() {
             return Err(Error::format(&at, "no pyramid levels"));
         }
+        let open_io = src.counters();
         src.reset();
-        let cache = opts.cache.unwrap_or_else(TileCache::global);
+        let cache = match opts.cache {
+            Some(c) => c,
+            None => TileCache::global()?,
+        };
         crate::cache::registry::register_cache(&cache);
         Ok(Slide {
             index: Arc::new(index),
             src,
+            open_io,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
             cache,
-            config: opts.config.unwrap_or_else(Config::from_env),
+            config: match opts.config {
+                Some(c) => c,
+                None => Config::from_env()?,
+            },
             pool: opts.pool,
         })
     }
@@ -206,9 +219,16 @@ impl Slide {
         best_level_for_downsample(&self.level_downsamples(), downsample)
     }
 
-    /// Bytes and requests read from the file since open (structure reads at open excluded).
+    /// Bytes and requests read from the file since open (structure reads at open excluded:
+    /// see [`Slide::open_io_counters`]).
     pub fn io_counters(&self) -> IoCounters {
         self.src.counters()
+    }
+
+    /// Bytes and requests the open itself read (TIFF structure, tag values, what the format
+    /// driver read to detect and index the file); not included in [`Slide::io_counters`].
+    pub fn open_io_counters(&self) -> IoCounters {
+        self.open_io
     }
 
     /// Counters of the tile cache this slide uses (shared with other slides).

@@ -42,7 +42,8 @@ fn proc_state() -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
             .thread_name(|i| format!("slidestream-{i}"))
             .build()
             .map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
-        let cache = Arc::new(TileCache::new(slidestream::Config::from_env().cache_bytes));
+        let cache_bytes = slidestream::Config::from_env().map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?.cache_bytes;
+        let cache = Arc::new(TileCache::new(cache_bytes));
         *g = Some(ProcState { pid, pool: Arc::new(pool), cache });
     }
     let s = g.as_ref().expect("initialised above");
@@ -73,6 +74,8 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Error::Gpu(GpuError::NotCompiled | GpuError::Unavailable(_)) => "GpuUnavailableError",
         Error::Gpu(GpuError::Fork { .. }) => "GpuForkError",
         Error::Gpu(_) => "GpuError",
+        // A bad `SLIDESTREAM_*` value (docs/settings.md).
+        Error::Config { .. } => return pyo3::exceptions::PyValueError::new_err(msg),
         _ => "SlideError",
     };
     match py.import("slidestream._errors").and_then(|m| m.getattr(class)) {
@@ -371,11 +374,11 @@ impl PySlide {
             .and_then(|v| v.checked_mul(h))
             .and_then(|v| v.checked_mul(3))
             .ok_or_else(|| to_py(py, Error::Usage("read_regions output size overflows".into())))?;
-        let limit = slidestream::Config::from_env().max_region_bytes;
+        let limit = slidestream::Config::from_env().map_err(|e| to_py(py, e))?.max_region_bytes;
         if bytes as u64 > limit {
             return Err(to_py(
                 py,
-                Error::Limits { at: slidestream::error::Location::file(&self.path), message: format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})") },
+                Error::limits(&slidestream::error::Location::file(&self.path), format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})")),
             ));
         }
         if let Some(dev) = dev {

@@ -80,10 +80,19 @@ impl<V: CacheWeight> std::fmt::Debug for TileCache<V> {
 }
 
 impl TileCache<DecodedTile> {
-    /// The process-wide cache, sized by `SLIDESTREAM_CACHE_BYTES` (default 256 MiB) on first use.
-    pub fn global() -> Arc<TileCache> {
+    /// The process-wide cache, sized by `SLIDESTREAM_CACHE_BYTES` (default 256 MiB) on first use
+    /// (the setting is then fixed for the process: `config::set` of another value is refused).
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] when the setting's value is not accepted (the cache is then not
+    /// made; a later call with a valid value makes it).
+    pub fn global() -> crate::Result<Arc<TileCache>> {
         static GLOBAL: OnceLock<Arc<TileCache>> = OnceLock::new();
-        GLOBAL.get_or_init(|| Arc::new(TileCache::new(crate::config::Config::from_env().cache_bytes))).clone()
+        if let Some(c) = GLOBAL.get() {
+            return Ok(c.clone());
+        }
+        let bytes = crate::config::consume(&["SLIDESTREAM_CACHE_BYTES"])?.cache_bytes;
+        Ok(GLOBAL.get_or_init(|| Arc::new(TileCache::new(usize::try_from(bytes).unwrap_or(usize::MAX)))).clone())
     }
 }
 

@@ -15,6 +15,8 @@ use std::ffi::CStr;
 
 use turbojpeg::raw;
 
+use crate::error::CodecError;
+
 /// JPEG colour coding decided by the TIFF photometric tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JpegColor {
@@ -32,11 +34,12 @@ const SOI: [u8; 2] = [0xFF, 0xD8];
 /// Adobe APP14 marker stating the colour transform.
 ///
 /// # Errors
-/// A message when the tile does not start with SOI or its marker segments are malformed.
-pub fn splice(tables: Option<&[u8]>, tile: &[u8], color: JpegColor, out: &mut Vec<u8>) -> Result<(), String> {
+/// [`CodecError::Data`] when the tile does not start with SOI or its marker segments are
+/// malformed.
+pub fn splice(tables: Option<&[u8]>, tile: &[u8], color: JpegColor, out: &mut Vec<u8>) -> Result<(), CodecError> {
     if tile.len() < 4 || tile[..2] != SOI {
         let head: Vec<String> = tile.iter().take(2).map(|b| format!("0x{b:02X}")).collect();
-        return Err(format!("not a JPEG stream (starts with {} instead of 0xFF 0xD8)", head.join(" ")));
+        return Err(format!("not a JPEG stream (starts with {} instead of 0xFF 0xD8)", head.join(" ")).into());
     }
     out.clear();
     out.reserve(tile.len() + tables.map_or(0, |t| t.len()) + 16);
@@ -69,7 +72,7 @@ pub fn splice(tables: Option<&[u8]>, tile: &[u8], color: JpegColor, out: &mut Ve
             i += 1;
         }
         if i + 4 > tile.len() || tile[i] != 0xFF {
-            return Err(format!("malformed JPEG marker at byte {i}"));
+            return Err(format!("malformed JPEG marker at byte {i}").into());
         }
         let marker = tile[i + 1];
         if marker == 0xDA || marker == 0xD9 {
@@ -78,7 +81,7 @@ pub fn splice(tables: Option<&[u8]>, tile: &[u8], color: JpegColor, out: &mut Ve
         }
         let len = u16::from_be_bytes([tile[i + 2], tile[i + 3]]) as usize;
         if len < 2 || i + 2 + len > tile.len() {
-            return Err(format!("JPEG marker 0xFF{marker:02X} at byte {i} has bad length {len}"));
+            return Err(format!("JPEG marker 0xFF{marker:02X} at byte {i} has bad length {len}").into());
         }
         if marker != 0xE0 && marker != 0xEE {
             out.extend_from_slice(&tile[i..i + 2 + len]);
@@ -97,7 +100,7 @@ impl Drop for Handle {
 }
 
 impl Handle {
-    fn new() -> Result<Handle, String> {
+    fn new() -> Result<Handle, CodecError> {
         // SAFETY: plain FFI constructor; null is checked.
         let h = unsafe { raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as libc_int) };
         if h.is_null() {
@@ -110,10 +113,10 @@ impl Handle {
         Ok(handle)
     }
 
-    fn error(&self) -> String {
+    fn error(&self) -> CodecError {
         // SAFETY: valid handle; the returned string is owned by libjpeg-turbo.
         let msg = unsafe { CStr::from_ptr(raw::tj3GetErrorStr(self.0)) };
-        msg.to_string_lossy().into_owned()
+        CodecError::Data(msg.to_string_lossy().into_owned())
     }
 }
 
@@ -124,7 +127,7 @@ thread_local! {
     static HANDLE: RefCell<Option<Handle>> = const { RefCell::new(None) };
 }
 
-fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, String>) -> Result<T, String> {
+fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, CodecError>) -> Result<T, CodecError> {
     HANDLE.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {
@@ -163,11 +166,11 @@ pub struct Crop {
 ///
 /// # Errors
 /// libjpeg-turbo's message.
-pub fn read_header(stream: &[u8]) -> Result<JpegHeader, String> {
+pub fn read_header(stream: &[u8]) -> Result<JpegHeader, CodecError> {
     with_handle(|h| header_with(h, stream))
 }
 
-fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, String> {
+fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, CodecError> {
     // SAFETY: valid handle; buffer pointer/len from a slice.
     let rc = unsafe { raw::tj3DecompressHeader(h.0, stream.as_ptr(), stream.len() as _) };
     if rc != 0 {
@@ -183,10 +186,10 @@ fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, String> {
         )
     };
     if prec != 8 {
-        return Err(format!("{prec}-bit JPEG (only 8-bit is read)"));
+        return Err(format!("{prec}-bit JPEG (only 8-bit is read)").into());
     }
     if w <= 0 || hgt <= 0 {
-        return Err(format!("JPEG of size {w}x{hgt}"));
+        return Err(format!("JPEG of size {w}x{hgt}").into());
     }
     Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss })
 }
@@ -219,8 +222,8 @@ pub fn decode_rgba(
     stream: &[u8],
     crop: Option<Crop>,
     dst: &mut Vec<u8>,
-    check: impl FnOnce(&JpegHeader) -> Result<(), String>,
-) -> Result<JpegHeader, String> {
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+) -> Result<JpegHeader, CodecError> {
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         check(&hdr)?;
@@ -246,8 +249,8 @@ pub fn decode_rgba(
 pub fn decode_rgba_into(
     stream: &[u8],
     dst: &mut [u8],
-    plan: impl FnOnce(&JpegHeader) -> Result<Option<Crop>, String>,
-) -> Result<(JpegHeader, Option<Crop>), String> {
+    plan: impl FnOnce(&JpegHeader) -> Result<Option<Crop>, CodecError>,
+) -> Result<(JpegHeader, Option<Crop>), CodecError> {
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         let crop = plan(&hdr)?;
@@ -255,7 +258,7 @@ pub fn decode_rgba_into(
         let (w, hh) = out_size(&hdr, crop);
         let need = w as usize * 4 * hh as usize;
         if dst.len() < need {
-            return Err(format!("output buffer of {} bytes for {w}x{hh} RGBA pixels ({need} bytes)", dst.len()));
+            return Err(CodecError::BufferTooSmall { have: dst.len(), need, width: w, height: hh });
         }
         decompress_with(h, stream, crop, &mut dst[..need], w)?;
         Ok((hdr, crop))
@@ -264,10 +267,10 @@ pub fn decode_rgba_into(
 
 /// A crop must be non-empty and inside the image: TurboJPEG reads a zero width or height as "to
 /// the image edge", which would decode more rows or columns than the buffer was sized for.
-fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), String> {
+fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), CodecError> {
     match crop {
         Some(c) if c.width == 0 || c.height == 0 || c.x.checked_add(c.width).is_none_or(|e| e > hdr.width) || c.y.checked_add(c.height).is_none_or(|e| e > hdr.height) => {
-            Err(format!("crop {}x{} at ({}, {}) is empty or outside the {}x{} image", c.width, c.height, c.x, c.y, hdr.width, hdr.height))
+            Err(format!("crop {}x{} at ({}, {}) is empty or outside the {}x{} image", c.width, c.height, c.x, c.y, hdr.width, hdr.height).into())
         }
         _ => Ok(()),
     }
@@ -283,7 +286,7 @@ fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
 
 /// Set the cropping region (none = whole image) and decompress into `dst`, which holds exactly
 /// `width × 4 × rows` bytes; the header was read on `h` just before.
-fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), String> {
+fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), CodecError> {
     let region = match crop {
         Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
         None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
@@ -318,17 +321,17 @@ pub type ComponentPlanes = (Vec<Vec<u8>>, Vec<(usize, usize)>);
 /// # Errors
 /// libjpeg-turbo's message (corrupt data, warnings included), or a message for streams that are
 /// not 3-component YCbCr/RGB or whose sampling factors TurboJPEG does not recognise.
-pub fn decode_planes(stream: &[u8]) -> Result<ComponentPlanes, String> {
+pub fn decode_planes(stream: &[u8]) -> Result<ComponentPlanes, CodecError> {
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         // SAFETY: valid handle, header read just above.
         let colorspace = unsafe { raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_COLORSPACE as libc_int) };
         if colorspace != raw::TJCS_TJCS_YCbCr as libc_int && colorspace != raw::TJCS_TJCS_RGB as libc_int {
-            return Err(format!("planar decoding needs a 3-component YCbCr or RGB JPEG (TurboJPEG colour space {colorspace})"));
+            return Err(format!("planar decoding needs a 3-component YCbCr or RGB JPEG (TurboJPEG colour space {colorspace})").into());
         }
         let ss = hdr.subsamp;
         let Some((mcu_w, mcu_h)) = mcu_size(ss).filter(|_| ss != raw::TJSAMP_TJSAMP_GRAY) else {
-            return Err(format!("planar decoding: unsupported chroma subsampling (TurboJPEG code {ss})"));
+            return Err(format!("planar decoding: unsupported chroma subsampling (TurboJPEG code {ss})").into());
         };
         let (w, hgt) = (hdr.width as usize, hdr.height as usize);
         // Horizontal and vertical ratio of luma to chroma sampling.
@@ -343,7 +346,7 @@ pub fn decode_planes(stream: &[u8]) -> Result<ComponentPlanes, String> {
             let (pw, ph) = (usize::try_from(pw).unwrap_or(0), usize::try_from(ph).unwrap_or(0));
             let (dw, dh) = dims[c as usize];
             if pw < dw || ph < dh {
-                return Err(format!("TurboJPEG plane {c} is {pw}x{ph}, smaller than the component ({dw}x{dh})"));
+                return Err(format!("TurboJPEG plane {c} is {pw}x{ph}, smaller than the component ({dw}x{dh})").into());
             }
             padded.push((pw, ph));
         }
@@ -377,7 +380,7 @@ mod tests {
     fn splice_rejects_non_jpeg() {
         let mut out = Vec::new();
         let err = splice(None, &[0x11, 0x00, 0x00, 0x00, 0x00], JpegColor::Rgb, &mut out).unwrap_err();
-        assert!(err.contains("0x11 0x00"), "{err}");
+        assert!(matches!(&err, CodecError::Data(m) if m.contains("0x11 0x00")), "{err}");
     }
 
     #[test]

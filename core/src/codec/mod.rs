@@ -11,12 +11,13 @@ pub mod jpeg;
 
 use std::io::Read;
 
-use crate::error::{Error, Location, Result};
+use crate::error::{CodecError, Error, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Photometric};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
 /// only the part of the tile inside the image, or a sub-rectangle of it starting at (`x`, `y`)
-/// within the tile when only part was decoded ([`decode_chunk_part`]).
+/// within the tile when only part of it was decoded (the partial decoding of a small part of an
+/// uncached JPEG tile).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedTile {
     /// Left edge of the decoded part within the tile, in pixels (0 for a whole tile).
@@ -69,7 +70,7 @@ thread_local! {
 }
 
 /// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
-pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, String>) -> Result<T, String> {
+pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, CodecError>) -> Result<T, CodecError> {
     SPLICE_BUF.with(|b| {
         let mut buf = b.borrow_mut();
         jpeg::splice(codec.jpeg_tables.as_deref(), tile, jpeg_color(codec), &mut buf)?;
@@ -85,19 +86,20 @@ pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]
 /// does not cover the valid region; [`Error::Limits`] when a stream claims dimensions larger
 /// than the tile (checked from the header, before any pixel buffer is allocated).
 pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &Location) -> Result<DecodedTile> {
-    let fmt_err = |m: String| Error::format(at, m);
+    let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
+    let dec_err = |e: CodecError| Error::decode(at, e);
     match codec.compression {
         Compression::Jpeg => {
             let mut px = Vec::new();
             let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
                 jpeg::decode_rgba(stream, None, &mut px, |h| check_dims(h.width, h.height, g))
             })
-            .map_err(|m| dims_or_format(at, m))?;
+            .map_err(dec_err)?;
             Ok(crop_rgba(px, hdr.width, g))
         }
         Compression::Jpeg2000 { ycbcr } => {
             let (w, h, csiz) = jp2k::siz(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
+            check_dims(w, h, g).map_err(dec_err)?;
             // Checked before OpenJPEG allocates per-component and per-tile state from SIZ.
             if csiz != codec.samples_per_pixel {
                 return Err(fmt_err(format!("JPEG 2000 stream has {csiz} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
@@ -107,7 +109,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
                 return Err(Error::limits(at, format!("JPEG 2000 stream of {tiles} tiles (at most {})", jp2k::MAX_TILES)));
             }
             let (w, h, n, mut s) = jp2k::decode(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
+            check_dims(w, h, g).map_err(dec_err)?;
             if ycbcr && n >= 3 {
                 jp2k::ycbcr_to_rgb(&mut s, n);
             }
@@ -121,7 +123,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(planes[0]))
                 .map_err(|e| fmt_err(format!("WebP: {e}")))?;
             let (w, h) = dec.dimensions();
-            check_dims(w, h, g).map_err(|m| dims_or_format(at, m))?;
+            check_dims(w, h, g).map_err(dec_err)?;
             let n = if dec.has_alpha() { 4 } else { 3 };
             let mut s = vec![0u8; w as usize * h as usize * n];
             dec.read_image(&mut s).map_err(|e| fmt_err(format!("WebP: {e}")))?;
@@ -208,7 +210,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
             crop_used = crop;
             jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
         })
-        .map_err(|m| dims_or_format(at, m))?;
+        .map_err(|e| Error::decode(at, e))?;
         Ok(match crop_used {
             Some(c) => {
                 // Keep exactly the wanted columns.
@@ -290,7 +292,7 @@ pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: 
             Ok(want.and_then(|w| part_crop(hdr, w)))
         })
     })
-    .map_err(|m| if m.starts_with("output buffer of ") { Error::limits(at, m) } else { dims_or_format(at, m) })?;
+    .map_err(|e| Error::decode(at, e))?;
     Ok(match (crop, want) {
         (Some(c), Some(w)) => Placed {
             x: w.x,
@@ -313,30 +315,17 @@ pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: 
     })
 }
 
-/// Prefix of messages for streams larger than their tile (mapped to [`Error::Limits`]).
-const TOO_LARGE: &str = "stream larger than the tile: ";
-
-/// A decoded stream must not exceed the nominal chunk size (else a `Limits` error: decoding it
-/// would allocate more than the tile) and must cover the valid region (else `Format`).
-fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), String> {
+/// A decoded stream must not exceed the nominal chunk size (else [`CodecError::LargerThanTile`],
+/// a `Limits` error: decoding it would allocate more than the tile) and must cover the valid
+/// region (else [`CodecError::SmallerThanTile`], a `Format` error).
+fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), CodecError> {
     if w > g.tile_width || h > g.tile_height {
-        return Err(format!("{TOO_LARGE}{w}x{h} pixels for a {}x{} tile", g.tile_width, g.tile_height));
+        return Err(CodecError::LargerThanTile { width: w, height: h, tile_width: g.tile_width, tile_height: g.tile_height });
     }
     if w < g.valid_width || h < g.valid_height {
-        return Err(format!(
-            "stream of {w}x{h} pixels does not cover the {}x{} pixels of the tile inside the image",
-            g.valid_width, g.valid_height
-        ));
+        return Err(CodecError::SmallerThanTile { width: w, height: h, valid_width: g.valid_width, valid_height: g.valid_height });
     }
     Ok(())
-}
-
-/// Map a decoder message to `Limits` (stream larger than the tile) or `Format` (anything else).
-fn dims_or_format(at: &Location, m: String) -> Error {
-    match m.strip_prefix(TOO_LARGE) {
-        Some(rest) => Error::limits(at, format!("{TOO_LARGE}{rest}")),
-        None => Error::format(at, m),
-    }
 }
 
 /// Decompress a lossless chunk, producing at most `limit` bytes.
@@ -421,3 +410,6 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
     let opaque = matches!(codec.alpha, Alpha::None | Alpha::Ignored) || out.chunks_exact(4).all(|p| p[3] == 255);
     DecodedTile { x: 0, y: 0, width: g.valid_width, height: g.valid_height, opaque, rgba: out }
 }
+
+#[cfg(test)]
+mod tests;

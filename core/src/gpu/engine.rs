@@ -48,8 +48,6 @@ use crate::slide::Slide;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 const CHUNK_TILES: usize = 256;
-/// Smallest chunk a lane takes as the queue runs low (guided scheduling).
-const DEFAULT_MIN_CHUNK: usize = 64;
 /// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
 /// pairs), all made and warmed at start; more concurrent callers wait for a free one (lanes
 /// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
@@ -58,12 +56,6 @@ const MAX_LANES: usize = 8;
 /// Most lanes including those made for rayon worker threads that found none free (see
 /// `Engine::take_lane`).
 const MAX_OVERFLOW_LANES: usize = 64;
-/// Default lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`).
-const DEFAULT_GPU_WORKERS: usize = 4;
-/// nvJPEG output format used unless `SLIDESTREAM_NVJPEG_OUTPUT` says otherwise.
-const DEFAULT_NVJPEG_OUTPUT: c_int = NVJPEG_OUTPUT_UNCHANGED;
-/// Default device tile cache budget (`SLIDESTREAM_DEVICE_CACHE_BYTES`).
-const DEFAULT_DEVICE_CACHE_BYTES: usize = 2 << 30;
 /// Cap of the default number of CPU decode workers (cores − lanes; measured up to 12 on the
 /// H200's 16 cores).
 const DEFAULT_MAX_CPU_WORKERS: usize = 32;
@@ -507,7 +499,8 @@ const TRACE_PHASES: [&str; 9] = ["read", "splice+info", "nvjpeg call", "convert 
 
 fn trace_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("SLIDESTREAM_GPU_TRACE").is_some())
+    // Read once; `Engine::start` has already checked the value (a bad one fails the start).
+    *ON.get_or_init(|| crate::config::settings().is_ok_and(|s| s.gpu_trace))
 }
 
 #[derive(Default)]
@@ -667,6 +660,8 @@ impl Engine {
     }
 
     fn start(device: usize) -> Result<Engine> {
+        // Every engine setting, checked and then fixed for the process (docs/settings.md).
+        let cfg = crate::config::consume(crate::config::GPU_ENGINE_SETTINGS)?;
         let report = super::probe()?;
         let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
         let (cuda, nvj, why) = libs()?;
@@ -679,11 +674,11 @@ impl Engine {
             cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
             // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`): only settable
             // before the primary context is active (else the current setting stays).
-            let sched = match std::env::var("SLIDESTREAM_GPU_SYNC").ok().as_deref().map(str::trim) {
-                Some("spin") => Some(CU_CTX_SCHED_SPIN),
-                Some("yield") => Some(CU_CTX_SCHED_YIELD),
-                Some("blocking") => Some(CU_CTX_SCHED_BLOCKING_SYNC),
-                _ => None,
+            let sched = match cfg.gpu_sync {
+                crate::config::GpuSync::Spin => Some(CU_CTX_SCHED_SPIN),
+                crate::config::GpuSync::Yield => Some(CU_CTX_SCHED_YIELD),
+                crate::config::GpuSync::Blocking => Some(CU_CTX_SCHED_BLOCKING_SYNC),
+                crate::config::GpuSync::Auto => None,
             };
             if let Some(f) = sched {
                 (cuda.cuDevicePrimaryCtxSetFlags)(dev, f);
@@ -727,7 +722,7 @@ impl Engine {
             }
         }
         // I/O path (KvikIO-style compat mode).
-        let mode = CompatMode::from_env();
+        let mode = cfg.compat_mode;
         let (mut io, mut io_reason, mut io_error, mut cufile) = (IoPath::Posix, String::new(), None, None);
         match mode {
             CompatMode::On => io_reason = "SLIDESTREAM_COMPAT_MODE=on: POSIX reads into pinned host memory".into(),
@@ -764,22 +759,13 @@ impl Engine {
                 dev_backend_reason.push_str(&format!("nvjpegCreateEx({name}) returned {rc}; "));
             }
         }
-        let cache_bytes = std::env::var("SLIDESTREAM_DEVICE_CACHE_BYTES")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_DEVICE_CACHE_BYTES, |v| usize::try_from(v).unwrap_or(usize::MAX));
-        let gpu_workers = std::env::var("SLIDESTREAM_GPU_WORKERS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(DEFAULT_GPU_WORKERS, |v| v.clamp(1, MAX_LANES));
+        let cache_bytes = usize::try_from(cfg.device_cache_bytes).unwrap_or(usize::MAX);
+        let gpu_workers = cfg.gpu_workers.clamp(1, MAX_LANES);
         // CPU decoders beside the lanes: by default one per core the lanes leave (each lane's
         // thread prepares chunks and waits on nvJPEG), at most `DEFAULT_MAX_CPU_WORKERS` (each
         // holds a stream and two pinned buffers for the process).
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let cpu_workers = std::env::var("SLIDESTREAM_GPU_CPU_WORKERS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .map_or(cores.saturating_sub(gpu_workers).min(DEFAULT_MAX_CPU_WORKERS), |v| v.min(256));
+        let cpu_workers = cfg.gpu_cpu_workers.map_or(cores.saturating_sub(gpu_workers).min(DEFAULT_MAX_CPU_WORKERS), |v| v.min(256));
         Ok(Engine {
             device,
             ctx,
@@ -806,13 +792,12 @@ impl Engine {
             cpu_workers,
             cpu_slots: Mutex::new((Vec::new(), 0)),
             gpu_workers,
-            split_by_cost: std::env::var("SLIDESTREAM_GPU_SPLIT").map_or(true, |v| v.trim() != "offset"),
-            min_chunk: std::env::var("SLIDESTREAM_GPU_MIN_CHUNK").ok().and_then(|v| v.trim().parse::<usize>().ok()).map_or(DEFAULT_MIN_CHUNK, |v| v.clamp(1, CHUNK_TILES)),
+            split_by_cost: cfg.gpu_split == crate::config::GpuSplit::Cost,
+            min_chunk: cfg.gpu_min_chunk.clamp(1, CHUNK_TILES),
             held: Arc::new(AtomicU64::new(0)),
-            nvj_output: match std::env::var("SLIDESTREAM_NVJPEG_OUTPUT").ok().as_deref() {
-                Some("yuv") => NVJPEG_OUTPUT_YUV,
-                Some("unchanged") => NVJPEG_OUTPUT_UNCHANGED,
-                _ => DEFAULT_NVJPEG_OUTPUT,
+            nvj_output: match cfg.nvjpeg_output {
+                crate::config::NvjpegOutput::Yuv => NVJPEG_OUTPUT_YUV,
+                crate::config::NvjpegOutput::Unchanged => NVJPEG_OUTPUT_UNCHANGED,
             },
         })
     }
@@ -1089,7 +1074,7 @@ impl Engine {
 pub(super) fn stats(device: usize) -> GpuStats {
     match existing(device) {
         Some(e) => e.stats(),
-        None => GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() },
+        None => GpuStats { compat_mode: CompatMode::from_env().map_or("invalid", |m| m.as_str()).into(), ..Default::default() },
     }
 }
 
@@ -1184,17 +1169,6 @@ pub(super) fn free_array(a: &mut DeviceArray) {
         }
     }
     a.ptr = 0;
-}
-
-fn dup_error(e: &Error) -> Error {
-    match e {
-        Error::Format { at, message } => Error::Format { at: at.clone(), message: message.clone() },
-        Error::Unsupported { at, feature } => Error::Unsupported { at: at.clone(), feature: feature.clone() },
-        Error::Usage(m) => Error::Usage(m.clone()),
-        Error::Io { at, source } => Error::Io { at: at.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
-        Error::Limits { at, message } => Error::Limits { at: at.clone(), message: message.clone() },
-        other => Error::Gpu(GpuError::Call(other.to_string())),
-    }
 }
 
 /// One unique tile of a batch.
@@ -1352,7 +1326,7 @@ impl Engine {
         let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
         for (p, r) in patch_tiles.iter().enumerate() {
             if let Some(err) = grids[r.clone()].iter().find_map(|&k| needs[k as usize].err.as_ref()) {
-                errors[p] = Some(dup_error(err));
+                errors[p] = Some(err.clone());
             }
         }
         // Assemble.

@@ -12,62 +12,35 @@
 //! tiles are decoded with `NVJPEG_OUTPUT_UNCHANGED` (planar components as coded) and converted
 //! by slidestream according to the TIFF photometric tag.
 
+// `color` (CPU reference of the kernels' colour code) and `sys` (raw CUDA bindings) are
+// internals: public only with the `unstable` feature (see lib.rs), where tests use them.
+#[cfg(feature = "unstable")]
 pub mod color;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code)]
+pub(crate) mod color;
 #[cfg(feature = "cuda")]
 mod engine;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "unstable"))]
 pub mod sys;
+#[cfg(all(feature = "cuda", not(feature = "unstable")))]
+#[allow(dead_code)]
+pub(crate) mod sys;
 
 #[cfg(not(feature = "cuda"))]
 use crate::error::GpuError;
 use crate::error::{Error, Result};
 use crate::slide::Slide;
 
-/// Which I/O path the GPU reads use, KvikIO-style (`SLIDESTREAM_COMPAT_MODE`).
-///
-/// * `On`: POSIX `pread` into pinned host buffers, then asynchronous copies / host-bitstream
-///   nvJPEG decoding (never cuFile).
-/// * `Off`: cuFile (`cuFileRead`) into device memory; an error when libcufile cannot be loaded
-///   or its driver cannot be opened. Without the nvidia-fs kernel module cuFile runs in its own
-///   compatibility mode (POSIX reads into its bounce buffers); the I/O statistics say so.
-/// * `Auto` (default): cuFile when it loads, its driver opens and GPUDirect Storage is really
-///   active (nvidia-fs loaded); otherwise POSIX, with the reason recorded in [`GpuStats`].
-///
-/// KvikIO's `KVIKIO_COMPAT_MODE` has the same three values (on = POSIX, off = cuFile, auto).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CompatMode {
-    /// POSIX reads only.
-    On,
-    /// cuFile reads only.
-    Off,
-    /// cuFile where GPUDirect Storage is active, else POSIX.
-    #[default]
-    Auto,
-}
+pub use crate::config::CompatMode;
 
 impl CompatMode {
-    /// Parse `on|off|auto` (case-insensitive; also `true/false/1/0/yes/no`).
-    pub fn parse(s: &str) -> Option<CompatMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "on" | "true" | "1" | "yes" => Some(CompatMode::On),
-            "off" | "false" | "0" | "no" => Some(CompatMode::Off),
-            "auto" | "" => Some(CompatMode::Auto),
-            _ => None,
-        }
-    }
-
-    /// `SLIDESTREAM_COMPAT_MODE`, default `Auto` (unparseable values count as `Auto`).
-    pub fn from_env() -> CompatMode {
-        std::env::var("SLIDESTREAM_COMPAT_MODE").ok().and_then(|v| CompatMode::parse(&v)).unwrap_or_default()
-    }
-
-    /// `"on"`, `"off"` or `"auto"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompatMode::On => "on",
-            CompatMode::Off => "off",
-            CompatMode::Auto => "auto",
-        }
+    /// `SLIDESTREAM_COMPAT_MODE` in effect (override, environment or default `auto`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the value is not `on`, `off` or `auto` (docs/settings.md).
+    pub fn from_env() -> Result<CompatMode> {
+        Ok(crate::config::settings()?.compat_mode)
     }
 }
 
@@ -275,7 +248,7 @@ pub fn stats(device: usize) -> GpuStats {
     #[cfg(not(feature = "cuda"))]
     {
         let _ = device;
-        GpuStats { compat_mode: CompatMode::from_env().as_str().into(), ..Default::default() }
+        GpuStats { compat_mode: CompatMode::from_env().map_or("invalid", |m| m.as_str()).into(), ..Default::default() }
     }
 }
 

@@ -338,7 +338,7 @@ impl TiffFile {
         match e.data {
             Data::Inline(b) => Ok(b[..total as usize].to_vec()),
             Data::At(off) => read_at(src, at, off, total).map_err(|err| match err {
-                Error::Format { at, message } => Error::Format { at, message: format!("tag {}: {message}", e.tag) },
+                Error::Format { at, message, codec } => Error::Format { at, message: format!("tag {}: {message}", e.tag), codec },
                 other => other,
             }),
         }

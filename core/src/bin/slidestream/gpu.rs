@@ -1,0 +1,221 @@
+//! `gpu-probe` and `gpu-region`: the GPU stack and GPU reads checked against the CPU path.
+
+use std::path::Path;
+use std::time::Instant;
+
+use slidestream::{Error, Slide};
+
+/// `gpu-probe [SLIDE]`: the CUDA driver, devices, nvJPEG and its hardware engines; with a slide,
+/// the prototype batched nvJPEG decoder against the CPU decoder on its JPEG tiles.
+pub(crate) fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) -> Result<(), Error> {
+    let r = slidestream::gpu::probe()?;
+    println!("cuda driver {}.{}", r.driver_version / 1000, r.driver_version % 1000 / 10);
+    for (i, (name, ma, mi)) in r.devices.iter().enumerate() {
+        println!("device {i}: {name} (sm_{ma}{mi})");
+    }
+    match r.nvjpeg_version {
+        Some((a, b, c)) => println!("nvjpeg {a}.{b}.{c}, hardware engines: {}", r.hardware_engines),
+        None => println!("nvjpeg unavailable"),
+    }
+    if let Some(why) = &r.hardware_reason {
+        println!("hardware backend unavailable: {why}");
+    }
+    let Some(path) = path else { return Ok(()) };
+    probe_decoders(path, level, batch, max_tiles)
+}
+
+/// Without the `unstable` feature the tile codecs are crate-private, so the prototype decoder
+/// comparison cannot be built.
+#[cfg(not(feature = "unstable"))]
+fn probe_decoders(path: &Path, _level: usize, _batch: usize, _max_tiles: usize) -> Result<(), Error> {
+    Err(Error::Usage(format!("{}: gpu-probe SLIDE compares the prototype nvJPEG decoder with the CPU codecs and needs a build with `--features unstable`", path.display())))
+}
+
+/// Decode the complete JPEG tiles of `level` with the prototype batched nvJPEG decoder
+/// (hardware and default backends), compare them with the CPU decoder and time them.
+#[cfg(feature = "unstable")]
+fn probe_decoders(path: &Path, level: usize, batch: usize, max_tiles: usize) -> Result<(), Error> {
+    use slidestream::codec::{decode_chunk, jpeg, ChunkGeometry};
+    use slidestream::gpu::JpegBatchDecoder;
+    use slidestream::{Compression, Photometric};
+    let slide = Slide::open(path)?;
+    let img = &slide
+        .index()
+        .levels
+        .get(level)
+        .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist", path.display())))?
+        .image;
+    if img.codec.compression != Compression::Jpeg {
+        return Err(Error::Usage(format!("{}: level {level} is not JPEG-compressed", path.display())));
+    }
+    let color = match img.codec.photometric {
+        Photometric::Rgb => jpeg::JpegColor::Rgb,
+        Photometric::YCbCr => jpeg::JpegColor::YCbCr,
+        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
+    };
+    // Raw tile bytes (complete, in-image tiles only) spliced with JPEGTables.
+    let at = slidestream::Location::file(path);
+    let file = std::fs::read(path).map_err(|e| Error::io(&at, e))?;
+    let mut streams = Vec::new();
+    let mut coords = Vec::new();
+    for row in 0..img.tiles_down {
+        for col in 0..img.tiles_across {
+            let loc = img.tile_locs(col, row).next().unwrap_or_default();
+            if loc.is_missing() || img.valid_tile_size(col, row) != (img.tile_width, img.tile_height) {
+                continue;
+            }
+            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let mut s = Vec::new();
+            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|e| Error::decode(&at, e))?;
+            streams.push(s);
+            coords.push((col, row));
+        }
+    }
+    if streams.is_empty() {
+        return Err(Error::Usage(format!("{}: no complete JPEG tiles on level {level}", path.display())));
+    }
+    let ycbcr = img.codec.photometric == Photometric::YCbCr;
+    for hardware in [true, false] {
+        let mut dec = JpegBatchDecoder::new(0, hardware)?;
+        // Correctness: first batch against the CPU decoder.
+        let n = streams.len().min(batch);
+        let refs: Vec<&[u8]> = streams[..n].iter().map(|s| s.as_slice()).collect();
+        let planar = dec.decode(&refs, true)?;
+        let (mut max_diff, mut compared, mut skipped) = (0u8, 0usize, 0usize);
+        let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: img.tile_width, valid_height: img.tile_height };
+        for (k, p) in planar.iter().enumerate() {
+            let Some(gpu) = p.to_rgba(ycbcr) else {
+                skipped += 1;
+                continue;
+            };
+            let (col, row) = coords[k];
+            let loc = img.tile_locs(col, row).next().unwrap_or_default();
+            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let cpu = decode_chunk(&img.codec, &[tile], g, &at)?;
+            let d = gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
+            max_diff = max_diff.max(d);
+            compared += 1;
+        }
+        println!(
+            "backend {}: {compared} tiles compared with the CPU decoder, max abs diff {max_diff}; {skipped} subsampled tiles not compared (need GPU upsampling)",
+            dec.backend()
+        );
+        // Throughput: decode `max_tiles` tiles in batches, device-resident output.
+        let total = max_tiles.max(batch);
+        let work: Vec<&[u8]> = (0..total).map(|i| streams[i % streams.len()].as_slice()).collect();
+        let _ = dec.decode(&work[..batch.min(work.len())], false)?; // warm-up
+        let t0 = Instant::now();
+        for chunk in work.chunks(batch) {
+            dec.decode(chunk, false)?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "backend {}: {} tiles of {}x{} in {:.3} s: {:.0} tiles/s (batches of {batch}, planar output, no host copy)",
+            dec.backend(),
+            total,
+            img.tile_width,
+            img.tile_height,
+            secs,
+            total as f64 / secs
+        );
+    }
+    Ok(())
+}
+
+/// `gpu-region`: GPU reads checked against the CPU path on every level (RGBA and RGB), then
+/// random level-0 patches file → device, one region per call and in batches.
+pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -> Result<(), Error> {
+    use slidestream::gpu::DeviceOptions;
+    let slide = Slide::open(path)?;
+    let rgba = DeviceOptions::default();
+    let rgb = DeviceOptions { channels: 3, background: [255, 255, 255], ..DeviceOptions::default() };
+    let mut worst = 0u8;
+    let mut regions = 0;
+    for level in 0..slide.level_count() {
+        let (w, h) = slide.level_dimensions()[level];
+        let ds = slide.level_downsamples()[level];
+        let l0 = |v: i64| (v as f64 * ds) as i64;
+        let rects = [
+            (0i64, 0i64, 300u64, 200u64),
+            (w as i64 / 3, h as i64 / 3, 517, 259),
+            (w as i64 - 100, h as i64 - 50, 300, 300),
+            (-37, -11, 128, 128),
+            (w as i64 + 10, 0, 64, 64),
+        ];
+        for (x, y, rw, rh) in rects {
+            let loc = (l0(x), l0(y));
+            let cpu = slide.read_region(loc, level, (rw, rh))?;
+            let host = slide.read_region_device(loc, level, (rw, rh), &rgba)?.to_host()?;
+            worst = worst.max(host.iter().zip(&cpu.data).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
+            let mut cpu3 = vec![0u8; (rw * rh * 3) as usize];
+            slide.read_regions_rgb_into(&[loc], level, (rw, rh), rgb.background, &mut cpu3)?;
+            let host3 = slide.read_regions_device(&[loc], level, (rw, rh), &rgb)?.into_result()?.to_host()?;
+            worst = worst.max(host3.iter().zip(&cpu3).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
+            regions += 2;
+        }
+    }
+    let st = slidestream::gpu::stats(0);
+    println!(
+        "{}: {regions} regions over all levels (RGBA and RGB): GPU vs CPU max abs diff {worst}; tiles decoded: {} hardware, {} device-bitstream, {} hybrid, {} CPU; io path {}{}",
+        path.display(),
+        st.decoded_hardware,
+        st.decoded_device_bitstream,
+        st.decoded_hybrid,
+        st.decoded_cpu,
+        st.io_path,
+        if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
+    );
+    println!("  nvJPEG: {}, {} hardware engines; last CPU fallback: {}", st.nvjpeg_backend, st.hardware_engines, if st.cpu_fallback_reason.is_empty() { "none" } else { &st.cpu_fallback_reason });
+    if patches > 0 {
+        let (w, h) = slide.dimensions();
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            s.wrapping_mul(0x2545_F491_4F6C_DD1D) % m.max(1)
+        };
+        let locs: Vec<(i64, i64)> = (0..patches).map(|_| (next(w - size) as i64, next(h - size) as i64)).collect();
+        // Warm-up on other locations: lanes, pinned and device buffers, nvJPEG states are
+        // created on first use and must not be timed.
+        let other: Vec<(i64, i64)> = (0..patches).map(|_| (next(w - size) as i64, next(h - size) as i64)).collect();
+        for chunk in other.chunks(batch.max(1)) {
+            slide.read_regions_device(chunk, 0, (size, size), &rgb)?.into_result()?;
+        }
+        for &l in other.iter().take(64) {
+            slide.read_region_device(l, 0, (size, size), &rgba)?;
+        }
+        slidestream::gpu::clear_device_cache(0);
+        slidestream::gpu::reset_stats(0);
+        let t0 = Instant::now();
+        for &l in &locs {
+            slide.read_region_device(l, 0, (size, size), &rgba)?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        println!("{patches} random {size}x{size} level-0 patches file -> device, one region per call: {:.0} patches/s", patches as f64 / secs);
+        for cached in [false, true] {
+            if !cached {
+                slidestream::gpu::clear_device_cache(0);
+            }
+            slidestream::gpu::reset_stats(0);
+            let t0 = Instant::now();
+            for chunk in locs.chunks(batch.max(1)) {
+                slide.read_regions_device(chunk, 0, (size, size), &rgb)?.into_result()?;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let st = slidestream::gpu::stats(0);
+            println!(
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} CPU ({} partial), cache hits {} misses {}",
+                if cached { "device cache warm" } else { "device cache cold" },
+                patches as f64 / secs,
+                st.read_amplification(),
+                st.decoded_hardware,
+                st.decoded_cpu,
+                st.decoded_cpu_partial,
+                st.cache.hits,
+                st.cache.misses
+            );
+        }
+    }
+    Ok(())
+}

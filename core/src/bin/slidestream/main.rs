@@ -1,0 +1,207 @@
+//! `slidestream`: command-line front end (info, region, associated, tiles, bench, GPU probes).
+//!
+//! Errors print one line `error: …` on stderr (naming the file, and the level and tile where
+//! relevant, or the setting and its accepted values) and exit with status 1.
+//!
+//! One file per group of commands: `info.rs` (info, `--io-stats`), `region.rs` (region,
+//! associated), `tiles.rs` (tiles, CPU and device), `bench.rs` (random patches), `gpu.rs`
+//! (gpu-probe, gpu-region); `output.rs` holds what several print (PNG writing, GPU stats).
+
+mod bench;
+mod gpu;
+mod info;
+mod output;
+mod region;
+mod tiles;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use slidestream::Error;
+
+#[derive(Parser)]
+#[command(name = "slidestream", version, about = "Whole-slide image loader: slide info, regions, tile throughput")]
+struct Cli {
+    /// Worker threads for decoding (default: all cores).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print vendor, levels, properties and associated images of a slide.
+    Info {
+        /// Slide file.
+        path: PathBuf,
+        /// Print JSON (keys: vendor, level_count, level_dimensions, level_downsamples,
+        /// level_tile_sizes, properties, associated_images).
+        #[arg(long)]
+        json: bool,
+        /// Print why each format driver accepted or declined the file.
+        #[arg(long)]
+        why: bool,
+        /// Print the I/O configuration and counters: bytes and requests the open took, the
+        /// GPU compat mode (`SLIDESTREAM_COMPAT_MODE`), the I/O path in effect and why.
+        #[arg(long)]
+        io_stats: bool,
+    },
+    /// Read a region and write it as an RGBA PNG.
+    Region {
+        /// Slide file.
+        path: PathBuf,
+        /// Top-left corner in level-0 pixels, "X,Y" (may be negative).
+        #[arg(long, value_parser = parse_pair_i64, allow_hyphen_values = true)]
+        location: (i64, i64),
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Size in pixels of that level, "W,H".
+        #[arg(long, value_parser = parse_pair_u64)]
+        size: (u64, u64),
+        /// Output PNG file.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Write an associated image (thumbnail, label, macro) as an RGBA PNG.
+    Associated {
+        /// Slide file.
+        path: PathBuf,
+        /// Associated image name.
+        name: String,
+        /// Output PNG file.
+        #[arg(long, short)]
+        output: PathBuf,
+    },
+    /// Read and decode every tile of a level through the pipeline; print throughput, bytes,
+    /// requests and cache statistics.
+    Tiles {
+        /// Slide file.
+        path: PathBuf,
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Tiles per batch handed to the pipeline.
+        #[arg(long, default_value_t = 512)]
+        batch: usize,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// `cpu`, or `cuda` / `cuda:N`: read the tiles into device memory (tile-aligned batched
+        /// device reads) and report bytes and requests per I/O path and decodes per backend.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Probe the GPU stack (CUDA driver, devices, nvJPEG, hardware JPEG engines); with a slide,
+    /// decode its JPEG tiles with batched nvJPEG (planar, as coded), compare them with the CPU
+    /// decoder and time GPU decoding.
+    GpuProbe {
+        /// Slide file whose JPEG tiles to decode (optional).
+        path: Option<PathBuf>,
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Tiles per nvJPEG batch.
+        #[arg(long, default_value_t = 256)]
+        batch: usize,
+        /// Most tiles to decode (repeating the level's tiles if it has fewer).
+        #[arg(long, default_value_t = 4096)]
+        tiles: usize,
+    },
+    /// Read regions on the GPU (nvJPEG + assembly kernel) and compare them with the CPU path;
+    /// with --patches, time random level-0 patches read file → device.
+    GpuRegion {
+        /// Slide file.
+        path: PathBuf,
+        /// Patch edge in pixels for the timing run.
+        #[arg(long, default_value_t = 256)]
+        size: u64,
+        /// Random patches to time (0 = correctness only).
+        #[arg(long, default_value_t = 0)]
+        patches: usize,
+        /// Patches per batched call in the timing run.
+        #[arg(long, default_value_t = 4096)]
+        batch: usize,
+    },
+    /// Random-patch benchmark: read N patches at random level-0 locations (one caller thread)
+    /// and print patches/s. Locations come from --locations (a file of "x,y" lines, level-0
+    /// pixels) or from a seeded generator.
+    Bench {
+        /// Slide file.
+        path: PathBuf,
+        /// Pyramid level.
+        #[arg(long, default_value_t = 0)]
+        level: usize,
+        /// Patch edge in pixels of the level.
+        #[arg(long, default_value_t = 256)]
+        size: u64,
+        /// Number of patches.
+        #[arg(long, default_value_t = 2000)]
+        patches: usize,
+        /// Seed of the location generator.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// File of "x,y" level-0 locations, one per line (overrides --patches/--seed).
+        #[arg(long)]
+        locations: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
+    let (a, b) = s.split_once(',').ok_or_else(|| format!("expected two numbers \"A,B\", got {s:?}"))?;
+    let p = |v: &str| v.trim().parse::<T>().map_err(|_| format!("not a number: {v:?}"));
+    Ok((p(a)?, p(b)?))
+}
+pub(crate) fn parse_pair_i64(s: &str) -> Result<(i64, i64), String> {
+    parse_pair(s)
+}
+fn parse_pair_u64(s: &str) -> Result<(u64, u64), String> {
+    parse_pair(s)
+}
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        eprintln!("error: internal error (please report): {msg}");
+    }));
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global();
+    }
+    match std::panic::catch_unwind(|| run(cli.cmd)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            // Every error kind, `config` (a bad SLIDESTREAM_* value) included, is one line.
+            eprintln!("error: {}", output::one_line(&e.to_string()));
+            ExitCode::from(1)
+        }
+        Err(_) => ExitCode::from(1),
+    }
+}
+
+fn run(cmd: Cmd) -> Result<(), Error> {
+    match cmd {
+        Cmd::Info { path, json, why, io_stats } => info::info(&path, json, why, io_stats),
+        Cmd::Region { path, location, level, size, output } => region::region(&path, location, level, size, &output),
+        Cmd::Associated { path, name, output } => region::associated(&path, &name, &output),
+        Cmd::Tiles { path, level, batch, json, device } => match tiles::parse_device(&device)? {
+            None => tiles::tiles(&path, level, batch.max(1), json),
+            Some(d) => tiles::tiles_device(&path, level, batch.max(1), json, d),
+        },
+        Cmd::GpuRegion { path, size, patches, batch } => gpu::gpu_region(&path, size, patches, batch),
+        Cmd::GpuProbe { path, level, batch, tiles } => gpu::gpu_probe(path.as_deref(), level, batch.max(1), tiles),
+        Cmd::Bench { path, level, size, patches, seed, locations, json } => {
+            bench::bench(&path, bench::BenchArgs { level, size, patches, seed, locations, json })
+        }
+    }
+}

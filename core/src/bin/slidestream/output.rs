@@ -1,0 +1,91 @@
+//! What several commands print or write: one-line text, PNG files, GPU statistics.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use image::ImageEncoder;
+use slidestream::gpu::GpuStats;
+use slidestream::{Error, Location};
+
+/// `s` with line breaks replaced by spaces (error messages and property values stay one line).
+pub(crate) fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+/// Write `data` (RGBA u8, `w × h × 4` bytes, row-major) as an RGBA PNG at `path`.
+///
+/// # Errors
+/// [`Error::Usage`] for an empty or oversized image or a buffer of the wrong size;
+/// [`Error::Io`] naming `path` when creating, writing or flushing the file fails (a full disk
+/// is reported, not lost in a buffered writer's drop).
+pub(crate) fn write_png(path: &Path, w: u64, h: u64, data: &[u8]) -> Result<(), Error> {
+    let at = Location::file(path);
+    let (w32, h32) = match (u32::try_from(w), u32::try_from(h)) {
+        (Ok(a), Ok(b)) if a > 0 && b > 0 => (a, b),
+        _ => return Err(Error::Usage(format!("{}: cannot write a {w}x{h} PNG", path.display()))),
+    };
+    if data.len() as u64 != w * h * 4 {
+        return Err(Error::Usage(format!("{}: buffer does not match {w}x{h}", path.display())));
+    }
+    let io_err = |e: image::ImageError| match e {
+        image::ImageError::IoError(io) => Error::io(&at, io),
+        other => Error::io(&at, std::io::Error::other(other.to_string())),
+    };
+    let file = std::fs::File::create(path).map_err(|e| Error::io(&at, e))?;
+    let mut out = BufWriter::new(file);
+    image::codecs::png::PngEncoder::new(&mut out).write_image(data, w32, h32, image::ExtendedColorType::Rgba8).map_err(io_err)?;
+    out.flush().map_err(|e| Error::io(&at, e))?;
+    Ok(())
+}
+
+/// The GPU statistics as JSON (keys as the fields of [`GpuStats`]).
+pub(crate) fn gpu_stats_json(st: &GpuStats) -> serde_json::Value {
+    serde_json::json!({
+        "compat_mode": st.compat_mode, "io_path": st.io_path, "io_reason": st.io_reason,
+        "posix_bytes": st.posix_bytes, "posix_requests": st.posix_requests,
+        "cufile_gds_bytes": st.cufile_gds_bytes, "cufile_gds_requests": st.cufile_gds_requests,
+        "cufile_compat_bytes": st.cufile_compat_bytes, "cufile_compat_requests": st.cufile_compat_requests,
+        "cufile_handle_failures": st.cufile_handle_failures, "cufile_handle_error": st.cufile_handle_error,
+        "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
+        "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
+        "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
+        "decoded_cpu_partial": st.decoded_cpu_partial,
+        "gpu_lanes": st.gpu_lanes, "cpu_workers": st.cpu_workers,
+        "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
+        "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
+        "cache": {"hits": st.cache.hits, "misses": st.cache.misses, "evictions": st.cache.evictions, "entries": st.cache.entries,
+                  "resident_bytes": st.cache.resident_bytes, "capacity_bytes": st.cache.capacity_bytes},
+        "device_tile_bytes": st.device_tile_bytes,
+    })
+}
+
+/// The GPU statistics as text: I/O path and counters, decoders, device cache.
+pub(crate) fn print_gpu_stats(st: &GpuStats) {
+    println!("gpu io: compat mode {}, path {}{}", st.compat_mode, st.io_path, if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) });
+    println!(
+        "gpu io: posix {} bytes / {} requests, cuFile GDS {} / {}, cuFile compat {} / {}; tile bytes {}, read amplification {:.3}",
+        st.posix_bytes, st.posix_requests, st.cufile_gds_bytes, st.cufile_gds_requests, st.cufile_compat_bytes, st.cufile_compat_requests, st.tile_bytes, st.read_amplification()
+    );
+    if st.cufile_handle_failures > 0 {
+        println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);
+    }
+    println!(
+        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} of them partial; {} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
+        st.decoded_hardware,
+        st.decoded_device_bitstream,
+        st.decoded_hybrid,
+        st.decoded_cpu,
+        st.decoded_cpu_partial,
+        st.gpu_batch_fallbacks,
+        st.gpu_lanes,
+        st.cpu_workers,
+        st.nvjpeg_backend,
+        st.hardware_engines,
+        if st.cpu_fallback_reason.is_empty() { String::new() } else { format!("; last CPU fallback: {}", st.cpu_fallback_reason) }
+    );
+    let c = &st.cache;
+    println!(
+        "gpu cache: {} hits, {} misses, {} evictions, {} of {} bytes resident; {} bytes of device memory held by tiles",
+        c.hits, c.misses, c.evictions, c.resident_bytes, c.capacity_bytes, st.device_tile_bytes
+    );
+}

@@ -1,0 +1,47 @@
+//! The per-slide subset of the settings ([`Config`]), fixed when a slide is opened.
+
+use super::Settings;
+use crate::error::Result;
+use crate::io::plan::PlanOptions;
+
+/// The settings one open slide uses (from [`super::settings`] at open, or given in
+/// [`crate::SlideOptions::config`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// Host tile cache capacity in bytes (used only when a slide makes its own cache).
+    pub cache_bytes: usize,
+    /// Read-plan coalescing knobs.
+    pub plan: PlanOptions,
+    /// Largest region output in bytes (width × height × 4).
+    pub max_region_bytes: u64,
+    /// Largest share (0..=1) of an uncached tile's area a region may need for the tile to be
+    /// decoded partially instead of whole (JPEG only); 0 disables partial decoding.
+    pub partial_decode_max_fraction: f64,
+}
+
+impl Default for Config {
+    /// The table's defaults (docs/settings.md).
+    fn default() -> Self {
+        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5 }
+    }
+}
+
+impl Config {
+    /// The per-slide part of resolved [`Settings`].
+    pub fn from_settings(s: &Settings) -> Self {
+        Config {
+            cache_bytes: usize::try_from(s.cache_bytes).unwrap_or(usize::MAX),
+            plan: PlanOptions { max_gap_bytes: s.plan_max_gap_bytes, max_request_bytes: s.plan_max_request_bytes },
+            max_region_bytes: s.max_region_bytes,
+            partial_decode_max_fraction: s.partial_decode_max_fraction,
+        }
+    }
+
+    /// Defaults overridden by [`super::set`] overrides and the environment.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] when a `SLIDESTREAM_*` value is not accepted.
+    pub fn from_env() -> Result<Self> {
+        Ok(Config::from_settings(&super::settings()?))
+    }
+}

@@ -1,0 +1,134 @@
+//! The one table of `SLIDESTREAM_*` settings: name, default, unit, accepted values, meaning and
+//! parser of each, and the typed [`Settings`] struct built from it. docs/settings.md is this
+//! table in prose; `tests::docs_match_table` keeps the two equal.
+
+use super::values::*;
+
+/// One setting of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Environment variable, e.g. `SLIDESTREAM_CACHE_BYTES`.
+    pub name: &'static str,
+    /// Default, as text (parsed by the setting's own parser: the default is a valid value).
+    pub default: &'static str,
+    /// Unit (`bytes`, `tiles`, `fraction`, `—` for enumerations).
+    pub unit: &'static str,
+    /// Accepted values, in words (quoted in error messages).
+    pub accepted: &'static str,
+    /// What the setting does, and when it is read.
+    pub doc: &'static str,
+    /// `true` when the setting is read once per process (by the shared host cache or the GPU
+    /// engine when it starts); changing it after that is refused with an error, never ignored.
+    pub per_process: bool,
+    /// Validates a value (`true` = accepted).
+    pub(crate) check: fn(&str) -> bool,
+}
+
+macro_rules! settings {
+    ($( $(#[$m:meta])* $field:ident : $ty:ty = {
+        name: $name:literal, default: $default:literal, unit: $unit:literal,
+        accepted: $accepted:literal, per_process: $pp:literal, parse: $parse:expr, doc: $doc:literal $(,)?
+    } )*) => {
+        /// Every setting, resolved: an override from [`super::set`] wins over the environment
+        /// variable, which wins over the default. Built by [`super::settings`].
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        #[non_exhaustive]
+        pub struct Settings {
+            $( $(#[$m])* pub $field: $ty, )*
+        }
+
+        /// The table, in the order of docs/settings.md.
+        pub const TABLE: &[Spec] = &[
+            $( Spec { name: $name, default: $default, unit: $unit, accepted: $accepted, doc: $doc,
+                      per_process: $pp, check: |s| ($parse)(s).is_some() }, )*
+        ];
+
+        impl Settings {
+            /// Resolve every setting with `raw` giving the text in effect for a name (override
+            /// or environment; `None` = default).
+            pub(super) fn resolve(raw: &dyn Fn(&'static str) -> Option<String>) -> crate::Result<Settings> {
+                Ok(Settings { $( $field: {
+                    let parse = $parse;
+                    match raw($name) {
+                        Some(text) => parse(text.as_str()).ok_or_else(|| crate::Error::Config {
+                            variable: $name.into(), value: text.clone(), expected: $accepted.into() })?,
+                        None => parse($default).expect(concat!("default of ", $name, " parses")),
+                    }
+                }, )* })
+            }
+        }
+    };
+}
+
+settings! {
+    /// Host tile cache capacity in bytes (shared by all slides of the process).
+    cache_bytes: u64 = { name: "SLIDESTREAM_CACHE_BYTES", default: "268435456", unit: "bytes",
+        accepted: "an integer number of bytes, 0 or more", per_process: true,
+        parse: |s: &str| parse_u64(s, 0, u64::MAX),
+        doc: "capacity of the process-wide host tile cache (0 disables it); read when the shared cache is first made" }
+    /// Largest hole between two tile byte ranges still read as one request.
+    plan_max_gap_bytes: u64 = { name: "SLIDESTREAM_PLAN_MAX_GAP_BYTES", default: "8192", unit: "bytes",
+        accepted: "an integer number of bytes, 0 or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 0, u64::MAX),
+        doc: "largest hole between tiles read as one request; read at each open" }
+    /// Largest coalesced request in bytes.
+    plan_max_request_bytes: u64 = { name: "SLIDESTREAM_PLAN_MAX_REQUEST_BYTES", default: "8388608", unit: "bytes",
+        accepted: "an integer number of bytes, 1 or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 1, u64::MAX),
+        doc: "largest coalesced read request (a longer tile is still read whole); read at each open" }
+    /// Largest region output in bytes (width × height × 4 for RGBA).
+    max_region_bytes: u64 = { name: "SLIDESTREAM_MAX_REGION_BYTES", default: "4294967296", unit: "bytes",
+        accepted: "an integer number of bytes, 1 or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 1, u64::MAX),
+        doc: "largest output of one region or batch read; read at each open" }
+    /// Partial JPEG decoding threshold, as a share of a tile's area (0 disables).
+    partial_decode_max_fraction: f64 = { name: "SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", default: "0.5", unit: "fraction",
+        accepted: "a number from 0 to 1", per_process: false,
+        parse: parse_fraction,
+        doc: "decode only the needed part of an uncached JPEG tile (not cached) when a read needs at most this share of it; 0 = always whole tiles; read at each open (the GPU engine's CPU workers use the slide's value)" }
+    /// I/O path of GPU reads.
+    compat_mode: CompatMode = { name: "SLIDESTREAM_COMPAT_MODE", default: "auto", unit: "—",
+        accepted: "on, off or auto (also true/false/1/0/yes/no, as KvikIO)", per_process: true,
+        parse: CompatMode::parse,
+        doc: "GPU reads: on = POSIX into pinned memory, off = cuFile (an error where cuFile cannot be used), auto = cuFile only where GPUDirect Storage is active (KvikIO's meaning); read when the GPU engine starts" }
+    /// Device tile cache budget in bytes.
+    device_cache_bytes: u64 = { name: "SLIDESTREAM_DEVICE_CACHE_BYTES", default: "2147483648", unit: "bytes",
+        accepted: "an integer number of bytes, 0 or more", per_process: true,
+        parse: |s: &str| parse_u64(s, 0, u64::MAX),
+        doc: "device tile cache capacity (0 disables it); read when the GPU engine starts" }
+    /// nvJPEG decode lanes of the GPU engine.
+    gpu_workers: usize = { name: "SLIDESTREAM_GPU_WORKERS", default: "4", unit: "lanes",
+        accepted: "an integer from 1 to 8", per_process: true,
+        parse: |s: &str| parse_usize(s, 1, 8),
+        doc: "nvJPEG decode lanes, all made and warmed at engine start; one large batch is spread over all of them, callers beyond them wait; read when the GPU engine starts" }
+    /// CPU decode workers beside the lanes (`None` = cores − lanes, at most 32).
+    gpu_cpu_workers: Option<usize> = { name: "SLIDESTREAM_GPU_CPU_WORKERS", default: "auto", unit: "threads",
+        accepted: "auto or an integer from 0 to 256", per_process: true,
+        parse: |s: &str| parse_auto_usize(s, 256),
+        doc: "CPU decode workers that take the back of large GPU batches (auto = cores − lanes, at most 32; 0 = nvJPEG only); read when the GPU engine starts" }
+    /// Work-queue order of the GPU engine.
+    gpu_split: GpuSplit = { name: "SLIDESTREAM_GPU_SPLIT", default: "cost", unit: "—",
+        accepted: "cost or offset", per_process: true,
+        parse: parse_split,
+        doc: "order of the GPU work queue: cost = by the CPU decoder's estimated cost (lanes take the costly tiles), offset = by file offset only; read when the GPU engine starts" }
+    /// CUDA context scheduling of host threads.
+    gpu_sync: GpuSync = { name: "SLIDESTREAM_GPU_SYNC", default: "auto", unit: "—",
+        accepted: "auto, spin, yield or blocking", per_process: true,
+        parse: parse_sync,
+        doc: "how host threads wait for the GPU (CU_CTX_SCHED_*; auto = the driver's default), set only if the primary context is not active yet; read when the GPU engine starts" }
+    /// nvJPEG output format.
+    nvjpeg_output: NvjpegOutput = { name: "SLIDESTREAM_NVJPEG_OUTPUT", default: "unchanged", unit: "—",
+        accepted: "unchanged or yuv", per_process: true,
+        parse: parse_nvjpeg_output,
+        doc: "nvJPEG output format of the decode lanes (both give the planes as coded; measured the same speed); read when the GPU engine starts" }
+    /// Smallest chunk a lane takes as the queue runs low.
+    gpu_min_chunk: usize = { name: "SLIDESTREAM_GPU_MIN_CHUNK", default: "64", unit: "tiles",
+        accepted: "an integer from 1 to 256", per_process: true,
+        parse: |s: &str| parse_usize(s, 1, 256),
+        doc: "smallest chunk a GPU lane takes as the queue runs low (each takes a share of what is left, at most 256; 256 = fixed chunks); read when the GPU engine starts" }
+    /// Per-phase trace of the GPU engine on stderr.
+    gpu_trace: bool = { name: "SLIDESTREAM_GPU_TRACE", default: "0", unit: "—",
+        accepted: "1/0, true/false, on/off or yes/no", per_process: true,
+        parse: parse_bool,
+        doc: "print GPU engine start and warm-up times and per-phase times of large batches to stderr; read when the GPU engine starts" }
+}

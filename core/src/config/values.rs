@@ -1,0 +1,140 @@
+//! Typed values of the enumerated settings and the parsers of every setting's text.
+//!
+//! Parsers take the text of an environment variable or of [`super::set`] (already trimmed) and
+//! return `None` when it is not an accepted value; the caller turns that into
+//! [`crate::Error::Config`] naming the variable and the accepted values of its [`super::Spec`].
+
+/// Which I/O path the GPU reads use, KvikIO-style (`SLIDESTREAM_COMPAT_MODE`).
+///
+/// * `On`: POSIX `pread` into pinned host buffers, then asynchronous copies / host-bitstream
+///   nvJPEG decoding (never cuFile).
+/// * `Off`: cuFile (`cuFileRead`) into device memory; an error when libcufile cannot be loaded
+///   or its driver cannot be opened. Without the nvidia-fs kernel module cuFile runs in its own
+///   compatibility mode (POSIX reads into its bounce buffers); the I/O statistics say so.
+/// * `Auto` (default): cuFile when it loads, its driver opens and GPUDirect Storage is really
+///   active (nvidia-fs loaded); otherwise POSIX, with the reason recorded in the GPU stats.
+///
+/// KvikIO's `KVIKIO_COMPAT_MODE` has the same three values and spellings (on = POSIX, off =
+/// cuFile, auto; also `true/false/1/0/yes/no`), which [`CompatMode::parse`] accepts too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompatMode {
+    /// POSIX reads only.
+    On,
+    /// cuFile reads only.
+    Off,
+    /// cuFile where GPUDirect Storage is active, else POSIX.
+    #[default]
+    Auto,
+}
+
+impl CompatMode {
+    /// Parse `on|off|auto` (case-insensitive; also `true/false/1/0/yes/no` as KvikIO).
+    /// `None` for anything else.
+    pub fn parse(s: &str) -> Option<CompatMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "1" | "yes" => Some(CompatMode::On),
+            "off" | "false" | "0" | "no" => Some(CompatMode::Off),
+            "auto" => Some(CompatMode::Auto),
+            _ => None,
+        }
+    }
+
+    /// `"on"`, `"off"` or `"auto"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompatMode::On => "on",
+            CompatMode::Off => "off",
+            CompatMode::Auto => "auto",
+        }
+    }
+}
+
+/// How the GPU engine orders its work queue between nvJPEG lanes and CPU decode workers
+/// (`SLIDESTREAM_GPU_SPLIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuSplit {
+    /// By the CPU decoder's estimated cost, then offset: lanes take the costly tiles (default).
+    #[default]
+    Cost,
+    /// By file offset only.
+    Offset,
+}
+
+/// How host threads wait for the GPU (`SLIDESTREAM_GPU_SYNC`): the CUDA primary context's
+/// scheduling flag (`CU_CTX_SCHED_*`, CUDA driver API), set only if the context is not active yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuSync {
+    /// Leave the driver's default (`CU_CTX_SCHED_AUTO`).
+    #[default]
+    Auto,
+    /// `CU_CTX_SCHED_SPIN`.
+    Spin,
+    /// `CU_CTX_SCHED_YIELD`.
+    Yield,
+    /// `CU_CTX_SCHED_BLOCKING_SYNC`.
+    Blocking,
+}
+
+/// nvJPEG output format of the GPU decode lanes (`SLIDESTREAM_NVJPEG_OUTPUT`): both give the
+/// planes as coded; slidestream converts colour itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NvjpegOutput {
+    /// `NVJPEG_OUTPUT_UNCHANGED` (default).
+    #[default]
+    Unchanged,
+    /// `NVJPEG_OUTPUT_YUV`.
+    Yuv,
+}
+
+pub(super) fn parse_u64(s: &str, min: u64, max: u64) -> Option<u64> {
+    s.parse::<u64>().ok().filter(|v| (min..=max).contains(v))
+}
+
+pub(super) fn parse_usize(s: &str, min: usize, max: usize) -> Option<usize> {
+    s.parse::<usize>().ok().filter(|v| (min..=max).contains(v))
+}
+
+pub(super) fn parse_fraction(s: &str) -> Option<f64> {
+    s.parse::<f64>().ok().filter(|v| (0.0..=1.0).contains(v))
+}
+
+pub(super) fn parse_bool(s: &str) -> Option<bool> {
+    match s.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_auto_usize(s: &str, max: usize) -> Option<Option<usize>> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Some(None);
+    }
+    parse_usize(s, 0, max).map(Some)
+}
+
+pub(super) fn parse_split(s: &str) -> Option<GpuSplit> {
+    match s.to_ascii_lowercase().as_str() {
+        "cost" => Some(GpuSplit::Cost),
+        "offset" => Some(GpuSplit::Offset),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_sync(s: &str) -> Option<GpuSync> {
+    match s.to_ascii_lowercase().as_str() {
+        "auto" => Some(GpuSync::Auto),
+        "spin" => Some(GpuSync::Spin),
+        "yield" => Some(GpuSync::Yield),
+        "blocking" => Some(GpuSync::Blocking),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_nvjpeg_output(s: &str) -> Option<NvjpegOutput> {
+    match s.to_ascii_lowercase().as_str() {
+        "unchanged" => Some(NvjpegOutput::Unchanged),
+        "yuv" => Some(NvjpegOutput::Yuv),
+        _ => None,
+    }
+}
