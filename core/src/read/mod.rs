@@ -20,7 +20,13 @@ pub(crate) mod fetch;
 pub mod locate;
 pub mod partial;
 
+// The layer's interface in one place; a crate-private build without `cuda` uses only part of it
+// (the rest serves the GPU engine and `unstable` consumers).
+#[allow(unused_imports)]
 pub use crate::io::plan::{in_pool, pool_threads};
+#[allow(unused_imports)]
 pub use batch_plan::{BatchPlan, LevelGeom, PatchGrid, TileKey, TileNeed, TilePart};
+#[allow(unused_imports)]
 pub use locate::{batch_bytes, locate_tile, region_bytes, MAX_TILE_BYTES};
+#[allow(unused_imports)]
 pub use partial::{cost_rank, decode_cost, partial_part};
