@@ -79,7 +79,10 @@ pub use codec::DecodedTile;
 pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
-pub use index::{Alpha, CodecInfo, Compression, ImageIndex, LevelIndex, Photometric, SlideIndex, TileLoc};
+pub use index::{
+    Alpha, BlobRef, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
+    RegularGrid, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
+};
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
 pub use slide::{alloc_pixels, Rgba, Slide, SlideOptions};

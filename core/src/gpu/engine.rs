@@ -1032,7 +1032,7 @@ impl Engine {
                 use std::os::unix::fs::OpenOptionsExt;
                 use std::os::unix::io::AsRawFd;
                 const O_DIRECT: i32 = 0o40000; // x86-64 Linux <fcntl.h>
-                let path = &slide.index().path;
+                let path = slide.index().path();
                 let file = std::fs::OpenOptions::new()
                     .read(true)
                     .custom_flags(O_DIRECT)
@@ -1314,7 +1314,7 @@ impl Engine {
             let part = slide.part_if_small(img, (need.col, need.row), need.part);
             // The CPU decode cost model of the read layer (8 = a whole tile).
             let rank = crate::read::cost_rank(crate::read::decode_cost(part, img.valid_tile_size(need.col, need.row)));
-            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
         }
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();
@@ -1497,7 +1497,7 @@ impl Engine {
         for (i, m) in misses.iter().enumerate() {
             // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
             for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
-                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.byte_count });
+                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.length });
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
@@ -1855,7 +1855,7 @@ impl Engine {
         let (_, nvj, _) = libs()?;
         let nvj = nvj.as_ref().ok_or_else(|| GpuError::Unavailable("nvJPEG not loaded".into()))?;
         let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
-        let tables_len = img.codec.jpeg_tables.as_deref().map_or(0, <[u8]>::len);
+        let tables_len = img.codec.jpeg_tables().map_or(0, <[u8]>::len);
         let bound: usize = place.iter().flatten().map(|&(_, len)| len + tables_len + 32).sum();
         slot.arena.ensure(bound)?;
         let arena = slot.arena.as_mut_slice(bound);
@@ -1865,7 +1865,7 @@ impl Engine {
         for (i, m) in chunk.iter().enumerate() {
             let Some((off, len)) = place[i] else { continue };
             let tile_at = || at.clone().with_tile(m.col, m.row);
-            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables.as_deref(), &buf[off..off + len], color, &mut tmp) {
+            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables(), &buf[off..off + len], color, &mut tmp) {
                 settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
                 continue;
             }
@@ -1945,7 +1945,7 @@ impl Engine {
         bytes_c.fetch_add(plan.read_bytes(), Relaxed);
         req_c.fetch_add(plan.requests.len() as u64, Relaxed);
         // Tables prefix: SOI + the JPEGTables body (tile streams follow after their own SOI).
-        let prefix: Vec<u8> = match img.codec.jpeg_tables.as_deref() {
+        let prefix: Vec<u8> = match img.codec.jpeg_tables() {
             Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
                 let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
                 body.to_vec()

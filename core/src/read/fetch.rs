@@ -70,7 +70,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
             }
         }
         for (p, l) in img.tile_locs(col, row).enumerate() {
-            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.byte_count });
+            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.length });
         }
         misses.push(i);
     }
