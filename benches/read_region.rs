@@ -82,7 +82,7 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("tile_scan");
     let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: None, ..Default::default() }).unwrap();
     let img = &slide.index().levels[0].image;
-    let coords: Vec<(u64, u64)> = (0..img.tiles_down.min(8)).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
+    let coords: Vec<(u64, u64)> = (0..img.tiles_down().min(8)).flat_map(|r| (0..img.tiles_across()).map(move |c| (c, r))).collect();
     g.throughput(Throughput::Elements(coords.len() as u64));
     g.sample_size(10);
     g.bench_function("level0_rows", |b| b.iter(|| slide.read_tiles(0, &coords).unwrap()));

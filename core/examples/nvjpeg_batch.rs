@@ -290,15 +290,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let at = Location::file(path);
     let file = std::fs::read(path)?;
     let (mut streams, mut coords) = (Vec::new(), Vec::new());
-    for row in 0..img.tiles_down {
-        for col in 0..img.tiles_across {
+    for row in 0..img.tiles_down() {
+        for col in 0..img.tiles_across() {
             let loc = img.tile_locs(col, row).next().unwrap_or_default();
             if loc.is_missing() || img.valid_tile_size(col, row) != (img.tile_width, img.tile_height) {
                 continue;
             }
-            let tile = &file[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+            let tile = &file[loc.offset as usize..(loc.offset + loc.length) as usize];
             let mut s = Vec::new();
-            jpeg::splice(img.codec.jpeg_tables.as_deref(), tile, color, &mut s).map_err(|e| Error::decode(&at, e))?;
+            jpeg::splice(img.codec.jpeg_tables(), tile, color, &mut s).map_err(|e| Error::decode(&at, e))?;
             streams.push(s);
             coords.push((col, row));
         }
@@ -321,7 +321,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let (col, row) = coords[k];
             let loc = img.tile_locs(col, row).next().unwrap_or_default();
-            let cpu = decode_chunk(&img.codec, &[&file[loc.offset as usize..(loc.offset + loc.byte_count) as usize]], g, &at)?;
+            let cpu = decode_chunk(&img.codec, &[&file[loc.offset as usize..(loc.offset + loc.length) as usize]], g, &at)?;
             max_diff = max_diff.max(gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
             compared += 1;
         }

@@ -49,8 +49,8 @@
 //! `tiff` reads TIFF structure; `format` holds one driver per vendor; `index` is the immutable
 //! tile index; `io` has byte sources and the read planner; `codec` decodes tiles; `cache` is the
 //! tile cache (and the registry of caches purged when a slide closes); `read` is the read layer
-//! shared by the CPU and GPU paths (batch plan, tile location, partial-decode rule, CPU fetch and
-//! assembly); `slide` is the public handle. See `docs/architecture.md`.
+//! shared by the CPU and GPU paths (batch plan, tile location, partial-decode rule, CPU fetch
+//! and assembly); `slide` is the public handle. See `docs/architecture.md`.
 
 #![warn(missing_docs)]
 
@@ -79,7 +79,10 @@ pub use codec::DecodedTile;
 pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
-pub use index::{Alpha, CodecInfo, Compression, ImageIndex, LevelIndex, Photometric, SlideIndex, TileLoc};
+pub use index::{
+    Alpha, BlobRef, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
+    RegularGrid, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
+};
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
 pub use slide::{alloc_pixels, Rgba, Slide, SlideOptions};

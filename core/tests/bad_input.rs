@@ -82,7 +82,7 @@ fn assert_tile_error(slide: &Slide, loc: (i64, i64), size: (u64, u64), tile: (u6
     let msg = e.to_string();
     assert!(msg.contains("level 0"), "{what}: message does not name the level: {msg}");
     assert!(msg.contains(&format!("tile ({}, {})", tile.0, tile.1)), "{what}: message does not name the tile: {msg}");
-    assert!(msg.contains(&slide.index().path.display().to_string()), "{what}: message does not name the file: {msg}");
+    assert!(msg.contains(&slide.index().path().display().to_string()), "{what}: message does not name the file: {msg}");
     let r = slide.read_region((-50, -50), 0, (10, 10)).unwrap_or_else(|e| panic!("{what}: slide unusable after error: {e}"));
     assert_eq!(r.data, vec![0u8; 400]);
     let again = expect_err(slide.read_region(loc, 0, size), &format!("{what} (second read)"));
@@ -173,15 +173,15 @@ fn check_tiles_against_cut(slide: &Slide, len: u64, what: &str) -> (usize, usize
     for (level, l) in slide.index().levels.iter().enumerate() {
         let img = &l.image;
         let ds = l.downsample;
-        for row in 0..img.tiles_down {
-            for col in 0..img.tiles_across {
+        for row in 0..img.tiles_down() {
+            for col in 0..img.tiles_across() {
                 let loc = img.tile_locs(col, row).next().unwrap();
                 let (x, y) = (col * img.tile_width as u64, row * img.tile_height as u64);
                 // Level-0 location whose level-k origin is (x, y).
                 let loc0 = ((x as f64 * ds).ceil() as i64, (y as f64 * ds).ceil() as i64);
                 let size = img.valid_tile_size(col, row);
                 let r = slide.read_region(loc0, level, (size.0 as u64, size.1 as u64));
-                if loc.offset + loc.byte_count <= len {
+                if loc.offset + loc.length <= len {
                     r.unwrap_or_else(|e| panic!("{what}: level {level} tile ({col}, {row}) lies before the cut: {e}"));
                     ok += 1;
                 } else {
@@ -329,10 +329,10 @@ fn truncated_jpeg2000_tile_is_an_error() {
     let slide = Slide::open(&path).unwrap();
     let img = &slide.index().levels[0].image;
     // The largest tile of level 0 (RGB-coded JPEG 2000, 33005).
-    let (i, loc) = img.tiles.iter().enumerate().max_by_key(|(_, t)| t.byte_count).unwrap();
-    let (col, row) = (i as u64 % img.tiles_across, i as u64 / img.tiles_across);
+    let (i, loc) = img.grid.chunks().enumerate().max_by_key(|(_, t)| t.length).unwrap();
+    let (col, row) = (i as u64 % img.tiles_across(), i as u64 / img.tiles_across());
     let data = std::fs::read(&path).unwrap();
-    let tile = &data[loc.offset as usize..(loc.offset + loc.byte_count) as usize];
+    let tile = &data[loc.offset as usize..(loc.offset + loc.length) as usize];
     let whole = slide.read_region((col as i64 * 256, row as i64 * 256), 0, (256, 256)).unwrap();
     for frac in [0.5, 0.9] {
         let cut = tile[..(tile.len() as f64 * frac) as usize].to_vec();

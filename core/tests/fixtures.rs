@@ -555,7 +555,7 @@ fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
         let img = &slide.index().levels[0].image;
         let mut rng = Rng::new(7);
         for (i, stream) in streams.iter().enumerate() {
-            let (col, row) = ((i % img.tiles_across as usize) as u64, (i / img.tiles_across as usize) as u64);
+            let (col, row) = ((i % img.tiles_across() as usize) as u64, (i / img.tiles_across() as usize) as u64);
             let (vw, vh) = img.valid_tile_size(col, row);
             let g = ChunkGeometry { tile_width: t as u32, tile_height: t as u32, valid_width: vw, valid_height: vh };
             let whole = decode_chunk(&img.codec, &[stream], g, &at).unwrap();
@@ -593,7 +593,7 @@ fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
         }
         // A crop TurboJPEG would widen to the image edge is refused by the JPEG layer too.
         let mut spliced = Vec::new();
-        slidestream::codec::jpeg::splice(img.codec.jpeg_tables.as_deref(), &streams[0], if rgb_coded { slidestream::codec::jpeg::JpegColor::Rgb } else { slidestream::codec::jpeg::JpegColor::YCbCr }, &mut spliced).unwrap();
+        slidestream::codec::jpeg::splice(img.codec.jpeg_tables(), &streams[0], if rgb_coded { slidestream::codec::jpeg::JpegColor::Rgb } else { slidestream::codec::jpeg::JpegColor::YCbCr }, &mut spliced).unwrap();
         let mut tiny = vec![0u8; 16];
         let zero = slidestream::codec::jpeg::Crop { x: 0, y: 8, width: 16, height: 0 };
         assert!(slidestream::codec::jpeg::decode_rgba_into(&spliced, &mut tiny, |_| Ok(Some(zero))).is_err());

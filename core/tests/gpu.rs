@@ -155,7 +155,7 @@ fn corrupt_copy(src: &Path, col: u64, row: u64, f: impl Fn(&mut [u8])) -> common
     let slide = Slide::open(src).expect("open");
     let loc = slide.index().levels[0].image.tile_locs(col, row).next().expect("tile");
     let mut bytes = std::fs::read(src).expect("read");
-    f(&mut bytes[loc.offset as usize..(loc.offset + loc.byte_count) as usize]);
+    f(&mut bytes[loc.offset as usize..(loc.offset + loc.length) as usize]);
     let out = common::tiffwriter::TempPath::new("corrupt.tif");
     std::fs::write(out.path(), bytes).expect("write");
     out

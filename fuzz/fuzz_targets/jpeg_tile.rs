@@ -7,7 +7,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use slidestream::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, PartRect};
 use slidestream::error::Location;
-use slidestream::index::{Alpha, CodecInfo, Compression, Photometric};
+use slidestream::index::{Alpha, CodecInfo, Compression, Photometric, TileStream};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         alpha: Alpha::None,
         predictor: 1,
         planar_separate: false,
-        jpeg_tables: (!tables.is_empty()).then(|| Arc::from(tables)),
+        stream: if tables.is_empty() { TileStream::Plain } else { TileStream::JpegTablesSplice { tables: Arc::from(tables) } },
         ycbcr_subsampling: (2, 2),
     };
     let g = ChunkGeometry { tile_width: 64, tile_height: 64, valid_width: 48, valid_height: 40 };

@@ -290,7 +290,8 @@ impl PySlide {
     /// The slide's ICC profile as bytes, or None.
     #[getter]
     fn color_profile<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.slide(py)?.icc_profile().map(|b| PyBytes::new(py, b)))
+        let icc = self.run(py, |s| s.icc_profile())?;
+        Ok(icc.map(|b| PyBytes::new(py, &b)))
     }
 
     /// (mpp_x, mpp_y) in micrometres per level-0 pixel, or None when unknown.

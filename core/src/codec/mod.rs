@@ -73,7 +73,7 @@ thread_local! {
 pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, CodecError>) -> Result<T, CodecError> {
     SPLICE_BUF.with(|b| {
         let mut buf = b.borrow_mut();
-        jpeg::splice(codec.jpeg_tables.as_deref(), tile, jpeg_color(codec), &mut buf)?;
+        jpeg::splice(codec.jpeg_tables(), tile, jpeg_color(codec), &mut buf)?;
         f(&buf)
     })
 }

@@ -1,6 +1,7 @@
 //! Decode failures are classified by type ([`CodecError`]), not by message text.
 
 use super::*;
+use crate::index::TileStream;
 
 fn jpeg_codec() -> CodecInfo {
     CodecInfo {
@@ -11,7 +12,7 @@ fn jpeg_codec() -> CodecInfo {
         alpha: Alpha::None,
         predictor: 1,
         planar_separate: false,
-        jpeg_tables: None,
+        stream: TileStream::Plain,
         ycbcr_subsampling: (2, 2),
     }
 }

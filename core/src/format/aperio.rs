@@ -11,13 +11,15 @@
 //!   `aperio.MPP`, `openslide.objective-power` from `aperio.AppMag`;
 //! * JPEG tiles are RGB-coded when Photometric = RGB (component ids 0,1,2, no Adobe marker);
 //!   compression 33003 is JPEG 2000 holding YCbCr, 33005 JPEG 2000 holding RGB;
-//! * ICC: the profile of IFD 0 is the slide's and also that of associated images lacking one.
+//! * ICC (4.0.1): the profile of the first level is the slide's; the thumbnail gets it too
+//!   when its ImageDescription names the same "ICC Profile" as level 0's; label and macro
+//!   never have one. Profiles are referenced by byte range and read on request.
 
 use std::collections::BTreeMap;
 
-use super::{add_standard_properties, build_levels, icc_of, image_from_ifd, is_tiled, tiff_properties, FormatDriver, Probe};
+use super::tiff_common::{icc_ref, image_from_ifd, is_tiled, levels_from_ifds, quickhash_input, tiff_properties};
+use super::{parse_double, FormatDriver, Probe, SlideLayout};
 use crate::error::{Error, ImageRef, Result};
-use crate::index::SlideIndex;
 use crate::tiff::tags;
 
 /// The Aperio SVS driver.
@@ -44,7 +46,7 @@ impl FormatDriver for Aperio {
         Ok(())
     }
 
-    fn open(&self, probe: &Probe<'_>) -> Result<SlideIndex> {
+    fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
         let mut level_ifds = Vec::new();
@@ -70,8 +72,8 @@ impl FormatDriver for Aperio {
         if level_ifds.is_empty() {
             return Err(Error::format(at, "no tiled IFD"));
         }
-        let levels = build_levels(tf, src, at, &level_ifds)?;
-        let slide_icc = icc_of(tf, src, at, level_ifds[0])?;
+        let levels = levels_from_ifds(tf, src, at, &level_ifds)?;
+        let slide_icc = icc_ref(tf, src, at, level_ifds[0])?;
         let mut associated = BTreeMap::new();
         let mut associated_icc = BTreeMap::new();
         for (name, i) in assoc_ifds {
@@ -94,31 +96,23 @@ impl FormatDriver for Aperio {
         let mut properties = BTreeMap::new();
         tiff_properties(tf, src, at, 0, &mut properties)?;
         let desc = properties.get("tiff.ImageDescription").cloned().unwrap_or_default();
-        properties.insert("openslide.comment".into(), desc.clone());
         for (k, v) in aperio_fields(&desc) {
             properties.insert(format!("aperio.{k}"), v);
         }
-        if let Some(mpp) = properties.get("aperio.MPP").and_then(|v| super::parse_double(v)) {
-            let s = super::format_double(mpp);
-            properties.insert("openslide.mpp-x".into(), s.clone());
-            properties.insert("openslide.mpp-y".into(), s);
-        }
-        if let Some(mag) = properties.get("aperio.AppMag").and_then(|v| super::parse_double(v)) {
-            properties.insert("openslide.objective-power".into(), super::format_double(mag));
-        }
-        let mut idx = SlideIndex {
-            path: at.path.clone(),
-            file_len: src.len(),
-            vendor: "aperio",
-            icc_profile: slide_icc,
+        let mpp = properties.get("aperio.MPP").and_then(|v| parse_double(v)).map(|m| (m, m));
+        let objective_power = properties.get("aperio.AppMag").and_then(|v| parse_double(v));
+        Ok(SlideLayout {
             levels,
             associated,
             properties,
+            mpp,
+            objective_power,
+            comment: Some(desc),
+            icc: slide_icc,
             associated_icc,
-        };
-        add_standard_properties(&mut idx);
-        super::quickhash::add_quickhash(tf, src, at, &mut idx)?;
-        Ok(idx)
+            quickhash: Some(quickhash_input(tf, src, at, 0)?),
+            ..SlideLayout::default()
+        })
     }
 }
 

@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{add_standard_properties, build_levels, icc_of, is_tiled, tiff_properties, FormatDriver, Probe};
+use super::tiff_common::{icc_ref, is_tiled, levels_from_ifds, quickhash_input, tiff_properties};
+use super::{FormatDriver, Probe, SlideLayout};
 use crate::error::{Error, Result};
-use crate::index::SlideIndex;
 use crate::tiff::tags;
 
 /// The generic tiled-TIFF driver (tried last).
@@ -31,7 +31,7 @@ impl FormatDriver for GenericTiff {
         Ok(())
     }
 
-    fn open(&self, probe: &Probe<'_>) -> Result<SlideIndex> {
+    fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
         let mut level_ifds = Vec::new();
@@ -49,12 +49,10 @@ impl FormatDriver for GenericTiff {
         let mut order: Vec<usize> = (0..level_ifds.len()).collect();
         order.sort_by_key(|&k| std::cmp::Reverse(widths[k]));
         level_ifds = order.into_iter().map(|k| level_ifds[k]).collect();
-        let levels = build_levels(tf, src, at, &level_ifds)?;
+        let levels = levels_from_ifds(tf, src, at, &level_ifds)?;
         let mut properties = BTreeMap::new();
         tiff_properties(tf, src, at, level_ifds[0], &mut properties)?;
-        if let Some(desc) = properties.get("tiff.ImageDescription").cloned() {
-            properties.insert("openslide.comment".into(), desc);
-        }
+        let comment = properties.get("tiff.ImageDescription").cloned();
         let r = tf.reader(src, at, level_ifds[0]);
         // mpp only when both resolutions are present and non-zero and the unit is inch (also the
         // default) or centimeter (OpenSlide 4.0.1).
@@ -63,24 +61,20 @@ impl FormatDriver for GenericTiff {
             3 => Some(10_000.0),
             _ => None,
         };
+        let mut mpp = None;
         if let (Some(um), Some(xr), Some(yr)) = (unit_um, r.float(tags::X_RESOLUTION)?, r.float(tags::Y_RESOLUTION)?) {
             if xr != 0.0 && yr != 0.0 && xr.is_finite() && yr.is_finite() {
-                properties.insert("openslide.mpp-x".into(), super::format_double(um / xr));
-                properties.insert("openslide.mpp-y".into(), super::format_double(um / yr));
+                mpp = Some((um / xr, um / yr));
             }
         }
-        let mut idx = SlideIndex {
-            path: at.path.clone(),
-            file_len: src.len(),
-            vendor: "generic-tiff",
-            icc_profile: icc_of(tf, src, at, level_ifds[0])?,
+        Ok(SlideLayout {
+            icc: icc_ref(tf, src, at, level_ifds[0])?,
             levels,
-            associated: BTreeMap::new(),
             properties,
-            associated_icc: BTreeMap::new(),
-        };
-        add_standard_properties(&mut idx);
-        super::quickhash::add_quickhash(tf, src, at, &mut idx)?;
-        Ok(idx)
+            mpp,
+            comment,
+            quickhash: Some(quickhash_input(tf, src, at, 0)?),
+            ..SlideLayout::default()
+        })
     }
 }

@@ -1,21 +1,33 @@
-//! Format drivers: detect a slide format by content, never by extension, and build its
-//! [`SlideIndex`].
+//! Format drivers: detect a slide format by content, never by extension, and describe it as a
+//! [`SlideLayout`] (plain data); [`finish()`] checks the layout, adds the standard `openslide.*`
+//! properties and quickhash, and builds the immutable [`SlideIndex`].
 //!
-//! Drivers are tried in order ([`DRIVERS`]): vendor drivers first, `generic-tiff` last, as in
-//! OpenSlide's format table (`openslide.c`). Each driver either accepts the file or says why it
+//! The split follows OpenSlide (`openslide.c` completes and checks what a vendor driver
+//! returns): a driver knows its vendor's layout rules, the core knows what every slide must
+//! satisfy. Adding a format is one file here, one line in [`registry`], a section in
+//! `docs/formats.md` and its cases in `core/tests/conformance.rs`.
+//!
+//! Drivers are tried in order ([`registry::DRIVERS`]): vendor drivers first, `generic-tiff`
+//! last, as in OpenSlide's format table. Each driver either accepts the file or says why it
 //! declined; the reasons form a [`DetectionReport`] (`slidestream info --why`).
 
 pub mod aperio;
+pub mod finish;
 pub mod generic_tiff;
 mod quickhash;
+pub mod registry;
+pub(crate) mod tiff_common;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{Alpha, CodecInfo, Compression, ImageIndex, LevelIndex, Photometric, SlideIndex, TileLoc};
+use crate::error::{Error, Location, Result};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex};
 use crate::io::ByteSource;
-use crate::tiff::{tags, TiffFile};
+use crate::tiff::TiffFile;
+
+pub use finish::finish;
+pub use registry::DRIVERS;
 
 /// Largest tile (or strip chunk) edge accepted, in pixels: a decoded chunk must fit in memory
 /// many times over (16384² RGBA = 1 GiB).
@@ -39,15 +51,76 @@ pub trait FormatDriver: Sync {
     fn name(&self) -> &'static str;
     /// `Ok(())` when the driver recognises the file, else the reason it declined.
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String>;
-    /// Build the index of a file `detect` accepted.
+    /// Describe a file `detect` accepted. Reads structure only (tags, directories), never
+    /// pixels or ICC profiles; [`finish()`] completes and checks the result.
     ///
     /// # Errors
     /// Any [`Error`] from structure reading; `Unsupported` for features outside the driver.
-    fn open(&self, probe: &Probe<'_>) -> Result<SlideIndex>;
+    fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout>;
 }
 
-/// The ordered driver table: vendor drivers first, generic TIFF last.
-pub static DRIVERS: &[&dyn FormatDriver] = &[&aperio::Aperio, &generic_tiff::GenericTiff];
+/// One pyramid level as a driver describes it.
+#[derive(Debug, Clone)]
+pub struct LayoutLevel {
+    /// Geometry, tiles and codec.
+    pub image: ImageIndex,
+    /// Where the level comes from, for error messages (e.g. `"IFD 3"`).
+    pub origin: String,
+}
+
+/// What a driver hashes for `openslide.quickhash-1` (SHA-256, computed by [`finish()`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuickhashInput {
+    /// Hash the stored bytes of every tile of the lowest-resolution level first, in the
+    /// format's storage order (OpenSlide's TIFF rule; no hash when they exceed 5 MiB).
+    pub lowest_level_tiles: bool,
+    /// Then each (name, value), each followed by a NUL byte.
+    pub strings: Vec<(String, String)>,
+}
+
+/// The slide's bounds of non-empty data in level-0 pixels (`openslide.bounds-*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Left edge.
+    pub x: i64,
+    /// Top edge.
+    pub y: i64,
+    /// Width.
+    pub width: u64,
+    /// Height.
+    pub height: u64,
+}
+
+/// A slide as a driver describes it: plain data, checked and completed by [`finish()`].
+#[derive(Debug, Clone, Default)]
+pub struct SlideLayout {
+    /// Further files the slide is read from, beyond the one opened (source 0); source `k` is
+    /// `extra_sources[k - 1]`.
+    pub extra_sources: Vec<PathBuf>,
+    /// Pyramid levels, level 0 (full resolution) first.
+    pub levels: Vec<LayoutLevel>,
+    /// Associated images by name (`thumbnail`, `label`, `macro`).
+    pub associated: BTreeMap<String, ImageIndex>,
+    /// Vendor and `tiff.*` properties. `openslide.*` keys are the core's: [`finish()`] refuses
+    /// a layout that sets one.
+    pub properties: BTreeMap<String, String>,
+    /// Microns per pixel (x, y) at level 0 (`openslide.mpp-x/-y`).
+    pub mpp: Option<(f64, f64)>,
+    /// Objective power (`openslide.objective-power`).
+    pub objective_power: Option<f64>,
+    /// Free text (`openslide.comment`).
+    pub comment: Option<String>,
+    /// Background colour as RGB (`openslide.background-color`, `RRGGBB`).
+    pub background_color: Option<[u8; 3]>,
+    /// Bounds of the non-empty region (`openslide.bounds-*`).
+    pub bounds: Option<Bounds>,
+    /// ICC profile of the pyramid, not read (`openslide.icc-size` is its length).
+    pub icc: Option<BlobRef>,
+    /// ICC profiles of associated images.
+    pub associated_icc: BTreeMap<String, BlobRef>,
+    /// What `openslide.quickhash-1` covers; `None`: no hash.
+    pub quickhash: Option<QuickhashInput>,
+}
 
 /// For each driver in order: its name and `Ok(())` if it accepted the file or the reason it
 /// declined. Detection stops at the first driver that accepts.
@@ -61,6 +134,18 @@ impl DetectionReport {
     /// The driver that accepted the file, if any.
     pub fn chosen(&self) -> Option<&'static str> {
         self.verdicts.iter().find(|(_, v)| v.is_ok()).map(|(n, _)| *n)
+    }
+
+    /// The verdicts on one line (`driver: reason; ...`), for error messages.
+    pub fn one_line(&self) -> String {
+        self.verdicts
+            .iter()
+            .map(|(n, v)| match v {
+                Ok(()) => format!("{n}: accepted"),
+                Err(w) => format!("{n}: {w}"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -90,182 +175,25 @@ pub fn detect(probe: &Probe<'_>) -> (DetectionReport, Option<&'static dyn Format
     (report, None)
 }
 
-/// `true` when IFD `i` is tiled (has TileWidth).
-pub(crate) fn is_tiled(tf: &TiffFile, i: usize) -> bool {
-    tf.ifds[i].get(tags::TILE_WIDTH).is_some()
-}
-
-/// Build the [`ImageIndex`] of IFD `index`: geometry, chunk grid, byte ranges and codec.
-///
-/// Validates everything that sizes memory or work: dimensions, tile size, array lengths.
+/// Detect, open with the accepting driver and [`finish()`]: the whole of opening a slide's
+/// structure from `src` (named by `at`; `identity` is the file's, when it is one).
 ///
 /// # Errors
-/// `Unsupported` naming the feature (bit depth, sample format, compression, photometric...);
-/// `Format` for missing or inconsistent required tags; `Limits` for oversized dimensions.
-pub(crate) fn image_from_ifd(
-    tf: &TiffFile,
-    src: &dyn ByteSource,
-    at: &Location,
-    index: usize,
-    what: ImageRef,
-) -> Result<ImageIndex> {
-    let at = &at.clone().with_image(what);
-    let r = tf.reader(src, at, index);
-    let width = r.uint(tags::IMAGE_WIDTH)?.ok_or_else(|| Error::format(at, "missing ImageWidth"))?;
-    let height = r.uint(tags::IMAGE_LENGTH)?.ok_or_else(|| Error::format(at, "missing ImageLength"))?;
-    if width == 0 || height == 0 {
-        return Err(Error::format(at, format!("image of size {width}x{height}")));
-    }
-    if width > MAX_IMAGE_EDGE || height > MAX_IMAGE_EDGE {
-        return Err(Error::limits(at, format!("image of size {width}x{height} exceeds {MAX_IMAGE_EDGE} pixels per edge")));
-    }
-    let spp = r.uint(tags::SAMPLES_PER_PIXEL)?.unwrap_or(1);
-    if spp == 0 || spp > 4 {
-        return Err(Error::unsupported(at, format!("SamplesPerPixel {spp}")));
-    }
-    if let Some(bps) = r.uints(tags::BITS_PER_SAMPLE)? {
-        if let Some(b) = bps.iter().find(|&&b| b != 8) {
-            return Err(Error::unsupported(at, format!("BitsPerSample {b} (only 8-bit samples are read)")));
-        }
-    } else {
-        return Err(Error::unsupported(at, "BitsPerSample 1 (default; only 8-bit samples are read)"));
-    }
-    if let Some(sf) = r.uints(tags::SAMPLE_FORMAT)? {
-        if let Some(s) = sf.iter().find(|&&s| s != 1) {
-            let name = match s {
-                2 => "signed integer",
-                3 => "floating point",
-                _ => "unknown",
-            };
-            return Err(Error::unsupported(at, format!("SampleFormat {s} ({name} samples)")));
-        }
-    }
-    if r.uint(tags::IMAGE_DEPTH)?.unwrap_or(1) > 1 {
-        return Err(Error::unsupported(at, "ImageDepth > 1 (volumetric tiles)"));
-    }
-    if r.uint(tags::FILL_ORDER)?.unwrap_or(1) == 2 {
-        return Err(Error::unsupported(at, "FillOrder 2 (LSB-first bit order)"));
-    }
-    let compression_tag = r.uint(tags::COMPRESSION)?.unwrap_or(1) as u16;
-    let compression = match compression_tag {
-        1 => Compression::None,
-        5 => Compression::Lzw,
-        6 => return Err(Error::unsupported(at, "Compression 6 (old-style JPEG, OJPEG)")),
-        7 => Compression::Jpeg,
-        8 | 32946 => Compression::Deflate,
-        33003 => Compression::Jpeg2000 { ycbcr: true },
-        33005 => Compression::Jpeg2000 { ycbcr: false },
-        50000 => Compression::Zstd,
-        50001 => Compression::WebP,
-        c => return Err(Error::unsupported(at, format!("Compression {c}"))),
+/// The TIFF parse error when the file is damaged TIFF no driver takes; `Unsupported` with the
+/// detection report when no driver recognises it; the driver's and [`finish()`]'s errors.
+pub fn open(src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>) -> Result<SlideIndex> {
+    let tiff = TiffFile::parse(src, at);
+    let probe = Probe { src, at, tiff: tiff.as_ref() };
+    let (report, driver) = detect(&probe);
+    let Some(driver) = driver else {
+        // A file that parses as TIFF but no driver takes, or a file that is not TIFF at all.
+        return Err(match tiff {
+            Err(e @ (Error::Format { .. } | Error::Limits { .. } | Error::Io { .. })) => e,
+            _ => Error::unsupported(at, format!("no format driver recognises this file ({})", report.one_line())),
+        });
     };
-    let photometric_tag = r.uint(tags::PHOTOMETRIC)?;
-    let photometric = match photometric_tag {
-        Some(1) => Photometric::MinIsBlack,
-        Some(2) => Photometric::Rgb,
-        Some(6) if compression == Compression::Jpeg => Photometric::YCbCr,
-        Some(6) if matches!(compression, Compression::Jpeg2000 { .. }) => Photometric::Rgb,
-        Some(6) => return Err(Error::unsupported(at, format!("Photometric 6 (YCbCr) with compression {compression_tag}"))),
-        Some(0) => return Err(Error::unsupported(at, "Photometric 0 (MinIsWhite)")),
-        Some(3) => return Err(Error::unsupported(at, "Photometric 3 (palette)")),
-        Some(5) => return Err(Error::unsupported(at, "Photometric 5 (separated, CMYK)")),
-        Some(p) => return Err(Error::unsupported(at, format!("Photometric {p}"))),
-        None if spp >= 3 => Photometric::Rgb,
-        None => Photometric::MinIsBlack,
-    };
-    let base = if photometric == Photometric::MinIsBlack { 1 } else { 3 };
-    let alpha = if spp == base {
-        Alpha::None
-    } else if spp == base + 1 {
-        match r.uints(tags::EXTRA_SAMPLES)?.and_then(|v| v.first().copied()) {
-            Some(1) => Alpha::Associated,
-            Some(2) => Alpha::Unassociated,
-            _ if compression == Compression::WebP => Alpha::Unassociated,
-            _ => Alpha::Ignored,
-        }
-    } else {
-        return Err(Error::unsupported(at, format!("SamplesPerPixel {spp} with photometric {photometric:?}")));
-    };
-    let predictor = r.uint(tags::PREDICTOR)?.unwrap_or(1) as u16;
-    match predictor {
-        1 => {}
-        2 if matches!(compression, Compression::Lzw | Compression::Deflate | Compression::Zstd | Compression::None) => {}
-        p => return Err(Error::unsupported(at, format!("Predictor {p} with compression {compression_tag}"))),
-    }
-    let planar_separate = match r.uint(tags::PLANAR_CONFIGURATION)?.unwrap_or(1) {
-        1 => false,
-        2 if spp == 1 => false,
-        2 if matches!(compression, Compression::Lzw | Compression::Deflate | Compression::Zstd | Compression::None) => true,
-        2 => return Err(Error::unsupported(at, format!("PlanarConfiguration 2 with compression {compression_tag}"))),
-        p => return Err(Error::format(at, format!("PlanarConfiguration {p}"))),
-    };
-    let jpeg_tables = if compression == Compression::Jpeg { r.raw(tags::JPEG_TABLES)?.map(Arc::from) } else { None };
-    let ycbcr_subsampling = match r.uints(tags::YCBCR_SUBSAMPLING)? {
-        Some(v) if v.len() >= 2 => (v[0] as u16, v[1] as u16),
-        _ => (2, 2),
-    };
-    let tiled = r.has(tags::TILE_WIDTH);
-    let (tile_width, tile_height, offsets_tag, counts_tag) = if tiled {
-        let tw = r.uint(tags::TILE_WIDTH)?.unwrap_or(0);
-        let th = r.uint(tags::TILE_LENGTH)?.ok_or_else(|| Error::format(at, "TileWidth without TileLength"))?;
-        (tw, th, tags::TILE_OFFSETS, tags::TILE_BYTE_COUNTS)
-    } else {
-        let rps = r.uint(tags::ROWS_PER_STRIP)?.unwrap_or(u32::MAX as u64).min(height);
-        (width, rps, tags::STRIP_OFFSETS, tags::STRIP_BYTE_COUNTS)
-    };
-    if tile_width == 0 || tile_height == 0 {
-        return Err(Error::format(at, format!("chunk size {tile_width}x{tile_height}")));
-    }
-    if tile_width > MAX_TILE_EDGE || tile_height > MAX_TILE_EDGE {
-        return Err(Error::limits(at, format!("chunk size {tile_width}x{tile_height} exceeds {MAX_TILE_EDGE} pixels per edge")));
-    }
-    let tiles_across = width.div_ceil(tile_width);
-    let tiles_down = height.div_ceil(tile_height);
-    let planes = if planar_separate { spp } else { 1 };
-    let expected = tiles_across
-        .checked_mul(tiles_down)
-        .and_then(|n| n.checked_mul(planes))
-        .ok_or_else(|| Error::limits(at, "tile count overflows"))?;
-    // Each chunk needs an offset and a byte count of at least one byte each in the file.
-    if expected > tf.file_len {
-        return Err(Error::limits(at, format!("{expected} chunks cannot fit in a file of {} bytes", tf.file_len)));
-    }
-    let offsets = r.uints(offsets_tag)?.ok_or_else(|| Error::format(at, "missing tile/strip offsets"))?;
-    let counts = r.uints(counts_tag)?.ok_or_else(|| Error::format(at, "missing tile/strip byte counts"))?;
-    if (offsets.len() as u64) < expected || (counts.len() as u64) < expected {
-        return Err(Error::format(
-            at,
-            format!("{} offsets and {} byte counts for {expected} chunks", offsets.len(), counts.len()),
-        ));
-    }
-    let tiles = offsets
-        .iter()
-        .zip(counts.iter())
-        .take(expected as usize)
-        .map(|(&offset, &byte_count)| TileLoc { offset, byte_count })
-        .collect();
-    Ok(ImageIndex {
-        ifd_index: index,
-        width,
-        height,
-        tile_width: tile_width as u32,
-        tile_height: tile_height as u32,
-        tiles_across,
-        tiles_down,
-        tiled,
-        codec: Arc::new(CodecInfo {
-            compression,
-            compression_tag,
-            photometric,
-            samples_per_pixel: spp as u16,
-            alpha,
-            predictor,
-            planar_separate,
-            jpeg_tables,
-            ycbcr_subsampling,
-        }),
-        tiles,
-    })
+    let layout = driver.open(&probe)?;
+    finish(driver.name(), layout, src, at, identity)
 }
 
 /// Format a float the way OpenSlide formats its double properties (GLib's `g_ascii_dtostr`,
@@ -299,129 +227,11 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
-/// Add the standard `openslide.*` level and associated-image properties shared by all drivers.
-pub(crate) fn add_standard_properties(idx: &mut SlideIndex) {
-    let p = &mut idx.properties;
-    p.insert("openslide.vendor".into(), idx.vendor.into());
-    p.insert("openslide.level-count".into(), idx.levels.len().to_string());
-    for (i, l) in idx.levels.iter().enumerate() {
-        p.insert(format!("openslide.level[{i}].width"), l.image.width.to_string());
-        p.insert(format!("openslide.level[{i}].height"), l.image.height.to_string());
-        p.insert(format!("openslide.level[{i}].downsample"), format_double(l.downsample));
-        if l.image.tiled {
-            p.insert(format!("openslide.level[{i}].tile-width"), l.image.tile_width.to_string());
-            p.insert(format!("openslide.level[{i}].tile-height"), l.image.tile_height.to_string());
-        }
-    }
-    for (name, a) in &idx.associated {
-        p.insert(format!("openslide.associated.{name}.width"), a.width.to_string());
-        p.insert(format!("openslide.associated.{name}.height"), a.height.to_string());
-    }
-    for (name, icc) in &idx.associated_icc {
-        p.insert(format!("openslide.associated.{name}.icc-size"), icc.len().to_string());
-    }
-    if let Some(icc) = &idx.icc_profile {
-        p.insert("openslide.icc-size".into(), icc.len().to_string());
-    }
-}
-
-/// Build levels from IFD indices (level 0 first); computes OpenSlide downsamples and checks
-/// that sizes decrease.
-pub(crate) fn build_levels(
-    tf: &TiffFile,
-    src: &dyn ByteSource,
-    at: &Location,
-    ifds: &[usize],
-) -> Result<Vec<LevelIndex>> {
-    let mut levels: Vec<LevelIndex> = Vec::with_capacity(ifds.len());
-    for (k, &i) in ifds.iter().enumerate() {
-        let image = image_from_ifd(tf, src, at, i, ImageRef::Level(k))?;
-        let downsample = match levels.first() {
-            None => 1.0,
-            Some(l0) => {
-                (l0.image.height as f64 / image.height as f64 + l0.image.width as f64 / image.width as f64) / 2.0
-            }
-        };
-        // OpenSlide (openslide.c) refuses pyramids whose downsamples do not increase.
-        if let Some(prev) = levels.last() {
-            if downsample <= prev.downsample {
-                return Err(Error::format(
-                    at,
-                    format!("level {k} (IFD {i}) has downsample {downsample} not above level {}'s {}", k - 1, prev.downsample),
-                ));
-            }
-        }
-        levels.push(LevelIndex { image, downsample });
-    }
-    Ok(levels)
-}
-
 /// Parse a double property value as OpenSlide's `_openslide_parse_double`: commas become
 /// points, the whole (non-empty) string must parse, NaN is refused.
 pub(crate) fn parse_double(s: &str) -> Option<f64> {
     let v: f64 = s.replace(',', ".").parse().ok()?;
     (!v.is_nan()).then_some(v)
-}
-
-/// Read the ICC profile (tag 34675) of IFD `i`.
-pub(crate) fn icc_of(tf: &TiffFile, src: &dyn ByteSource, at: &Location, i: usize) -> Result<Option<Arc<[u8]>>> {
-    Ok(tf.reader(src, at, i).raw(tags::ICC_PROFILE)?.filter(|v| !v.is_empty()).map(Arc::from))
-}
-
-/// Properties from TIFF tags of IFD `i`, named `tiff.<TagName>` as OpenSlide does
-/// (`openslide-decode-tifflike.c`).
-pub(crate) fn tiff_properties(
-    tf: &TiffFile,
-    src: &dyn ByteSource,
-    at: &Location,
-    i: usize,
-    out: &mut BTreeMap<String, String>,
-) -> Result<()> {
-    let r = tf.reader(src, at, i);
-    let ascii = [
-        (tags::IMAGE_DESCRIPTION, "ImageDescription"),
-        (tags::MAKE, "Make"),
-        (tags::MODEL, "Model"),
-        (tags::SOFTWARE, "Software"),
-        (tags::DATE_TIME, "DateTime"),
-        (tags::ARTIST, "Artist"),
-        (tags::HOST_COMPUTER, "HostComputer"),
-        (tags::COPYRIGHT, "Copyright"),
-        (tags::DOCUMENT_NAME, "DocumentName"),
-    ];
-    for (tag, name) in ascii {
-        if let Some(e) = r.ifd.get(tag) {
-            if e.field_type == 2 {
-                out.insert(format!("tiff.{name}"), r.ascii(tag)?.unwrap_or_default());
-            }
-        }
-    }
-    for (tag, name) in [
-        (tags::X_RESOLUTION, "XResolution"),
-        (tags::Y_RESOLUTION, "YResolution"),
-        (tags::X_POSITION, "XPosition"),
-        (tags::Y_POSITION, "YPosition"),
-    ] {
-        if let Some(v) = r.float(tag)? {
-            // A RATIONAL with denominator 0 (NaN or infinite) is not stored, as OpenSlide.
-            if v.is_finite() {
-                out.insert(format!("tiff.{name}"), format_double(v));
-            }
-        }
-    }
-    if let Some(u) = r.uint(tags::RESOLUTION_UNIT)? {
-        let s = match u {
-            1 => "none".to_string(),
-            2 => "inch".to_string(),
-            3 => "centimeter".to_string(),
-            _ => "unknown".to_string(),
-        };
-        out.insert("tiff.ResolutionUnit".into(), s);
-    } else {
-        // OpenSlide reports TIFF's default unit (2 = inch) when the tag is absent.
-        out.insert("tiff.ResolutionUnit".into(), "inch".into());
-    }
-    Ok(())
 }
 
 #[cfg(test)]

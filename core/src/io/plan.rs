@@ -164,19 +164,14 @@ impl ReadPlan {
     /// Requests are read in parallel in `pool` (`None` = rayon's global pool) when it has more
     /// than one worker and there is more than one request (positional reads are independent),
     /// else on the calling thread. Returns one result per request, in plan order; pass them to
-    /// [`slices`](Self::slices).
-    ///
-    /// # Panics
-    /// When `buf` is shorter than [`read_bytes`](Self::read_bytes) (a caller bug).
+    /// [`slices`](Self::slices). A `buf` shorter than [`read_bytes`](Self::read_bytes) (a caller
+    /// bug) reads nothing: every request fails with `InvalidInput`.
     pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<&rayon::ThreadPool>) -> Vec<io::Result<()>> {
         self.read_into_with(src, buf, Some(pool))
     }
 
     /// [`read_into`](Self::read_into) on the calling thread only (for callers that are already
     /// one of several parallel workers, such as the GPU engine's CPU decode workers).
-    ///
-    /// # Panics
-    /// As [`read_into`](Self::read_into).
     pub fn read_into_serial(&self, src: &dyn ByteSource, buf: &mut [u8]) -> Vec<io::Result<()>> {
         self.read_into_with(src, buf, None)
     }
@@ -184,7 +179,10 @@ impl ReadPlan {
     /// `pool`: `Some(pool)` = parallel where it pays, `None` = serial.
     fn read_into_with(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<Option<&rayon::ThreadPool>>) -> Vec<io::Result<()>> {
         let total = self.read_bytes() as usize;
-        assert!(buf.len() >= total, "read_into: buffer of {} bytes for a plan of {total}", buf.len());
+        if buf.len() < total {
+            let short = || io::Error::new(io::ErrorKind::InvalidInput, format!("read buffer of {} bytes for a plan of {total}", buf.len()));
+            return self.requests.iter().map(|_| Err(short())).collect();
+        }
         let mut parts: Vec<&mut [u8]> = Vec::with_capacity(self.requests.len());
         let mut rest = &mut buf[..total];
         for r in &self.requests {
@@ -374,6 +372,9 @@ mod tests {
                 wants.iter().filter(|x| x.len > 0).map(|x| (x.id, data[x.offset as usize..(x.offset + x.len) as usize].to_vec())).collect();
             assert_eq!(seen, want);
         }
+        // A buffer too short reads nothing.
+        let mut small = vec![0u8; 3];
+        assert!(plan.read_into(&src, &mut small, None).iter().all(|r| r.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::InvalidInput)));
         // A request past the end fails its own ranges only.
         let short = crate::io::MemSource::new(data[..2000].to_vec());
         let mut buf = vec![0u8; plan.read_bytes() as usize];

@@ -34,6 +34,14 @@ impl FileSource {
         Ok(FileSource { file, len: meta.len(), path: path.to_path_buf() })
     }
 
+    /// `fstat(2)` of the open file (its identity: device, inode, size, mtime).
+    ///
+    /// # Errors
+    /// The OS error from `fstat(2)`.
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+
     /// The path this source was opened from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -133,7 +133,8 @@ fn blit(tw: u64, th: u64, tile: &[u8], tx: u64, ty: u64, rect: &Rect, out: &mut 
 mod tests {
     use super::*;
     use crate::read::batch_plan::LevelGeom;
-    use crate::index::{Alpha, CodecInfo, Compression, ImageIndex, Photometric, TileLoc};
+    use crate::index::{ImageIndex, TileLoc};
+    use crate::read::test_image;
 
     #[test]
     fn rgba_to_rgb_drops_alpha_exactly() {
@@ -148,18 +149,7 @@ mod tests {
 
     /// A 6 × 4 level of 4 × 4 tiles (2 × 1 grid; the second tile is 2 wide).
     fn image() -> ImageIndex {
-        let codec = CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 3,
-            alpha: Alpha::None,
-            predictor: 1,
-            planar_separate: false,
-            jpeg_tables: None,
-            ycbcr_subsampling: (1, 1),
-        };
-        ImageIndex { ifd_index: 0, width: 6, height: 4, tile_width: 4, tile_height: 4, tiles_across: 2, tiles_down: 1, tiled: true, codec: Arc::new(codec), tiles: vec![TileLoc { offset: 8, byte_count: 1 }; 2] }
+        test_image(6, 4, 4, 4, 1, vec![TileLoc::primary(8, 1); 2])
     }
 
     /// Level pixel (x, y) as RGBA; alpha 128 at x = 5.

@@ -156,35 +156,13 @@ impl BatchPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Alpha, CodecInfo, Compression, Photometric, TileLoc};
-    use std::sync::Arc;
+    use crate::index::TileLoc;
+    use crate::read::test_image;
 
     /// A 1000 × 700 level of 256 × 256 tiles (4 × 3 grid; the last column is 232 wide, the last
     /// row 188 high).
     fn image() -> ImageIndex {
-        let codec = CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 3,
-            alpha: Alpha::None,
-            predictor: 1,
-            planar_separate: false,
-            jpeg_tables: None,
-            ycbcr_subsampling: (1, 1),
-        };
-        ImageIndex {
-            ifd_index: 0,
-            width: 1000,
-            height: 700,
-            tile_width: 256,
-            tile_height: 256,
-            tiles_across: 4,
-            tiles_down: 3,
-            tiled: true,
-            codec: Arc::new(codec),
-            tiles: vec![TileLoc { offset: 8, byte_count: 1 }; 12],
-        }
+        test_image(1000, 700, 256, 256, 1, vec![TileLoc::primary(8, 1); 12])
     }
 
     fn key(col: u64, row: u64) -> TileKey {

@@ -70,7 +70,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
             }
         }
         for (p, l) in img.tile_locs(col, row).enumerate() {
-            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.byte_count });
+            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.length });
         }
         misses.push(i);
     }
@@ -143,4 +143,51 @@ pub(crate) fn dedup_coords(coords: &[(u64, u64)]) -> (Vec<(u64, u64)>, Vec<usize
         })
         .collect();
     (unique, which)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::TileLoc;
+    use crate::io::metrics::MetricsSource;
+    use crate::io::MemSource;
+    use crate::read::test_image;
+
+    /// A 4 × 4 uncompressed RGB tile whose every pixel is `v`.
+    fn tile_bytes(v: u8) -> Vec<u8> {
+        vec![v; 4 * 4 * 3]
+    }
+
+    #[test]
+    fn fetch_reads_once_caches_whole_tiles_and_locates_before_reading() {
+        // An 8 × 8 image of four 4 × 4 tiles: (0, 0) at 100, (1, 0) at 148, (0, 1) missing,
+        // (1, 1) past the end of the 300-byte file.
+        let mut file = vec![0u8; 300];
+        file[100..148].copy_from_slice(&tile_bytes(10));
+        file[148..196].copy_from_slice(&tile_bytes(20));
+        let img = test_image(8, 8, 4, 4, 1, vec![TileLoc::primary(100, 48), TileLoc::primary(148, 48), TileLoc::primary(0, 0), TileLoc::primary(290, 48)]);
+        let src = MetricsSource::new(MemSource::new(file));
+        let cache = TileCache::new(1 << 20);
+        let at = Location::file("t.tif");
+        let plan = PlanOptions::default();
+        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None };
+        let got = fetch_tiles(&b, &[(1, 0), (0, 1), (0, 0)], None).unwrap();
+        assert_eq!(got[0].as_ref().map(|t| t.rgba[0]), Some(20));
+        assert!(got[1].is_none(), "missing tile = background");
+        assert_eq!(got[2].as_ref().map(|t| (t.width, t.height, t.rgba[..4].to_vec())), Some((4, 4, vec![10, 10, 10, 255])));
+        // Two adjacent tiles: one coalesced request.
+        assert_eq!((src.counters().requests, src.counters().bytes), (1, 96));
+        assert_eq!(cache.stats().entries, 2);
+        // Cached now: no further reads.
+        fetch_tiles(&b, &[(0, 0), (1, 0)], None).unwrap();
+        assert_eq!(src.counters().requests, 1);
+        // The bad tile fails before anything is read, with the read layer's kind.
+        let e = fetch_tiles(&b, &[(1, 1)], None).unwrap_err();
+        assert_eq!(e.kind_name(), "format");
+        assert!(e.to_string().contains("tile (1, 1)"), "{e}");
+        assert_eq!(src.counters().requests, 1);
+        assert_eq!(fetch_tiles(&b, &[(2, 0)], None).unwrap_err().kind_name(), "usage");
+        // Unique coordinates for fetch_tiles.
+        assert_eq!(dedup_coords(&[(1, 0), (0, 0), (1, 0)]), (vec![(1, 0), (0, 0)], vec![0, 1, 0]));
+    }
 }

@@ -9,12 +9,13 @@
 //! | a batch's output (n × h × w × channels) over `max_region_bytes` (or overflowing) | [`Error::Limits`] | [`batch_bytes`] |
 //! | a compressed tile over [`MAX_TILE_BYTES`] | [`Error::Limits`] | [`locate_tile`] |
 //! | a tile whose bytes lie past the end of the file | [`Error::Format`] | [`locate_tile`] |
-//! | a missing tile (offset 0 or byte count 0) | none: background | [`locate_tile`] |
+//! | a tile stored in a second source file (not read yet) | [`Error::Unsupported`] | [`locate_tile`] |
+//! | a missing tile (offset 0 or length 0; a cell a sparse grid does not store) | none: background | [`locate_tile`] |
 //!
 //! A corrupt tile (bytes that do not decode) is [`Error::Format`] from the codec.
 
 use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{ImageIndex, SlideIndex, TileLoc};
+use crate::index::{ImageIndex, SlideIndex, SourceId, TileLoc};
 
 /// Largest compressed tile accepted, in bytes (a 16384² RGBA tile stored raw is 1 GiB). A tile
 /// claiming more is refused before any allocation.
@@ -27,9 +28,9 @@ pub const MAX_TILE_BYTES: u64 = 1 << 30;
 /// [`Error::Usage`] when the level does not exist.
 pub fn level(index: &SlideIndex, level: usize) -> Result<(&ImageIndex, f64, Location)> {
     let l = index.levels.get(level).ok_or_else(|| {
-        Error::Usage(format!("{}: level {level} does not exist (level count {})", index.path.display(), index.levels.len()))
+        Error::Usage(format!("{}: level {level} does not exist (level count {})", index.path().display(), index.levels.len()))
     })?;
-    Ok((&l.image, l.downsample, Location::file(&index.path).with_image(ImageRef::Level(level))))
+    Ok((&l.image, l.downsample, Location::file(index.path()).with_image(ImageRef::Level(level))))
 }
 
 /// Bytes of one RGBA region of `size` (width, height) pixels: `w × h × 4`.
@@ -68,44 +69,40 @@ pub fn batch_bytes(n: usize, size: (u64, u64), channels: u8, max_region_bytes: u
     }
 }
 
-/// Where tile (`col`, `row`) of `img` lies in a file of `file_len` bytes: `Ok(None)` for a
-/// missing tile (any plane with offset 0 or byte count 0; read as background), else the byte
-/// range of its first plane, every plane having been checked (planar-separate images have
-/// one range per sample: [`ImageIndex::tile_locs`]). `at` names file and level; errors name
-/// the tile too.
+/// Where tile (`col`, `row`) of `img` lies in the slide's file of `file_len` bytes:
+/// `Ok(None)` for a missing tile (not stored, or any plane at offset 0 or of length 0; read as
+/// background, [`ImageIndex::tile`]), else the byte range of its first plane, every plane
+/// having been checked (planar-separate images have one range per sample). `at` names file and
+/// level; errors name the tile too.
 ///
 /// # Errors
 /// [`Error::Usage`] for a tile outside the grid; [`Error::Limits`] for a plane over
 /// [`MAX_TILE_BYTES`] (checked first: such a claim is refused whatever the file length);
-/// [`Error::Format`] for a plane past the end of the file (or whose end overflows).
+/// [`Error::Unsupported`] for a plane in a second source file; [`Error::Format`] for a plane
+/// past the end of the file (or whose end overflows).
 pub fn locate_tile(img: &ImageIndex, file_len: u64, col: u64, row: u64, at: &Location) -> Result<Option<TileLoc>> {
-    if col >= img.tiles_across || row >= img.tiles_down {
-        return Err(Error::Usage(format!("{at}: tile ({col}, {row}) outside the {}x{} tile grid", img.tiles_across, img.tiles_down)));
+    if col >= img.tiles_across() || row >= img.tiles_down() {
+        return Err(Error::Usage(format!("{at}: tile ({col}, {row}) outside the {}x{} tile grid", img.tiles_across(), img.tiles_down())));
     }
-    let mut first = None;
-    let mut missing = false;
-    for l in img.tile_locs(col, row) {
-        first.get_or_insert(l);
-        missing |= l.is_missing();
-    }
-    if missing {
-        return Ok(None);
-    }
-    for l in img.tile_locs(col, row) {
+    let Some(tile) = img.tile(col, row) else { return Ok(None) };
+    for &l in tile.locs {
         check_range(l, file_len, at, col, row)?;
     }
-    Ok(first)
+    Ok(tile.locs.first().copied())
 }
 
 /// The checks of one stored byte range (see [`locate_tile`]).
 fn check_range(l: TileLoc, file_len: u64, at: &Location, col: u64, row: u64) -> Result<()> {
-    if l.byte_count > MAX_TILE_BYTES {
-        return Err(Error::limits(&at.clone().with_tile(col, row), format!("compressed tile of {} bytes (limit {MAX_TILE_BYTES})", l.byte_count)));
+    if l.length > MAX_TILE_BYTES {
+        return Err(Error::limits(&at.clone().with_tile(col, row), format!("compressed tile of {} bytes (limit {MAX_TILE_BYTES})", l.length)));
     }
-    if l.offset.checked_add(l.byte_count).is_none_or(|e| e > file_len) {
+    if l.source != SourceId::PRIMARY {
+        return Err(Error::unsupported(&at.clone().with_tile(col, row), "tile data in a second source file"));
+    }
+    if l.end().is_none_or(|e| e > file_len) {
         return Err(Error::format(
             &at.clone().with_tile(col, row),
-            format!("tile data at offset {} (+{} bytes) lies past the end of the file ({file_len} bytes)", l.offset, l.byte_count),
+            format!("tile data at offset {} (+{} bytes) lies past the end of the file ({file_len} bytes)", l.offset, l.length),
         ));
     }
     Ok(())
@@ -114,33 +111,17 @@ fn check_range(l: TileLoc, file_len: u64, at: &Location, col: u64, row: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Alpha, CodecInfo, Compression, Photometric};
-    use std::sync::Arc;
+    use crate::read::test_image;
 
-    fn image(tiles: Vec<TileLoc>, planar: bool) -> ImageIndex {
-        let codec = CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 3,
-            alpha: Alpha::None,
-            predictor: 1,
-            planar_separate: planar,
-            jpeg_tables: None,
-            ycbcr_subsampling: (1, 1),
-        };
-        let (across, down) = (2, 1);
-        ImageIndex { ifd_index: 0, width: 20, height: 10, tile_width: 10, tile_height: 10, tiles_across: across, tiles_down: down, tiled: true, codec: Arc::new(codec), tiles }
-    }
-
-    fn loc(offset: u64, byte_count: u64) -> TileLoc {
-        TileLoc { offset, byte_count }
+    fn loc(offset: u64, length: u64) -> TileLoc {
+        TileLoc::primary(offset, length)
     }
 
     #[test]
     fn each_failure_has_one_kind() {
         let at = Location::file("x.tif");
-        let img = image(vec![loc(100, 10), loc(0, 0)], false);
+        // A 20 × 10 image of two 10 × 10 tiles.
+        let img = test_image(20, 10, 10, 10, 1, vec![loc(100, 10), loc(0, 0)]);
         assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(100, 10)));
         assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap(), None, "missing = background");
         assert_eq!(locate_tile(&img, 1000, 2, 0, &at).unwrap_err().kind_name(), "usage");
@@ -149,18 +130,23 @@ mod tests {
         assert_eq!(e.kind_name(), "format");
         assert!(e.to_string().contains("tile (0, 0)") && e.to_string().contains("past the end"), "{e}");
         // Over-large: Limits even when it also lies past the end of the file.
-        let big = image(vec![loc(16, MAX_TILE_BYTES + 1), loc(u64::MAX - 1, 5)], false);
+        let big = test_image(20, 10, 10, 10, 1, vec![loc(16, MAX_TILE_BYTES + 1), loc(u64::MAX - 1, 5)]);
         assert_eq!(locate_tile(&big, 1000, 0, 0, &at).unwrap_err().kind_name(), "limits");
-        assert_eq!(locate_tile(&big, 1000, 1, 0, &at).unwrap_err().kind_name(), "format", "offset + count overflows");
+        assert_eq!(locate_tile(&big, 1000, 1, 0, &at).unwrap_err().kind_name(), "format", "offset + length overflows");
+        // A second source file is not read yet.
+        let other = test_image(20, 10, 10, 10, 1, vec![TileLoc { source: SourceId(1), offset: 10, length: 5 }, loc(20, 5)]);
+        assert_eq!(locate_tile(&other, 1000, 0, 0, &at).unwrap_err().kind_name(), "unsupported");
+        assert_eq!(locate_tile(&other, 1000, 1, 0, &at).unwrap(), Some(loc(20, 5)));
     }
 
     #[test]
     fn every_plane_is_checked() {
         let at = Location::file("x.tif");
-        // Planar-separate RGB: 3 planes × 2 tiles; tile 0's blue plane lies past the end.
-        let img = image(vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(40, 5), loc(50, 5), loc(900, 500)], true);
+        // Planar-separate RGB (TIFF order: plane after plane): tile 1's blue plane lies past the end.
+        let img = test_image(20, 10, 10, 10, 3, vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(40, 5), loc(50, 5), loc(900, 500)]);
+        assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(10, 5)));
         assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap_err().kind_name(), "format");
-        let img = image(vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(0, 0), loc(50, 5), loc(60, 5)], true);
+        let img = test_image(20, 10, 10, 10, 3, vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(0, 0), loc(50, 5), loc(60, 5)]);
         assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(10, 5)));
         assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap(), None, "one missing plane = missing tile");
     }

@@ -20,7 +20,34 @@ pub(crate) mod fetch;
 pub mod locate;
 pub mod partial;
 
+// The layer's interface in one place; a crate-private build without `cuda` uses only part of it
+// (the rest serves the GPU engine and `unstable` consumers).
+#[allow(unused_imports)]
 pub use crate::io::plan::{in_pool, pool_threads};
+#[allow(unused_imports)]
 pub use batch_plan::{BatchPlan, LevelGeom, PatchGrid, TileKey, TileNeed, TilePart};
+#[allow(unused_imports)]
 pub use locate::{batch_bytes, locate_tile, region_bytes, MAX_TILE_BYTES};
+#[allow(unused_imports)]
 pub use partial::{cost_rank, decode_cost, partial_part};
+
+/// A test image: `width × height` pixels of `tile_w × tile_h` tiles, uncompressed RGB with
+/// `planes` sample planes (1 chunky, 3 planar-separate), chunks in TIFF order.
+#[cfg(test)]
+pub(crate) fn test_image(width: u64, height: u64, tile_w: u32, tile_h: u32, planes: usize, chunks: Vec<crate::index::TileLoc>) -> crate::index::ImageIndex {
+    use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, TileStream};
+    let codec = CodecInfo {
+        compression: Compression::None,
+        compression_tag: 1,
+        photometric: Photometric::Rgb,
+        samples_per_pixel: 3,
+        alpha: Alpha::None,
+        predictor: 1,
+        planar_separate: planes > 1,
+        stream: TileStream::Plain,
+        ycbcr_subsampling: (1, 1),
+    };
+    let (cols, rows) = (width.div_ceil(tile_w as u64), height.div_ceil(tile_h as u64));
+    let grid = Grid::regular(cols, rows, planes, chunks).expect("chunk count matches the grid");
+    ImageIndex { width, height, tile_width: tile_w, tile_height: tile_h, tiled: true, codec: std::sync::Arc::new(codec), grid }
+}

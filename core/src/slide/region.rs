@@ -43,7 +43,7 @@ impl Slide {
     /// RGBA bytes of a region of `size`, checked against `max_region_bytes`
     /// ([`crate::read::region_bytes`]).
     pub(super) fn region_bytes(&self, size: (u64, u64)) -> Result<usize> {
-        region_bytes(size, self.config.max_region_bytes, &Location::file(&self.index.path))
+        region_bytes(size, self.config.max_region_bytes, &Location::file(self.index.path()))
     }
 
     /// Like [`read_region`](Self::read_region) but fills the caller's buffer `out`
@@ -88,7 +88,7 @@ impl Slide {
     /// every batch entry point, [`crate::read::batch_bytes`]); [`Error::Usage`] when `out` has
     /// the wrong length.
     pub fn read_regions_rgb_into(&self, locations: &[(i64, i64)], level: usize, size: (u64, u64), background: [u8; 3], out: &mut [u8]) -> Result<()> {
-        let total = batch_bytes(locations.len(), size, 3, self.config.max_region_bytes, &Location::file(&self.index.path))?;
+        let total = batch_bytes(locations.len(), size, 3, self.config.max_region_bytes, &Location::file(self.index.path()))?;
         if total != out.len() {
             return Err(Error::Usage(format!(
                 "output buffer holds {} bytes, {} patches of {}x{} RGB need {total}",

@@ -16,8 +16,19 @@
 //! directories plus out-of-line tag values of the chain against twice the file size (they are
 //! disjoint in a valid file; overlapping IFDs or tags sharing one large value would otherwise
 //! turn a small file into gigabytes of entries, tag reads and tile index).
+//!
+//! Files: this one (header, IFD chain, budgets), [`tags`] (tag numbers), `ifd.rs` (entries,
+//! where a value is, typed value access).
+
+mod ifd;
+pub mod tags;
 
 use std::collections::{BTreeMap, HashSet};
+
+#[cfg_attr(not(feature = "unstable"), allow(unused_imports))] // used by the fuzz targets and tests
+pub use ifd::{type_size, Entry, Ifd, IfdReader, ValueRange};
+pub(crate) use ifd::check_inside;
+use ifd::Data;
 
 use crate::error::{Error, Location, Result};
 use crate::io::ByteSource;
@@ -49,53 +60,6 @@ fn charge(budget: &mut u64, at: &Location, bytes: u64) -> Result<()> {
     }
 }
 
-/// Well-known tag numbers (TIFF 6.0 unless noted).
-#[allow(missing_docs)]
-pub mod tags {
-    pub const NEW_SUBFILE_TYPE: u16 = 254;
-    pub const IMAGE_WIDTH: u16 = 256;
-    pub const IMAGE_LENGTH: u16 = 257;
-    pub const BITS_PER_SAMPLE: u16 = 258;
-    pub const COMPRESSION: u16 = 259;
-    pub const PHOTOMETRIC: u16 = 262;
-    pub const FILL_ORDER: u16 = 266;
-    pub const DOCUMENT_NAME: u16 = 269;
-    pub const IMAGE_DESCRIPTION: u16 = 270;
-    pub const MAKE: u16 = 271;
-    pub const MODEL: u16 = 272;
-    pub const STRIP_OFFSETS: u16 = 273;
-    pub const ORIENTATION: u16 = 274;
-    pub const SAMPLES_PER_PIXEL: u16 = 277;
-    pub const ROWS_PER_STRIP: u16 = 278;
-    pub const STRIP_BYTE_COUNTS: u16 = 279;
-    pub const X_RESOLUTION: u16 = 282;
-    pub const Y_RESOLUTION: u16 = 283;
-    pub const PLANAR_CONFIGURATION: u16 = 284;
-    pub const X_POSITION: u16 = 286;
-    pub const Y_POSITION: u16 = 287;
-    pub const RESOLUTION_UNIT: u16 = 296;
-    pub const SOFTWARE: u16 = 305;
-    pub const DATE_TIME: u16 = 306;
-    pub const ARTIST: u16 = 315;
-    pub const HOST_COMPUTER: u16 = 316;
-    pub const PREDICTOR: u16 = 317;
-    pub const TILE_WIDTH: u16 = 322;
-    pub const TILE_LENGTH: u16 = 323;
-    pub const TILE_OFFSETS: u16 = 324;
-    pub const TILE_BYTE_COUNTS: u16 = 325;
-    pub const SUB_IFDS: u16 = 330;
-    pub const EXTRA_SAMPLES: u16 = 338;
-    pub const SAMPLE_FORMAT: u16 = 339;
-    pub const JPEG_TABLES: u16 = 347;
-    pub const YCBCR_SUBSAMPLING: u16 = 530;
-    pub const REFERENCE_BLACK_WHITE: u16 = 532;
-    pub const COPYRIGHT: u16 = 33432;
-    /// ICC profile (TIFF/EP, "InterColorProfile").
-    pub const ICC_PROFILE: u16 = 34675;
-    /// Number of z-planes / depth (SGI), refused when > 1.
-    pub const IMAGE_DEPTH: u16 = 32997;
-}
-
 /// Byte order of the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ByteOrder {
@@ -103,54 +67,6 @@ pub enum ByteOrder {
     Little,
     /// "MM"
     Big,
-}
-
-/// Where an entry's value lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Data {
-    /// Value stored in the entry itself (up to 4 bytes, 8 in BigTIFF), in file byte order.
-    Inline([u8; 8]),
-    /// Value stored at this file offset.
-    At(u64),
-}
-
-/// One IFD entry: tag, field type, count and the value's location.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
-    /// Tag number.
-    pub tag: u16,
-    /// TIFF field type (1 BYTE ... 18 IFD8).
-    pub field_type: u16,
-    /// Number of values.
-    pub count: u64,
-    data: Data,
-}
-
-/// Size in bytes of one value of a TIFF field type, or `None` for an unknown type.
-pub fn type_size(field_type: u16) -> Option<u64> {
-    Some(match field_type {
-        1 | 2 | 6 | 7 => 1,
-        3 | 8 => 2,
-        4 | 9 | 11 | 13 => 4,
-        5 | 10 | 12 | 16 | 17 | 18 => 8,
-        _ => return None,
-    })
-}
-
-/// One image file directory.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ifd {
-    /// File offset of the directory.
-    pub offset: u64,
-    /// Entries by tag number.
-    pub entries: BTreeMap<u16, Entry>,
-}
-
-impl Ifd {
-    /// The entry for `tag`, if present.
-    pub fn get(&self, tag: u16) -> Option<&Entry> {
-        self.entries.get(&tag)
-    }
 }
 
 /// A parsed TIFF/BigTIFF file structure: the main IFD chain.
@@ -166,7 +82,7 @@ pub struct TiffFile {
     pub file_len: u64,
 }
 
-fn read_at(src: &dyn ByteSource, at: &Location, offset: u64, len: u64) -> Result<Vec<u8>> {
+pub(crate) fn read_at(src: &dyn ByteSource, at: &Location, offset: u64, len: u64) -> Result<Vec<u8>> {
     let end = offset.checked_add(len);
     if end.is_none_or(|e| e > src.len()) {
         return Err(Error::format(
@@ -298,21 +214,21 @@ impl TiffFile {
         Ok((Ifd { offset, entries }, next))
     }
 
-    fn u16_from(&self, b: &[u8]) -> u16 {
+    pub(crate) fn u16_from(&self, b: &[u8]) -> u16 {
         let a = [b[0], b[1]];
         match self.byte_order {
             ByteOrder::Little => u16::from_le_bytes(a),
             ByteOrder::Big => u16::from_be_bytes(a),
         }
     }
-    fn u32_from(&self, b: &[u8]) -> u32 {
+    pub(crate) fn u32_from(&self, b: &[u8]) -> u32 {
         let a = [b[0], b[1], b[2], b[3]];
         match self.byte_order {
             ByteOrder::Little => u32::from_le_bytes(a),
             ByteOrder::Big => u32::from_be_bytes(a),
         }
     }
-    fn u64_from(&self, b: &[u8]) -> u64 {
+    pub(crate) fn u64_from(&self, b: &[u8]) -> u64 {
         let mut a = [0u8; 8];
         a.copy_from_slice(&b[..8]);
         match self.byte_order {
@@ -321,131 +237,6 @@ impl TiffFile {
         }
     }
 
-    /// The raw bytes of an entry's value (file byte order), exactly `count × type size` bytes.
-    ///
-    /// # Errors
-    /// [`Error::Format`] when the value lies outside the file; [`Error::Limits`] when it is
-    /// larger than [`MAX_TAG_BYTES`].
-    pub fn raw(&self, src: &dyn ByteSource, at: &Location, e: &Entry) -> Result<Vec<u8>> {
-        let tsize = type_size(e.field_type).unwrap_or(1);
-        let total = e.count.saturating_mul(tsize);
-        if total > MAX_TAG_BYTES.min(self.file_len) {
-            return Err(Error::limits(
-                at,
-                format!("tag {} value of {total} bytes exceeds the file size or {MAX_TAG_BYTES} bytes", e.tag),
-            ));
-        }
-        match e.data {
-            Data::Inline(b) => Ok(b[..total as usize].to_vec()),
-            Data::At(off) => read_at(src, at, off, total).map_err(|err| match err {
-                Error::Format { at, message, codec } => Error::Format { at, message: format!("tag {}: {message}", e.tag), codec },
-                other => other,
-            }),
-        }
-    }
-
-    /// An entry's values as unsigned integers (BYTE, SHORT, LONG, LONG8, IFD, IFD8 types).
-    ///
-    /// # Errors
-    /// As [`raw`](Self::raw), plus [`Error::Format`] for a non-integer field type.
-    pub fn uints(&self, src: &dyn ByteSource, at: &Location, e: &Entry) -> Result<Vec<u64>> {
-        let raw = self.raw(src, at, e)?;
-        Ok(match e.field_type {
-            1 | 7 => raw.iter().map(|&b| b as u64).collect(),
-            3 => raw.chunks_exact(2).map(|c| self.u16_from(c) as u64).collect(),
-            4 | 13 => raw.chunks_exact(4).map(|c| self.u32_from(c) as u64).collect(),
-            16 | 18 => raw.chunks_exact(8).map(|c| self.u64_from(c)).collect(),
-            t => {
-                return Err(Error::format(at, format!("tag {}: field type {t} where an unsigned integer is required", e.tag)))
-            }
-        })
-    }
-
-    /// An entry's values as `f64` (integers, RATIONAL, SRATIONAL, FLOAT, DOUBLE).
-    ///
-    /// # Errors
-    /// As [`raw`](Self::raw), plus [`Error::Format`] for ASCII.
-    pub fn floats(&self, src: &dyn ByteSource, at: &Location, e: &Entry) -> Result<Vec<f64>> {
-        let raw = self.raw(src, at, e)?;
-        Ok(match e.field_type {
-            5 => raw
-                .chunks_exact(8)
-                .map(|c| self.u32_from(&c[..4]) as f64 / self.u32_from(&c[4..]) as f64)
-                .collect(),
-            10 => raw
-                .chunks_exact(8)
-                .map(|c| self.u32_from(&c[..4]) as i32 as f64 / self.u32_from(&c[4..]) as i32 as f64)
-                .collect(),
-            11 => raw.chunks_exact(4).map(|c| f32::from_bits(self.u32_from(c)) as f64).collect(),
-            12 => raw.chunks_exact(8).map(|c| f64::from_bits(self.u64_from(c))).collect(),
-            6 => raw.iter().map(|&b| b as i8 as f64).collect(),
-            8 => raw.chunks_exact(2).map(|c| self.u16_from(c) as i16 as f64).collect(),
-            9 => raw.chunks_exact(4).map(|c| self.u32_from(c) as i32 as f64).collect(),
-            17 => raw.chunks_exact(8).map(|c| self.u64_from(c) as i64 as f64).collect(),
-            2 => return Err(Error::format(at, format!("tag {}: ASCII where a number is required", e.tag))),
-            _ => self.uints(src, at, e)?.into_iter().map(|v| v as f64).collect(),
-        })
-    }
-
-    /// An ASCII entry as a string: up to the first NUL, invalid UTF-8 replaced (U+FFFD).
-    ///
-    /// # Errors
-    /// As [`raw`](Self::raw).
-    pub fn ascii(&self, src: &dyn ByteSource, at: &Location, e: &Entry) -> Result<String> {
-        let raw = self.raw(src, at, e)?;
-        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-        Ok(String::from_utf8_lossy(&raw[..end]).into_owned())
-    }
-
-    /// A reader for the tags of IFD `index`.
-    pub fn reader<'a>(&'a self, src: &'a dyn ByteSource, at: &'a Location, index: usize) -> IfdReader<'a> {
-        IfdReader { tf: self, src, at, ifd: &self.ifds[index] }
-    }
-}
-
-/// Convenience accessors for the tags of one IFD.
-#[derive(Clone, Copy)]
-pub struct IfdReader<'a> {
-    tf: &'a TiffFile,
-    src: &'a dyn ByteSource,
-    at: &'a Location,
-    /// The directory read.
-    pub ifd: &'a Ifd,
-}
-
-impl IfdReader<'_> {
-    /// `true` when `tag` is present.
-    pub fn has(&self, tag: u16) -> bool {
-        self.ifd.get(tag).is_some()
-    }
-    /// First value of an unsigned-integer tag.
-    pub fn uint(&self, tag: u16) -> Result<Option<u64>> {
-        match self.ifd.get(tag) {
-            None => Ok(None),
-            Some(e) if e.count == 0 => Ok(None),
-            Some(e) => Ok(self.tf.uints(self.src, self.at, e)?.first().copied()),
-        }
-    }
-    /// All values of an unsigned-integer tag.
-    pub fn uints(&self, tag: u16) -> Result<Option<Vec<u64>>> {
-        self.ifd.get(tag).map(|e| self.tf.uints(self.src, self.at, e)).transpose()
-    }
-    /// First value of a numeric tag as `f64`.
-    pub fn float(&self, tag: u16) -> Result<Option<f64>> {
-        match self.ifd.get(tag) {
-            None => Ok(None),
-            Some(e) if e.count == 0 => Ok(None),
-            Some(e) => Ok(self.tf.floats(self.src, self.at, e)?.first().copied()),
-        }
-    }
-    /// An ASCII tag.
-    pub fn ascii(&self, tag: u16) -> Result<Option<String>> {
-        self.ifd.get(tag).map(|e| self.tf.ascii(self.src, self.at, e)).transpose()
-    }
-    /// The raw bytes of a tag (exactly `count × type size` bytes).
-    pub fn raw(&self, tag: u16) -> Result<Option<Vec<u8>>> {
-        self.ifd.get(tag).map(|e| self.tf.raw(self.src, self.at, e)).transpose()
-    }
 }
 
 #[cfg(test)]

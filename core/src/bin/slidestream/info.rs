@@ -49,7 +49,7 @@ pub(crate) fn info(path: &Path, json: bool, why: bool, io_stats: bool) -> Result
         let _ = writeln!(
             out,
             "  [{i}] {} x {} px, downsample {:.4}, tiles {}x{} px ({} x {}), {}",
-            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across, im.tiles_down,
+            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across(), im.tiles_down(),
             im.codec.compression.name()
         );
     }

@@ -16,7 +16,7 @@ pub(crate) fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Resu
         .get(level)
         .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist (level count {})", path.display(), slide.level_count())))?
         .image;
-    let coords: Vec<(u64, u64)> = (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (c, r))).collect();
+    let coords: Vec<(u64, u64)> = (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (c, r))).collect();
     let pb = indicatif::ProgressBar::new(coords.len() as u64);
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) || json {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -72,7 +72,7 @@ pub(crate) fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, 
     let ds = slide.level_downsamples()[level];
     let (tw, th) = (img.tile_width as u64, img.tile_height as u64);
     let locs: Vec<(i64, i64)> =
-        (0..img.tiles_down).flat_map(|r| (0..img.tiles_across).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
+        (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
     let opts = DeviceOptions { device, channels: 3, ..DeviceOptions::default() };
     slidestream::gpu::start(device)?;
     let before = slidestream::gpu::stats(device);

@@ -99,7 +99,7 @@ impl Engine {
             let part = slide.part_if_small(img, (need.col, need.row), need.part);
             // The CPU decode cost model of the read layer (8 = a whole tile).
             let rank = cost_rank(decode_cost(part, img.valid_tile_size(need.col, need.row)));
-            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.byte_count, part, rank });
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
         }
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();

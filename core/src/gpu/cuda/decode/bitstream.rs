@@ -34,7 +34,7 @@ impl Engine {
         // Splice tables, check geometry with nvJPEG's own parser.
         let nvj = nvjpeg()?;
         let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
-        let tables_len = img.codec.jpeg_tables.as_deref().map_or(0, <[u8]>::len);
+        let tables_len = img.codec.jpeg_tables().map_or(0, <[u8]>::len);
         let bound: usize = place.iter().flatten().map(|&(_, len)| len + tables_len + 32).sum();
         slot.arena.ensure(bound)?;
         let arena = slot.arena.as_mut_slice(bound);
@@ -44,7 +44,7 @@ impl Engine {
         for (i, m) in chunk.iter().enumerate() {
             let Some((off, len)) = place[i] else { continue };
             let tile_at = || at.clone().with_tile(m.col, m.row);
-            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables.as_deref(), &buf[off..off + len], color, &mut tmp) {
+            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables(), &buf[off..off + len], color, &mut tmp) {
                 settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
                 continue;
             }
@@ -89,7 +89,7 @@ impl Engine {
         let placed = self.read_chunk_cufile(slot, fh, slide, chunk)?;
         let mut settled = Vec::new();
         // Tables prefix: SOI + the JPEGTables body (tile streams follow after their own SOI).
-        let prefix: Vec<u8> = match img.codec.jpeg_tables.as_deref() {
+        let prefix: Vec<u8> = match img.codec.jpeg_tables() {
             Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
                 let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
                 body.to_vec()

@@ -99,7 +99,7 @@ impl CuFiles {
         handles
             .entry(slide.id())
             .or_insert_with(|| {
-                let name = slide.index().path.display().to_string();
+                let name = slide.index().path().display().to_string();
                 let Some(fd) = slide.source().raw_fd() else {
                     counters.note_cufile_skip(format!("{name}: no file descriptor (slide not read from a local file): POSIX reads for this slide"));
                     return None;

@@ -1,0 +1,123 @@
+//! How an image's tiles are coded: compression, colour, samples, and how each tile's
+//! codestream is framed in the file ([`TileStream`]).
+
+use std::sync::Arc;
+
+/// Compression of a TIFF image's tiles or strips (TIFF tag 259).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// 1: uncompressed.
+    None,
+    /// 7: JPEG ("new-style", TIFF Technical Note 2), possibly abbreviated with JPEGTables.
+    Jpeg,
+    /// 8 (Adobe deflate) and 32946 (old deflate): zlib streams.
+    Deflate,
+    /// 5: LZW as in TIFF 6.0 (MSB-first codes, early change).
+    Lzw,
+    /// 50000: Zstandard (libtiff's code).
+    Zstd,
+    /// 50001: WebP (libtiff's code).
+    WebP,
+    /// 33003 (Aperio JPEG 2000, YCbCr-coded) or 33005 (Aperio JPEG 2000, RGB-coded),
+    /// per OpenSlide's aperio driver. `ycbcr` is true for 33003.
+    Jpeg2000 {
+        /// `true` when the codestream holds YCbCr that needs converting to RGB.
+        ycbcr: bool,
+    },
+}
+
+impl Compression {
+    /// The TIFF tag value(s) this compression is written with, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Jpeg => "jpeg",
+            Compression::Deflate => "deflate",
+            Compression::Lzw => "lzw",
+            Compression::Zstd => "zstd",
+            Compression::WebP => "webp",
+            Compression::Jpeg2000 { ycbcr: true } => "jpeg2000-ycbcr",
+            Compression::Jpeg2000 { ycbcr: false } => "jpeg2000-rgb",
+        }
+    }
+}
+
+/// Photometric interpretation (TIFF tag 262) of the decoded samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Photometric {
+    /// 1: greyscale, 0 = black.
+    MinIsBlack,
+    /// 2: RGB. For JPEG this means the JPEG stream is RGB-coded: no YCbCr transform.
+    Rgb,
+    /// 6: YCbCr; only with JPEG compression, whose decoder converts to RGB.
+    YCbCr,
+}
+
+/// Meaning of an extra (fourth or second) sample (TIFF tag 338).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alpha {
+    /// No alpha sample.
+    None,
+    /// Associated (premultiplied) alpha: un-premultiplied on decode.
+    Associated,
+    /// Unassociated alpha: kept as is.
+    Unassociated,
+    /// An extra sample of unspecified meaning: ignored (alpha 255).
+    Ignored,
+}
+
+/// How to decode one image's tiles or strips.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodecInfo {
+    /// The compression.
+    pub compression: Compression,
+    /// The TIFF compression tag value as written.
+    pub compression_tag: u16,
+    /// Photometric interpretation; decides the JPEG colour transform.
+    pub photometric: Photometric,
+    /// Samples per pixel (1..=4), all 8-bit unsigned.
+    pub samples_per_pixel: u16,
+    /// What the extra sample is, if any.
+    pub alpha: Alpha,
+    /// Predictor (1 = none, 2 = horizontal differencing).
+    pub predictor: u16,
+    /// `true` for PlanarConfiguration 2 (one chunk per sample plane).
+    pub planar_separate: bool,
+    /// How each tile's codestream is framed (JPEGTables splice, ...).
+    pub stream: TileStream,
+    /// YCbCrSubSampling (tag 530) as written (horizontal, vertical); informational: for JPEG the
+    /// SOF sampling factors are authoritative.
+    pub ycbcr_subsampling: (u16, u16),
+}
+
+impl CodecInfo {
+    /// The JPEGTables to splice in front of every abbreviated tile, when the tiles are framed
+    /// as [`TileStream::JpegTablesSplice`].
+    pub fn jpeg_tables(&self) -> Option<&[u8]> {
+        match &self.stream {
+            TileStream::JpegTablesSplice { tables } => Some(tables),
+            TileStream::Plain => None,
+        }
+    }
+}
+
+/// How a tile's codestream is framed in the file: what the decoder must add to, or take from,
+/// the stored bytes to get a complete codestream.
+///
+/// Variants that come next, with the drivers that need them (not built yet, so not listed):
+/// `NdpiRestartRun` (a Hamamatsu NDPI level is one JPEG whose restart intervals are the tiles:
+/// the header plus a run of restart intervals makes a tile) and `DicomFragments` (a DICOM frame
+/// split over several encapsulated fragments, concatenated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TileStream {
+    /// The stored bytes are the whole codestream.
+    Plain,
+    /// An abbreviated JPEG: the image's JPEGTables (TIFF tag 347, the raw bytes of the tag,
+    /// SOI ... EOI) are spliced in after the tile's SOI (TIFF Technical Note 2). Read at open:
+    /// tables are small (quantisation and Huffman tables, typically < 1 KiB).
+    JpegTablesSplice {
+        /// The tables stream as stored in the tag.
+        tables: Arc<[u8]>,
+    },
+}

@@ -1,0 +1,175 @@
+//! One image of a slide (a pyramid level or an associated image): geometry, tile size, where
+//! its tiles are ([`Grid`]) and how they are coded ([`CodecInfo`]).
+
+use std::sync::Arc;
+
+use super::{CodecInfo, Grid, TileLoc, TileRef};
+use crate::geometry::{tile_span, Rect};
+
+/// One image (pyramid level or associated image) as a grid of tiles.
+///
+/// Strip-organised images are described as a grid one tile wide: `tile_width = width`,
+/// `tile_height = RowsPerStrip`. Built by format drivers, checked by `format::finish`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageIndex {
+    /// Width in pixels.
+    pub width: u64,
+    /// Height in pixels.
+    pub height: u64,
+    /// Nominal tile width in pixels (the grid pitch of regular and sparse grids).
+    pub tile_width: u32,
+    /// Nominal tile height in pixels.
+    pub tile_height: u32,
+    /// `true` when the format stores tiles (reported as `openslide.level[i].tile-width/-height`),
+    /// `false` for strips.
+    pub tiled: bool,
+    /// How to decode the tiles.
+    pub codec: Arc<CodecInfo>,
+    /// Where the tiles are.
+    pub grid: Grid,
+}
+
+impl ImageIndex {
+    /// Columns of the tile grid (`ceil(width / tile_width)` for TIFF; the number of tiles for a
+    /// positioned grid).
+    pub fn tiles_across(&self) -> u64 {
+        self.grid.dims().0
+    }
+
+    /// Rows of the tile grid (1 for a positioned grid).
+    pub fn tiles_down(&self) -> u64 {
+        self.grid.dims().1
+    }
+
+    /// Number of sample planes stored separately (1 unless PlanarConfiguration = 2).
+    pub fn planes(&self) -> usize {
+        self.grid.planes()
+    }
+
+    /// The stored byte ranges of tile (`col`, `row`), one per plane, missing markers included;
+    /// nothing when the cell is outside the grid or not stored.
+    pub fn tile_locs(&self, col: u64, row: u64) -> impl Iterator<Item = TileLoc> + '_ {
+        self.grid.locs(col, row).iter().copied()
+    }
+
+    /// Tile (`col`, `row`) when it is stored: `None` when outside the grid, not stored in a
+    /// sparse grid, or marked missing (any plane at offset 0 or of length 0), all of which
+    /// read as background.
+    pub fn tile(&self, col: u64, row: u64) -> Option<TileRef<'_>> {
+        let locs = self.grid.locs(col, row);
+        if locs.is_empty() || locs.iter().any(TileLoc::is_missing) {
+            return None;
+        }
+        if self.grid.is_positioned() {
+            let t = self.grid.positioned_in_list(col)?;
+            return Some(TileRef { col, row, x: t.x, y: t.y, width: t.width, height: t.height, locs });
+        }
+        let (x, y) = self.tile_origin(col, row);
+        Some(TileRef { col, row, x: x as i64, y: y as i64, width: self.tile_width, height: self.tile_height, locs })
+    }
+
+    /// The stored tiles that intersect `rect` (level pixels), row-major for regular and sparse
+    /// grids, in list order (paint order) for positioned grids.
+    pub fn tiles_in_rect(&self, rect: &Rect) -> Vec<TileRef<'_>> {
+        if self.grid.is_positioned() {
+            return self
+                .grid
+                .positioned_in(rect)
+                .into_iter()
+                .map(|(i, t)| TileRef { col: i, row: 0, x: t.x, y: t.y, width: t.width, height: t.height, locs: &t.locs })
+                .collect();
+        }
+        let Some(clip) = rect.clip(self.width, self.height) else { return Vec::new() };
+        let (cols, rows) = tile_span(&clip, self.tile_width, self.tile_height);
+        rows.flat_map(|r| cols.clone().map(move |c| (c, r))).filter_map(|(c, r)| self.tile(c, r)).collect()
+    }
+
+    /// Level-pixel position of the top-left corner of grid cell (`col`, `row`).
+    pub fn tile_origin(&self, col: u64, row: u64) -> (u64, u64) {
+        (col * self.tile_width as u64, row * self.tile_height as u64)
+    }
+
+    /// The part of tile (`col`, `row`) that lies inside the image: (width, height) in pixels.
+    pub fn valid_tile_size(&self, col: u64, row: u64) -> (u32, u32) {
+        let w = (self.width - col * self.tile_width as u64).min(self.tile_width as u64);
+        let h = (self.height - row * self.tile_height as u64).min(self.tile_height as u64);
+        (w as u32, h as u32)
+    }
+
+    /// The part of tile (`col`, `row`) covered by `clip` (a rectangle inside the image, level
+    /// pixels), as `(x0, y0, x1, y1)` in pixels relative to the tile's top-left corner,
+    /// half-open. The tile must intersect `clip`.
+    pub fn part_of_tile(&self, clip: &Rect, col: u64, row: u64) -> (u64, u64, u64, u64) {
+        let (tx, ty) = self.tile_origin(col, row);
+        let (vw, vh) = self.valid_tile_size(col, row);
+        let x0 = (clip.x as u64).max(tx) - tx;
+        let y0 = (clip.y as u64).max(ty) - ty;
+        let x1 = (clip.x as u64 + clip.w).min(tx + vw as u64) - tx;
+        let y1 = (clip.y as u64 + clip.h).min(ty + vh as u64) - ty;
+        (x0, y0, x1, y1)
+    }
+
+    /// Sum of the compressed lengths of all stored ranges (saturating: hostile counts cannot
+    /// overflow).
+    pub fn total_bytes(&self) -> u64 {
+        self.grid.chunks().fold(0u64, |a, t| a.saturating_add(t.length))
+    }
+}
+
+/// One pyramid level.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Level {
+    /// Geometry, tile grid and codec.
+    pub image: ImageIndex,
+    /// Downsample relative to level 0: the mean of the per-axis ratios
+    /// `(w0 / wk + h0 / hk) / 2`, OpenSlide's rule (computed by `format::finish`).
+    pub downsample: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Alpha, Compression, Photometric, PositionedTile, TileStream};
+
+    fn image(grid: Grid) -> ImageIndex {
+        let codec = CodecInfo {
+            compression: Compression::None,
+            compression_tag: 1,
+            photometric: Photometric::Rgb,
+            samples_per_pixel: 3,
+            alpha: Alpha::None,
+            predictor: 1,
+            planar_separate: false,
+            stream: TileStream::Plain,
+            ycbcr_subsampling: (2, 2),
+        };
+        ImageIndex { width: 100, height: 50, tile_width: 40, tile_height: 40, tiled: true, codec: Arc::new(codec), grid }
+    }
+
+    #[test]
+    fn missing_tiles_are_not_returned_and_rectangles_are_clipped_to_the_image() {
+        // 3x2 grid; (1, 0) has offset 0, (2, 1) length 0: both missing.
+        let locs = [(8, 5), (0, 5), (20, 5), (30, 5), (40, 5), (50, 0)].map(|(o, l)| TileLoc::primary(o, l)).to_vec();
+        let img = image(Grid::regular(3, 2, 1, locs).unwrap());
+        assert!(img.tile(1, 0).is_none() && img.tile(2, 1).is_none() && img.tile(3, 0).is_none());
+        let t = img.tile(2, 0).unwrap();
+        assert_eq!((t.x, t.y, t.width, t.height, t.locs), (80, 0, 40, 40, &[TileLoc::primary(20, 5)][..]));
+        assert_eq!(img.tile_locs(1, 0).collect::<Vec<_>>(), vec![TileLoc::primary(0, 5)]);
+        let hits = |r: Rect| img.tiles_in_rect(&r).iter().map(|t| (t.col, t.row)).collect::<Vec<_>>();
+        assert_eq!(hits(Rect { x: -10, y: -10, w: 1000, h: 1000 }), vec![(0, 0), (2, 0), (0, 1), (1, 1)]);
+        assert_eq!(hits(Rect { x: 39, y: 39, w: 2, h: 2 }), vec![(0, 0), (0, 1), (1, 1)]);
+        assert!(hits(Rect { x: 100, y: 0, w: 5, h: 5 }).is_empty());
+        assert_eq!(img.total_bytes(), 25);
+    }
+
+    #[test]
+    fn positioned_tiles_keep_their_own_positions_and_sizes() {
+        let t = PositionedTile { x: -5, y: 7, width: 30, height: 20, locs: vec![TileLoc::primary(8, 9)] };
+        let img = image(Grid::positioned(vec![t]).unwrap());
+        let r = img.tile(0, 0).unwrap();
+        assert_eq!((r.x, r.y, r.width, r.height), (-5, 7, 30, 20));
+        assert_eq!(img.tiles_in_rect(&Rect { x: 0, y: 0, w: 1, h: 8 }).len(), 1);
+        assert!(img.tiles_in_rect(&Rect { x: 25, y: 0, w: 5, h: 5 }).is_empty());
+        assert!(img.tile(1, 0).is_none());
+    }
+}

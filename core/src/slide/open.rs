@@ -1,0 +1,199 @@
+//! Opening a slide and what it tells without reading pixels: geometry, properties, the
+//! associated images' sizes and the ICC profiles (read on request).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+
+use super::{Slide, SlideOptions, NEXT_SLIDE_ID};
+use crate::cache::TileCache;
+use crate::config::Config;
+use crate::error::{Error, Location, Result};
+use crate::format::{self, DetectionReport, Probe};
+use crate::geometry::best_level_for_downsample;
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, SourceId};
+use crate::io::metrics::MetricsSource;
+use crate::io::posix::FileSource;
+use crate::io::ByteSource;
+use crate::tiff::TiffFile;
+
+fn open_source(path: &Path) -> Result<FileSource> {
+    FileSource::open(path).map_err(|e| Error::io(&Location::file(path), e))
+}
+
+impl Slide {
+    /// Open a slide with default options.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be opened; [`Error::Unsupported`] when no driver
+    /// recognises it (the message carries the detection report) or it uses an unsupported
+    /// feature; [`Error::Format`] / [`Error::Limits`] for damaged structure.
+    pub fn open(path: impl AsRef<Path>) -> Result<Slide> {
+        Slide::open_with(path, SlideOptions::default())
+    }
+
+    /// Open a slide with explicit options. Errors as [`Slide::open`].
+    pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
+        let path = path.as_ref();
+        let src = open_source(path)?;
+        let identity = src.metadata().ok().map(|m| FileIdentity::of(&m));
+        Slide::open_source(path, Box::new(src), identity, opts)
+    }
+
+    /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's
+    /// input). `name` is used in error messages and as the slide's path; the index records no
+    /// file identity for it. Errors as [`Slide::open`] (except opening the file).
+    pub fn from_source(name: impl AsRef<Path>, source: Box<dyn ByteSource>, opts: SlideOptions) -> Result<Slide> {
+        Slide::open_source(name.as_ref(), source, None, opts)
+    }
+
+    fn open_source(path: &Path, source: Box<dyn ByteSource>, identity: Option<FileIdentity>, opts: SlideOptions) -> Result<Slide> {
+        let src = Arc::new(MetricsSource::new(source));
+        // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
+        // with an error naming it (docs/settings.md), whichever path reads it later.
+        crate::config::settings()?;
+        let index = format::open(&*src, &Location::file(path), identity)?;
+        let open_io = src.counters();
+        src.reset();
+        let cache = match opts.cache {
+            Some(c) => c,
+            None => TileCache::global()?,
+        };
+        // Closing the slide purges its tiles from every registered cache (`Slide::drop`).
+        crate::cache::registry::register_cache(&cache);
+        Ok(Slide {
+            index: Arc::new(index),
+            src,
+            open_io,
+            id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
+            cache,
+            config: match opts.config {
+                Some(c) => c,
+                None => Config::from_env()?,
+            },
+            pool: opts.pool,
+            icc: OnceLock::new(),
+        })
+    }
+
+    /// Run format detection only and say why each driver accepted or declined.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the file cannot be opened.
+    pub fn detect(path: impl AsRef<Path>) -> Result<DetectionReport> {
+        let path = path.as_ref();
+        let src = open_source(path)?;
+        let at = Location::file(path);
+        let tiff = TiffFile::parse(&src, &at);
+        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref() };
+        Ok(format::detect(&probe).0)
+    }
+
+    /// The tile index (levels, tiles, codecs, properties).
+    pub fn index(&self) -> &SlideIndex {
+        &self.index
+    }
+
+    /// Vendor / driver name (`openslide.vendor`).
+    pub fn vendor(&self) -> &'static str {
+        self.index.vendor
+    }
+
+    /// Number of pyramid levels.
+    pub fn level_count(&self) -> usize {
+        self.index.levels.len()
+    }
+
+    /// Level-0 (width, height) in pixels.
+    pub fn dimensions(&self) -> (u64, u64) {
+        self.index.dimensions()
+    }
+
+    /// (width, height) in pixels of every level, level 0 first.
+    pub fn level_dimensions(&self) -> Vec<(u64, u64)> {
+        self.index.levels.iter().map(|l| (l.image.width, l.image.height)).collect()
+    }
+
+    /// Downsample of every level relative to level 0 (OpenSlide's mean-of-axes rule).
+    pub fn level_downsamples(&self) -> Vec<f64> {
+        self.index.levels.iter().map(|l| l.downsample).collect()
+    }
+
+    /// (tile width, tile height) in pixels of every level.
+    pub fn level_tile_sizes(&self) -> Vec<(u32, u32)> {
+        self.index.levels.iter().map(|l| (l.image.tile_width, l.image.tile_height)).collect()
+    }
+
+    /// Properties with OpenSlide's names.
+    pub fn properties(&self) -> &BTreeMap<String, String> {
+        &self.index.properties
+    }
+
+    /// Names and (width, height) of the associated images.
+    pub fn associated_images(&self) -> BTreeMap<String, (u64, u64)> {
+        self.index.associated.iter().map(|(k, v)| (k.clone(), (v.width, v.height))).collect()
+    }
+
+    /// ICC profile of the pyramid, if any: read from the file at the first call (the index
+    /// keeps only its byte range; `openslide.icc-size` gives its length without reading it),
+    /// then kept.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the profile cannot be read.
+    pub fn icc_profile(&self) -> Result<Option<Arc<[u8]>>> {
+        if let Some(v) = self.icc.get() {
+            return Ok(v.clone());
+        }
+        let v = self.index.icc.as_ref().map(|b| self.read_blob(b)).transpose()?;
+        Ok(self.icc.get_or_init(|| v).clone())
+    }
+
+    /// ICC profile of associated image `name`, if it has one: read from the file at each call
+    /// (not kept).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for an unknown name; [`Error::Io`] when the profile cannot be read.
+    pub fn associated_icc_profile(&self, name: &str) -> Result<Option<Arc<[u8]>>> {
+        self.associated_image(name)?;
+        self.index.associated_icc.get(name).map(|b| self.read_blob(b)).transpose()
+    }
+
+    /// The bytes of `blob` (ranges were checked at open to lie inside their file).
+    fn read_blob(&self, blob: &BlobRef) -> Result<Arc<[u8]>> {
+        match blob {
+            BlobRef::Bytes(b) => Ok(b.clone()),
+            BlobRef::Range(r) => {
+                let at = Location::file(&self.index.sources[r.source.0 as usize].path);
+                if r.source != SourceId::PRIMARY {
+                    return Err(Error::unsupported(&at, "reading from a second source file"));
+                }
+                let mut buf = vec![0u8; r.length as usize];
+                self.src.read_exact_at(&mut buf, r.offset).map_err(|e| Error::io(&at, e))?;
+                Ok(Arc::from(buf))
+            }
+        }
+    }
+
+    /// Microns per pixel (x, y) at level 0, from `openslide.mpp-x/-y`.
+    pub fn mpp(&self) -> Option<(f64, f64)> {
+        let p = &self.index.properties;
+        Some((p.get("openslide.mpp-x")?.parse().ok()?, p.get("openslide.mpp-y")?.parse().ok()?))
+    }
+
+    /// The level to read for a wanted downsample (OpenSlide's rule).
+    pub fn best_level_for_downsample(&self, downsample: f64) -> usize {
+        best_level_for_downsample(&self.level_downsamples(), downsample)
+    }
+
+    /// The index of associated image `name`, or a usage error listing the names there are.
+    pub(super) fn associated_image(&self, name: &str) -> Result<&ImageIndex> {
+        self.index.associated.get(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: no associated image '{name}' (have: {})",
+                self.index.path().display(),
+                self.index.associated.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+}
