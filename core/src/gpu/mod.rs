@@ -72,7 +72,8 @@ pub fn clear_device_cache(device: usize) {
 }
 
 /// Whether a usable CUDA device is present (never panics; `false` without the `cuda` feature).
-/// Cheap to call repeatedly: it creates no stream and keeps no handle.
+/// Leaves nothing behind per call: it creates no stream and destroys the nvJPEG handle it makes to
+/// check the hardware backend (device 0's primary context is retained once per process).
 pub fn available() -> bool {
     probe().is_ok_and(|r| !r.devices.is_empty())
 }
