@@ -5,13 +5,11 @@
 use numpy::{PyArray3, PyArray4};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use slidestream::error::Location;
 use slidestream::gpu::DeviceOptions;
-use slidestream::{Error, Rgba};
+use slidestream::Rgba;
 
 use crate::args;
 use crate::device_array::PyDeviceArray;
-use crate::errors::to_py;
 use crate::slide::PySlide;
 
 /// An RGBA result as a numpy uint8 array (height, width, 4) owning the buffer.
@@ -47,8 +45,9 @@ impl PySlide {
         }
     }
 
-    /// `Slide.read_regions`: see its docs in [`crate::slide`]. The output size is checked
-    /// against `max_region_bytes` before anything is allocated (LimitsExceededError).
+    /// `Slide.read_regions`: see its docs in [`crate::slide`]. The core checks the output size
+    /// against `max_region_bytes` (the one batch rule of every entry point) before anything is
+    /// allocated (LimitsExceededError).
     pub(crate) fn read_regions_impl<'py>(
         &self,
         py: Python<'py>,
@@ -63,28 +62,13 @@ impl PySlide {
         let dev = args::device(device)?;
         let locs = args::locations(locations)?;
         let level = self.level(py, level)?;
-        let n = locs.len();
-        let (w, h) = (size.0 as usize, size.1 as usize);
-        let bytes = n
-            .checked_mul(w)
-            .and_then(|v| v.checked_mul(h))
-            .and_then(|v| v.checked_mul(3))
-            .ok_or_else(|| to_py(py, Error::Usage("read_regions output size overflows".into())))?;
-        let limit = self.slide(py)?.config().max_region_bytes;
-        if bytes as u64 > limit {
-            let msg = format!("read_regions output of {bytes} bytes exceeds max_region_bytes ({limit})");
-            return Err(to_py(py, Error::limits(&Location::file(&self.path), msg)));
-        }
         if let Some(dev) = dev {
             let opts = DeviceOptions { device: dev, channels: 3, background: bg };
             let a = self.run_device(py, dev, move |s| s.read_regions_device(&locs, level, size, &opts)?.into_result())?;
             return Ok(Bound::new(py, PyDeviceArray::new(a))?.into_any());
         }
-        let out = self.run(py, move |s| {
-            let mut out = slidestream::alloc_pixels(bytes);
-            s.read_regions_rgb_into(&locs, level, size, bg, &mut out)?;
-            Ok(out)
-        })?;
+        let (n, w, h) = (locs.len(), size.0 as usize, size.1 as usize);
+        let out = self.run(py, move |s| s.read_regions_rgb(&locs, level, size, bg))?;
         let arr = ndarray::Array4::from_shape_vec((n, h, w, 3), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyArray4::from_owned_array(py, arr).into_any())
     }

@@ -129,6 +129,19 @@ impl Slide {
         Ok(())
     }
 
+    /// [`read_regions_rgb_into`](Self::read_regions_rgb_into) into a new buffer of
+    /// `n × height × width × 3` bytes (patch after patch, row-major RGB), allocated only once
+    /// the batch limit has been checked.
+    ///
+    /// # Errors
+    /// As [`read_regions_rgb_into`](Self::read_regions_rgb_into).
+    pub fn read_regions_rgb(&self, locations: &[(i64, i64)], level: usize, size: (u64, u64), background: [u8; 3]) -> Result<Vec<u8>> {
+        let total = batch_bytes(locations.len(), size, 3, self.config.max_region_bytes, &Location::file(self.index.path()))?;
+        let mut out = alloc_pixels(total);
+        self.read_regions_rgb_into(locations, level, size, background, &mut out)?;
+        Ok(out)
+    }
+
     /// Decode the tiles at `coords` (column, row) of `level` through the pipeline (cache, read
     /// plan, parallel decode), returning how many were decoded or found cached (missing tiles
     /// excluded). A tile listed twice is read and decoded once. Used by `slidestream tiles` and
