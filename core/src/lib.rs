@@ -33,7 +33,7 @@
 //!   `indicatif`, `image`, `serde_json`). Libraries depending on slidestream can turn it off
 //!   with `default-features = false`.
 //! * `unstable`: makes the internal modules public (`tiff`, `format`, `index`, `io`, `codec`,
-//!   `cache`, `pipeline`, `geometry`, `slide`) for the fuzz targets, benches and tests that
+//!   `cache`, `read`, `geometry`, `slide`) for the fuzz targets, benches and tests that
 //!   exercise internals. Nothing under them is covered by semver; without the feature they are
 //!   crate-private.
 //!
@@ -48,8 +48,9 @@
 //! ## Layout
 //! `tiff` reads TIFF structure; `format` holds one driver per vendor; `index` is the immutable
 //! tile index; `io` has byte sources and the read planner; `codec` decodes tiles; `cache` is the
-//! tile cache; `pipeline` runs a batch; `slide` is the public handle. See
-//! `docs/architecture.md`.
+//! tile cache (and the registry of caches purged when a slide closes); `read` is the read layer
+//! shared by the CPU and GPU paths (batch plan, tile location, partial-decode rule, CPU fetch
+//! and assembly); `slide` is the public handle. See `docs/architecture.md`.
 
 #![warn(missing_docs)]
 
@@ -71,7 +72,7 @@ pub mod config;
 pub mod error;
 pub mod gpu;
 
-internal_modules!(cache, codec, format, geometry, index, io, pipeline, slide, tiff);
+internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
 
 pub use cache::{CacheStats, TileCache, TileKey};
 pub use codec::DecodedTile;

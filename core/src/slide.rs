@@ -1,20 +1,20 @@
 //! [`Slide`]: an open whole-slide image. Opening and metadata are in `slide/open.rs`.
 
 mod open;
+mod region;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 
 use crate::cache::{CacheStats, TileCache};
-use crate::codec::{DecodedTile, PartRect};
 use crate::config::Config;
-use crate::error::{Error, ImageRef, Location, Result};
-use crate::geometry::{level_origin, tile_span, Rect};
+use crate::error::{ImageRef, Location, Result};
+use crate::geometry::Rect;
 use crate::index::{ImageIndex, SlideIndex};
 use crate::io::metrics::{IoCounters, MetricsSource};
 use crate::io::ByteSource;
-
-use crate::pipeline::{fetch_tiles, Batch, CacheSlot};
+use crate::read::assemble::blit_tile;
+use crate::read::fetch::{fetch_tiles, Batch};
 
 /// Options for opening a slide. The defaults use the process-wide tile cache and the settings
 /// from the environment ([`Config::from_env`]).
@@ -70,9 +70,10 @@ pub struct Slide {
 }
 
 impl Drop for Slide {
+    /// Purge this slide's tiles from every registered cache (the host cache it was opened with
+    /// and, on the GPU path, the device caches): [`crate::cache::registry`].
     fn drop(&mut self) {
-        self.cache.purge_slide(self.id);
-        crate::gpu::purge_slide(self.id);
+        crate::cache::registry::purge_slide(self.id);
     }
 }
 
@@ -104,176 +105,6 @@ impl Slide {
         &self.config
     }
 
-    fn level_at(&self, level: usize) -> Result<(&ImageIndex, Location)> {
-        let l = self.index.levels.get(level).ok_or_else(|| {
-            Error::Usage(format!("{}: level {level} does not exist (level count {})", self.index.path().display(), self.level_count()))
-        })?;
-        Ok((&l.image, Location::file(self.index.path()).with_image(ImageRef::Level(level))))
-    }
-
-    /// Read a region as RGBA.
-    ///
-    /// * `location`: (x, y) of the top-left pixel in **level-0** coordinates; may be negative.
-    /// * `level`: pyramid level to read from.
-    /// * `size`: (width, height) in pixels **of that level**.
-    ///
-    /// Returns RGBA `u8`, shape (height, width, 4), non-premultiplied; pixels outside the image
-    /// and in missing tiles are (0, 0, 0, 0): OpenSlide's `read_region` semantics.
-    ///
-    /// # Errors
-    /// [`Error::Usage`] for a level that does not exist; [`Error::Limits`] when the output
-    /// exceeds `max_region_bytes`; [`Error::Format`] / [`Error::Io`] naming level and tile when
-    /// a tile cannot be read or decoded. The slide stays usable after any error.
-    pub fn read_region(&self, location: (i64, i64), level: usize, size: (u64, u64)) -> Result<Rgba> {
-        let bytes = self.region_bytes(size)?;
-        let mut data = alloc_pixels(bytes);
-        self.read_region_into(location, level, size, &mut data)?;
-        Ok(Rgba { width: size.0, height: size.1, data })
-    }
-
-    fn region_bytes(&self, size: (u64, u64)) -> Result<usize> {
-        let bytes = size.0.checked_mul(size.1).and_then(|n| n.checked_mul(4));
-        match bytes {
-            Some(b) if b <= self.config.max_region_bytes && usize::try_from(b).is_ok() => Ok(b as usize),
-            _ => Err(Error::limits(
-                &Location::file(self.index.path()),
-                format!("region of {}x{} pixels exceeds max_region_bytes ({} bytes)", size.0, size.1, self.config.max_region_bytes),
-            )),
-        }
-    }
-
-    /// Like [`read_region`](Self::read_region) but fills the caller's buffer `out`
-    /// (exactly `width × height × 4` bytes, row-major RGBA). Every byte of `out` is written.
-    ///
-    /// # Errors
-    /// As [`read_region`](Self::read_region), plus [`Error::Usage`] when `out` has the wrong length.
-    pub fn read_region_into(&self, location: (i64, i64), level: usize, size: (u64, u64), out: &mut [u8]) -> Result<()> {
-        let bytes = self.region_bytes(size)?;
-        if out.len() != bytes {
-            return Err(Error::Usage(format!("output buffer holds {} bytes, region needs {bytes}", out.len())));
-        }
-        let (img, at) = self.level_at(level)?;
-        let ds = self.index.levels[level].downsample;
-        let rect = Rect { x: level_origin(location.0, ds), y: level_origin(location.1, ds), w: size.0, h: size.1 };
-        out.fill(0);
-        let Some(clip) = rect.clip(img.width, img.height) else { return Ok(()) };
-        let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-        let coords: Vec<(u64, u64)> = rows.flat_map(|r| cols.clone().map(move |c| (c, r))).collect();
-        let batch = self.level_batch(img, &at, level);
-        // The part of each tile the region needs; small parts are decoded partially.
-        let parts: Vec<Option<PartRect>> =
-            coords.iter().map(|&(c, r)| self.part_if_small(img, (c, r), img.part_of_tile(&clip, c, r))).collect();
-        let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
-        for (&(col, row), tile) in coords.iter().zip(&tiles) {
-            if let Some(t) = tile {
-                blit_tile(t, col * img.tile_width as u64, row * img.tile_height as u64, &rect, out);
-            }
-        }
-        Ok(())
-    }
-
-    /// Read many same-sized patches of one level in one call, as RGB for ML pipelines.
-    ///
-    /// * `locations`: top-left corners in **level-0** pixels (may be negative).
-    /// * `size`: (width, height) of every patch in pixels of `level`.
-    /// * `background`: RGB written where a patch lies outside the image or on a missing tile;
-    ///   partly transparent pixels are composited over it (`c·a/255 + bg·(1 − a/255)`, rounded).
-    /// * `out`: `n × height × width × 3` bytes, row-major (n, height, width, 3), filled
-    ///   completely.
-    ///
-    /// Tiles shared by several patches are read and decoded once; patches are processed in
-    /// groups that need at most 512 distinct tiles (bounding memory), each group decoding its
-    /// tiles and assembling its patches in parallel.
-    ///
-    /// # Errors
-    /// As [`read_region`](Self::read_region); [`Error::Usage`] when `out` has the wrong length.
-    pub fn read_regions_rgb_into(
-        &self,
-        locations: &[(i64, i64)],
-        level: usize,
-        size: (u64, u64),
-        background: [u8; 3],
-        out: &mut [u8],
-    ) -> Result<()> {
-        let patch_rgba = self.region_bytes(size)?;
-        let patch_bytes = patch_rgba / 4 * 3;
-        let total = patch_bytes.checked_mul(locations.len()).filter(|&t| t as u64 <= self.config.max_region_bytes.saturating_mul(4));
-        if total != Some(out.len()) {
-            return Err(Error::Usage(format!(
-                "output buffer holds {} bytes, {} patches of {}x{} RGB need {}",
-                out.len(),
-                locations.len(),
-                size.0,
-                size.1,
-                total.map_or("too many".to_string(), |t| t.to_string())
-            )));
-        }
-        let (img, at) = self.level_at(level)?;
-        let ds = self.index.levels[level].downsample;
-        let rects: Vec<Rect> = locations
-            .iter()
-            .map(|&(x, y)| Rect { x: level_origin(x, ds), y: level_origin(y, ds), w: size.0, h: size.1 })
-            .collect();
-        let batch = self.level_batch(img, &at, level);
-        const MAX_GROUP_TILES: usize = 512;
-        let mut start = 0;
-        while start < rects.len() {
-            // Grow the group until it needs MAX_GROUP_TILES distinct tiles; record, per tile, the
-            // union of the parts its patches need.
-            let mut need: std::collections::HashMap<(u64, u64), (u64, u64, u64, u64)> = std::collections::HashMap::new();
-            let mut end = start;
-            while end < rects.len() && (need.len() < MAX_GROUP_TILES || end == start) {
-                if let Some(clip) = rects[end].clip(img.width, img.height) {
-                    let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-                    for row in rows {
-                        for col in cols.clone() {
-                            let (x0, y0, x1, y1) = img.part_of_tile(&clip, col, row);
-                            need.entry((col, row))
-                                .and_modify(|u| *u = (u.0.min(x0), u.1.min(y0), u.2.max(x1), u.3.max(y1)))
-                                .or_insert((x0, y0, x1, y1));
-                        }
-                    }
-                }
-                end += 1;
-            }
-            let coords: Vec<(u64, u64)> = need.keys().copied().collect();
-            let parts: Vec<Option<PartRect>> = coords.iter().map(|c| self.part_if_small(img, *c, need[c])).collect();
-            let tiles = fetch_tiles(&batch, &coords, Some(&parts))?;
-            let by_coord: std::collections::HashMap<(u64, u64), &Arc<DecodedTile>> =
-                coords.iter().zip(&tiles).filter_map(|(c, t)| t.as_ref().map(|t| (*c, t))).collect();
-            let assemble = |(k, dst): (usize, &mut [u8])| {
-                let rect = rects[start + k];
-                if background[0] == background[1] && background[1] == background[2] {
-                    dst.fill(background[0]);
-                } else {
-                    for px in dst.chunks_exact_mut(3) {
-                        px.copy_from_slice(&background);
-                    }
-                }
-                if let Some(clip) = rect.clip(img.width, img.height) {
-                    let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-                    for row in rows {
-                        for col in cols.clone() {
-                            if let Some(t) = by_coord.get(&(col, row)) {
-                                let (tx, ty) = (col * img.tile_width as u64 + t.x as u64, row * img.tile_height as u64 + t.y as u64);
-                                blit_rgb(t, tx, ty, &rect, background, dst);
-                            }
-                        }
-                    }
-                }
-            };
-            let group_out = &mut out[start * patch_bytes..end * patch_bytes];
-            if crate::pipeline::pool_threads(batch.pool) > 1 && end - start > 1 {
-                use rayon::prelude::*;
-                crate::pipeline::in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble));
-            } else {
-                group_out.chunks_mut(patch_bytes).enumerate().for_each(assemble);
-            }
-            start = end;
-        }
-        Ok(())
-    }
-
     /// Process-unique id of this open slide (the key of its tiles in the caches).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn id(&self) -> u64 {
@@ -295,42 +126,7 @@ impl Slide {
     /// Level geometry for the GPU path: the level's image index and downsample.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) fn level_image(&self, level: usize) -> Result<(&ImageIndex, f64, Location)> {
-        let (img, at) = self.level_at(level)?;
-        Ok((img, self.index.levels[level].downsample, at))
-    }
-
-    /// A pipeline batch over one level, cached in this slide's tile cache.
-    fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
-        Batch {
-            src: &*self.src,
-            image: img,
-            at,
-            plan: &self.config.plan,
-            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
-            pool: self.pool.as_deref(),
-        }
-    }
-
-    /// The part of tile `coord` given by `(x0, y0, x1, y1)` (tile pixels) when it is small
-    /// enough to decode partially under `partial_decode_max_fraction`.
-    pub(crate) fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), (x0, y0, x1, y1): (u64, u64, u64, u64)) -> Option<PartRect> {
-        let frac = self.config.partial_decode_max_fraction;
-        let (vw, vh) = img.valid_tile_size(coord.0, coord.1);
-        let area = (x1 - x0) * (y1 - y0);
-        (frac > 0.0 && (area as f64) <= frac * (vw as f64 * vh as f64))
-            .then(|| PartRect { x: x0 as u32, y: y0 as u32, w: (x1 - x0) as u32, h: (y1 - y0) as u32 })
-    }
-
-    /// Decode the tiles at `coords` (column, row) of `level` through the pipeline (cache, read
-    /// plan, parallel decode), returning how many were decoded or found cached (missing tiles
-    /// excluded). Used by `slidestream tiles` and benchmarks.
-    ///
-    /// # Errors
-    /// As [`read_region`](Self::read_region).
-    pub fn read_tiles(&self, level: usize, coords: &[(u64, u64)]) -> Result<usize> {
-        let (img, at) = self.level_at(level)?;
-        let batch = self.level_batch(img, &at, level);
-        Ok(fetch_tiles(&batch, coords, None)?.iter().filter(|t| t.is_some()).count())
+        crate::read::locate::level(&self.index, level)
     }
 
     /// Read a whole associated image (`thumbnail`, `label`, `macro`) as RGBA, shape
@@ -356,96 +152,5 @@ impl Slide {
             }
         }
         Ok(Rgba { width: img.width, height: img.height, data })
-    }
-}
-
-/// Composite the part of decoded tile `t` (placed at level position `tx`, `ty`) that falls in
-/// `rect` over `background` into an RGB patch `out` (`rect.w × rect.h × 3`).
-fn blit_rgb(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, background: [u8; 3], out: &mut [u8]) {
-    let (tw, th) = (t.width as i64, t.height as i64);
-    let x0 = (tx as i64).max(rect.x);
-    let y0 = (ty as i64).max(rect.y);
-    let x1 = (tx as i64 + tw).min(rect.x + rect.w as i64);
-    let y1 = (ty as i64 + th).min(rect.y + rect.h as i64);
-    if x1 <= x0 || y1 <= y0 {
-        return;
-    }
-    let n = (x1 - x0) as usize;
-    for y in y0..y1 {
-        let s = ((y - ty as i64) as usize * tw as usize + (x0 - tx as i64) as usize) * 4;
-        let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 3;
-        let src = &t.rgba[s..s + n * 4];
-        let dst = &mut out[d..d + n * 3];
-        if t.opaque {
-            rgba_to_rgb(src, dst);
-            continue;
-        }
-        for (p, q) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
-            match p[3] {
-                255 => q.copy_from_slice(&p[..3]),
-                0 => {}
-                a => {
-                    let a = a as u32;
-                    for c in 0..3 {
-                        q[c] = ((p[c] as u32 * a + background[c] as u32 * (255 - a) + 127) / 255) as u8;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Drop the alpha byte: `src` RGBA → `dst` RGB, same pixel count. Each pixel is moved as one
-/// 4-byte load and store (the stray alpha byte lands where the next pixel's red goes and is
-/// overwritten by it); only the last pixel is copied as 3 bytes.
-fn rgba_to_rgb(src: &[u8], dst: &mut [u8]) {
-    let n = dst.len() / 3;
-    if n == 0 {
-        return;
-    }
-    for i in 0..n - 1 {
-        let px: [u8; 4] = src[4 * i..4 * i + 4].try_into().expect("4 bytes");
-        dst[3 * i..3 * i + 4].copy_from_slice(&px);
-    }
-    dst[3 * (n - 1)..3 * n].copy_from_slice(&src[4 * (n - 1)..4 * (n - 1) + 3]);
-}
-
-/// Copy a decoded tile (whole or part) whose tile origin is level position (`tx`, `ty`).
-fn blit_tile(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, out: &mut [u8]) {
-    blit(t.width as u64, t.height as u64, &t.rgba, tx + t.x as u64, ty + t.y as u64, rect, out);
-}
-
-/// Copy the part of a decoded tile (`tw × th` RGBA at level position `(tx, ty)`) that falls in
-/// `rect` into `out` (RGBA, `rect.w × rect.h`).
-fn blit(tw: u64, th: u64, tile: &[u8], tx: u64, ty: u64, rect: &Rect, out: &mut [u8]) {
-    let x0 = (tx as i64).max(rect.x);
-    let y0 = (ty as i64).max(rect.y);
-    let x1 = ((tx + tw) as i64).min(rect.x + rect.w as i64);
-    let y1 = ((ty + th) as i64).min(rect.y + rect.h as i64);
-    if x1 <= x0 || y1 <= y0 {
-        return;
-    }
-    let n = (x1 - x0) as usize * 4;
-    for y in y0..y1 {
-        let s = ((y - ty as i64) as usize * tw as usize + (x0 - tx as i64) as usize) * 4;
-        let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 4;
-        out[d..d + n].copy_from_slice(&tile[s..s + n]);
-    }
-}
-
-
-#[cfg(test)]
-mod tests {
-    use super::rgba_to_rgb;
-
-    #[test]
-    fn rgba_to_rgb_drops_alpha_exactly() {
-        for n in 0..9usize {
-            let src: Vec<u8> = (0..n * 4).map(|i| i as u8).collect();
-            let mut dst = vec![0xAAu8; n * 3];
-            rgba_to_rgb(&src, &mut dst);
-            let expect: Vec<u8> = src.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
-            assert_eq!(dst, expect, "n = {n}");
-        }
     }
 }

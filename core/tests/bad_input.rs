@@ -689,8 +689,15 @@ fn region_requests_over_the_limit_fail_fast() {
     for size in [(32768u64, 32769u64), (1 << 20, 1 << 20), (1 << 32, 1 << 32), (u64::MAX, 2), (2, u64::MAX), (u64::MAX, u64::MAX)] {
         let e = expect_err(slide.read_region((0, 0), 0, size), &format!("read_region {size:?}"));
         assert!(matches!(e, Error::Limits { .. }) && e.to_string().contains("max_region_bytes"), "{size:?}: {e}");
+        // A batch's limit is on its RGB output (`read::batch_bytes`): 32768 × 32769 × 3 fits
+        // 4 GiB, so that one fails on the empty buffer instead.
         let e = expect_err(slide.read_regions_rgb_into(&[(0, 0)], 0, size, [0; 3], &mut []), &format!("batch {size:?}"));
-        assert!(matches!(e, Error::Limits { .. }), "batch {size:?}: {e}");
+        let rgb_over = size.0.checked_mul(size.1).and_then(|v| v.checked_mul(3)).is_none_or(|b| b > 4 << 30);
+        if rgb_over {
+            assert!(matches!(e, Error::Limits { .. }), "batch {size:?}: {e}");
+        } else {
+            assert!(matches!(e, Error::Usage(_)), "batch {size:?}: {e}");
+        }
         let e = expect_err(slide.read_region_into((0, 0), 0, size, &mut []), &format!("read_region_into {size:?}"));
         assert!(matches!(e, Error::Limits { .. }), "read_region_into {size:?}: {e}");
     }
@@ -699,13 +706,17 @@ fn region_requests_over_the_limit_fail_fast() {
     let opts = slidestream::SlideOptions { config: Some(config), cache: None, ..Default::default() };
     let small = Slide::open_with(&path, opts).unwrap();
     small.read_region((0, 0), 0, (256, 256)).unwrap();
-    let mut out = vec![0u8; 256 * 256 * 3 * 2];
-    small.read_regions_rgb_into(&[(0, 0), (500, 500)], 0, (256, 256), [0; 3], &mut out).unwrap();
+    // A batch's limit is on its whole output, n × h × w × 3 bytes (`read::batch_bytes`, the rule
+    // of every batch entry point): 2 × 256 × 170 × 3 = 261120 fits 262144.
+    let mut out = vec![0u8; 256 * 170 * 3 * 2];
+    small.read_regions_rgb_into(&[(0, 0), (500, 500)], 0, (256, 170), [0; 3], &mut out).unwrap();
     for size in [(257u64, 256u64), (256, 257), (1 << 16, 2)] {
         assert!(matches!(small.read_region((0, 0), 0, size), Err(Error::Limits { .. })), "{size:?}");
-        let mut out = vec![0u8; (size.0 * size.1 * 3) as usize];
-        let e = expect_err(small.read_regions_rgb_into(&[(0, 0)], 0, size, [0; 3], &mut out), "batch over a small limit");
-        assert!(matches!(e, Error::Limits { .. }), "{size:?}: {e}");
+    }
+    for (n, size) in [(2usize, (256u64, 256u64)), (1, (296, 296)), (1, (1 << 16, 2)), (6, (128, 128))] {
+        let mut out = vec![0u8; n * (size.0 * size.1 * 3) as usize];
+        let e = expect_err(small.read_regions_rgb_into(&vec![(0, 0); n], 0, size, [0; 3], &mut out), "batch over a small limit");
+        assert!(matches!(e, Error::Limits { .. }) && e.to_string().contains("max_region_bytes"), "{n} x {size:?}: {e}");
     }
     // Associated images obey the same limit: the 574x768 thumbnail is larger than 256².
     assert!(matches!(small.read_associated("thumbnail"), Err(Error::Limits { .. })));

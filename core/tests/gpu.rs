@@ -200,6 +200,42 @@ fn a_corrupt_tile_fails_only_the_patches_that_need_it() {
     }
 }
 
+/// A slide read from memory under the name of a same-sized file on disk is read from memory:
+/// the GPU path never reopens a slide by its name (cuFile registers the slide's own file
+/// descriptor; a memory slide has none and goes through POSIX).
+#[test]
+fn a_memory_slide_named_like_a_file_is_read_from_memory() {
+    if !gpu_present("a_memory_slide_named_like_a_file_is_read_from_memory") {
+        return;
+    }
+    let (file, _) = ycbcr_jpeg_tiff(1024, 768, 128, turbojpeg::Subsamp::Sub2x2, 7);
+    let zeroed = corrupt_copy(file.path(), 2, 1, |t| t.fill(0));
+    let bytes = std::fs::read(zeroed.path()).expect("read");
+    assert_eq!(bytes.len() as u64, std::fs::metadata(file.path()).expect("stat").len());
+    let mem = Slide::from_source(file.path(), Box::new(slidestream::io::MemSource::new(bytes)), Default::default()).expect("open");
+    let batch = mem.read_regions_device(&[(260, 130), (0, 0)], 0, (100, 100), &RGB).expect("batch call");
+    let e = batch.errors[0].as_ref().expect("the zeroed tile of the memory bytes must fail, not be read from the file of that name");
+    assert!(e.to_string().contains("tile (2, 1)"), "{e}");
+    assert!(batch.errors[1].is_none());
+    assert!(compare(&mem, (0, 0), 0, (200, 100)) <= TOLERANCE);
+}
+
+/// `cuda_available()` (Python) calls `gpu::available()`, which used to leak a CUDA stream per
+/// call: a thousand calls must all succeed, and reads still work after them (the stream count
+/// itself is checked by the unit test `probing_repeatedly_leaks_no_stream`).
+#[test]
+fn available_a_thousand_times() {
+    if !gpu_present("available_a_thousand_times") {
+        return;
+    }
+    for i in 0..1000 {
+        assert!(gpu::available(), "call {i}");
+    }
+    let Some(dir) = testdata() else { return };
+    let slide = Slide::open(dir.join("CMU-1-Small-Region.svs")).expect("open");
+    assert!(compare(&slide, (0, 0), 0, (256, 256)) <= TOLERANCE);
+}
+
 fn threads_read_the_same(threads: usize, per_thread: usize) {
     let Some(dir) = testdata() else {
         eprintln!("skipped: ../shared/testdata not found");
@@ -292,6 +328,11 @@ fn the_compat_mode_in_effect_is_reported() {
     let bytes = std::fs::read(dir.join("CMU-1-Small-Region.svs")).expect("read");
     let mem = Slide::from_source("in-memory.svs", Box::new(slidestream::io::MemSource::new(bytes)), Default::default()).expect("open");
     assert!(compare(&mem, (100, 100), 0, (500, 500)) <= TOLERANCE);
+    if matches!(gpu::stats(0).io_path.as_str(), "cufile" | "cufile-compat") {
+        // The memory slide has no file descriptor: it was not offered to cuFile, and said so.
+        let reason = gpu::stats(0).cufile_skip_reason;
+        assert!(reason.contains("no file descriptor"), "{reason}");
+    }
     let before = gpu::stats(0);
     assert!(compare(&slide, (1000, 1000), 0, (700, 700)) <= TOLERANCE);
     let st = gpu::stats(0);

@@ -58,4 +58,7 @@ impl<S: ByteSource> ByteSource for MetricsSource<S> {
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.inner.read_exact_at(buf, offset)
     }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.raw_fd()
+    }
 }

@@ -30,6 +30,14 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// `UnexpectedEof` when the range runs past [`len`](Self::len); any OS error otherwise.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// The open file descriptor whose bytes at offset `k` are this source's bytes at offset
+    /// `k`, if there is one (a local file); `None` otherwise (memory, remote objects). The GPU
+    /// path registers it with cuFile instead of reopening the slide by name. The descriptor
+    /// stays owned by the source.
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
 }
 
 impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
@@ -39,6 +47,9 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
     }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        (**self).raw_fd()
+    }
 }
 
 impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
@@ -47,6 +58,9 @@ impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
+    }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        (**self).raw_fd()
     }
 }
 

@@ -6,6 +6,18 @@
 //! merged (requests never overlap, so no byte is read twice). A plan never spans from the
 //! smallest to the largest offset regardless of the holes (the mistake cuCIM's loader makes);
 //! the bytes read beyond what the tiles need are reported as read amplification.
+//!
+//! [`ReadPlan::read_into`] is the one loop from a plan to per-range bytes: it reads the requests
+//! back to back into a buffer the caller provides (plain memory, or pinned memory on the GPU
+//! path), in parallel when a pool allows, and [`ReadPlan::slices`] then yields every wanted
+//! range's bytes (or its request's error). [`ReadPlan::spans`] gives the same layout for
+//! callers that read the requests themselves (cuFile into device memory).
+
+use std::io;
+
+use rayon::prelude::*;
+
+use super::ByteSource;
 
 /// Knobs of the planner. Defaults: 8 KiB maximum gap, 8 MiB maximum request
 /// (`SLIDESTREAM_PLAN_MAX_GAP_BYTES`, `SLIDESTREAM_PLAN_MAX_REQUEST_BYTES`, see `config`).
@@ -106,6 +118,108 @@ impl ReadPlan {
         } else {
             self.read_bytes() as f64 / self.needed_bytes as f64
         }
+    }
+}
+
+/// Where one wanted range lies when a plan's requests are read back to back into one buffer
+/// (request `k` at the sum of the lengths of requests `0..k`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Index of the request serving the range in [`ReadPlan::requests`].
+    pub request: usize,
+    /// The caller's id of the range ([`Want::id`]).
+    pub id: usize,
+    /// First byte of the range in the buffer.
+    pub start: usize,
+    /// Length of the range in bytes.
+    pub len: usize,
+}
+
+impl ReadPlan {
+    /// Start of every request in the back-to-back buffer (see [`Span`]).
+    pub fn request_starts(&self) -> Vec<usize> {
+        let mut at = 0usize;
+        self.requests
+            .iter()
+            .map(|r| {
+                let s = at;
+                at += r.len as usize;
+                s
+            })
+            .collect()
+    }
+
+    /// Every wanted range with its place in the back-to-back buffer, in plan order.
+    pub fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        let mut base = 0usize;
+        self.requests.iter().enumerate().flat_map(move |(k, r)| {
+            let b = base;
+            base += r.len as usize;
+            r.members.iter().map(move |&(id, off, len)| Span { request: k, id, start: b + off as usize, len: len as usize })
+        })
+    }
+
+    /// Read every request from `src` into `buf`, back to back (see [`Span`]); `buf` must hold at
+    /// least [`read_bytes`](Self::read_bytes) bytes (the caller owns it: plain or pinned memory).
+    /// Requests are read in parallel in `pool` (`None` = rayon's global pool) when it has more
+    /// than one worker and there is more than one request (positional reads are independent),
+    /// else on the calling thread. Returns one result per request, in plan order; pass them to
+    /// [`slices`](Self::slices). A `buf` shorter than [`read_bytes`](Self::read_bytes) (a caller
+    /// bug) reads nothing: every request fails with `InvalidInput`.
+    pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<&rayon::ThreadPool>) -> Vec<io::Result<()>> {
+        self.read_into_with(src, buf, Some(pool))
+    }
+
+    /// [`read_into`](Self::read_into) on the calling thread only (for callers that are already
+    /// one of several parallel workers, such as the GPU engine's CPU decode workers).
+    pub fn read_into_serial(&self, src: &dyn ByteSource, buf: &mut [u8]) -> Vec<io::Result<()>> {
+        self.read_into_with(src, buf, None)
+    }
+
+    /// `pool`: `Some(pool)` = parallel where it pays, `None` = serial.
+    fn read_into_with(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<Option<&rayon::ThreadPool>>) -> Vec<io::Result<()>> {
+        let total = self.read_bytes() as usize;
+        if buf.len() < total {
+            let short = || io::Error::new(io::ErrorKind::InvalidInput, format!("read buffer of {} bytes for a plan of {total}", buf.len()));
+            return self.requests.iter().map(|_| Err(short())).collect();
+        }
+        let mut parts: Vec<&mut [u8]> = Vec::with_capacity(self.requests.len());
+        let mut rest = &mut buf[..total];
+        for r in &self.requests {
+            let (a, b) = rest.split_at_mut(r.len as usize);
+            parts.push(a);
+            rest = b;
+        }
+        let read = |(p, r): (&mut &mut [u8], &Request)| src.read_exact_at(p, r.offset);
+        match pool {
+            Some(pool) if pool_threads(pool) > 1 && self.requests.len() > 1 => {
+                in_pool(pool, || parts.par_iter_mut().zip(self.requests.par_iter()).map(read).collect())
+            }
+            _ => parts.iter_mut().zip(self.requests.iter()).map(read).collect(),
+        }
+    }
+
+    /// Every wanted range's bytes in `buf` after [`read_into`](Self::read_into) returned
+    /// `results`, as `(id, bytes or the error of the request that should have read them)`, in
+    /// plan order.
+    pub fn slices<'b>(&'b self, buf: &'b [u8], results: &'b [io::Result<()>]) -> impl Iterator<Item = (usize, Result<&'b [u8], &'b io::Error>)> + 'b {
+        self.spans().map(move |s| match &results[s.request] {
+            Ok(()) => (s.id, Ok(&buf[s.start..s.start + s.len])),
+            Err(e) => (s.id, Err(e)),
+        })
+    }
+}
+
+/// Worker threads of `pool` (or of rayon's global pool).
+pub fn pool_threads(pool: Option<&rayon::ThreadPool>) -> usize {
+    pool.map_or_else(rayon::current_num_threads, |p| p.current_num_threads())
+}
+
+/// Run `f` (which uses rayon parallel iterators) in `pool`, or in the global pool.
+pub fn in_pool<T: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> T + Send) -> T {
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
     }
 }
 
@@ -234,6 +348,39 @@ mod tests {
         assert_eq!(p.check(&wants, &opts), Ok(()));
         p.requests[0].members.pop();
         assert!(p.check(&wants, &opts).is_err());
+    }
+
+    #[test]
+    fn read_into_yields_every_range_in_a_caller_buffer() {
+        let data: Vec<u8> = (0..=255u8).cycle().take(4096).collect();
+        let src = crate::io::MemSource::new(data.clone());
+        let wants = [w(0, 10, 5), w(1, 12, 6), w(2, 3000, 7), w(3, 40, 0), w(4, 600, 3)];
+        let plan = plan_reads(&wants, &PlanOptions { max_gap_bytes: 16, max_request_bytes: 1 << 20 });
+        assert_eq!(plan.requests.len(), 3);
+        assert_eq!(plan.request_starts(), vec![0, 8, 11]);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for mode in 0..3 {
+            let mut buf = vec![0u8; plan.read_bytes() as usize + 9]; // longer is fine
+            let results = match mode {
+                0 => plan.read_into(&src, &mut buf, None),
+                1 => plan.read_into(&src, &mut buf, Some(&pool)),
+                _ => plan.read_into_serial(&src, &mut buf),
+            };
+            let mut seen: Vec<(usize, Vec<u8>)> = plan.slices(&buf, &results).map(|(id, b)| (id, b.unwrap().to_vec())).collect();
+            seen.sort();
+            let want: Vec<(usize, Vec<u8>)> =
+                wants.iter().filter(|x| x.len > 0).map(|x| (x.id, data[x.offset as usize..(x.offset + x.len) as usize].to_vec())).collect();
+            assert_eq!(seen, want);
+        }
+        // A buffer too short reads nothing.
+        let mut small = vec![0u8; 3];
+        assert!(plan.read_into(&src, &mut small, None).iter().all(|r| r.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::InvalidInput)));
+        // A request past the end fails its own ranges only.
+        let short = crate::io::MemSource::new(data[..2000].to_vec());
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let results = plan.read_into(&short, &mut buf, None);
+        let failed: Vec<usize> = plan.slices(&buf, &results).filter(|(_, b)| b.is_err()).map(|(id, _)| id).collect();
+        assert_eq!(failed, vec![2]);
     }
 
     #[test]

@@ -58,4 +58,8 @@ impl ByteSource for FileSource {
             _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file")),
         }
     }
+    fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        Some(self.file.as_raw_fd())
+    }
 }

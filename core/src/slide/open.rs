@@ -56,15 +56,18 @@ impl Slide {
         let index = format::open(&*src, &Location::file(path), identity)?;
         let open_io = src.counters();
         src.reset();
+        let cache = match opts.cache {
+            Some(c) => c,
+            None => TileCache::global()?,
+        };
+        // Closing the slide purges its tiles from every registered cache (`Slide::drop`).
+        crate::cache::registry::register_cache(&cache);
         Ok(Slide {
             index: Arc::new(index),
             src,
             open_io,
             id: NEXT_SLIDE_ID.fetch_add(1, Ordering::Relaxed),
-            cache: match opts.cache {
-                Some(c) => c,
-                None => TileCache::global()?,
-            },
+            cache,
             config: match opts.config {
                 Some(c) => c,
                 None => Config::from_env()?,

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use slidestream::{Error, Slide};
 
-/// `gpu-probe [SLIDE]`: the CUDA driver, devices, nvJPEG and its hardware engines; with a slide,
-/// the prototype batched nvJPEG decoder against the CPU decoder on its JPEG tiles.
+/// `gpu-probe [SLIDE]`: the CUDA driver, devices, nvJPEG and its hardware engines (with a slide:
+/// a pointer to the `nvjpeg_batch` example, which holds the prototype decoder comparison).
 pub(crate) fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_tiles: usize) -> Result<(), Error> {
     let r = slidestream::gpu::probe()?;
     println!("cuda driver {}.{}", r.driver_version / 1000, r.driver_version % 1000 / 10);
@@ -24,102 +24,13 @@ pub(crate) fn gpu_probe(path: Option<&Path>, level: usize, batch: usize, max_til
     probe_decoders(path, level, batch, max_tiles)
 }
 
-/// Without the `unstable` feature the tile codecs are crate-private, so the prototype decoder
-/// comparison cannot be built.
-#[cfg(not(feature = "unstable"))]
-fn probe_decoders(path: &Path, _level: usize, _batch: usize, _max_tiles: usize) -> Result<(), Error> {
-    Err(Error::Usage(format!("{}: gpu-probe SLIDE compares the prototype nvJPEG decoder with the CPU codecs and needs a build with `--features unstable`", path.display())))
-}
-
-/// Decode the complete JPEG tiles of `level` with the prototype batched nvJPEG decoder
-/// (hardware and default backends), compare them with the CPU decoder and time them.
-#[cfg(feature = "unstable")]
+/// The batched-nvJPEG decode probe of a slide's tiles (the GPU path's first prototype) is an
+/// example program now.
 fn probe_decoders(path: &Path, level: usize, batch: usize, max_tiles: usize) -> Result<(), Error> {
-    use slidestream::codec::{decode_chunk, jpeg, ChunkGeometry};
-    use slidestream::gpu::JpegBatchDecoder;
-    use slidestream::{Compression, Photometric};
-    let slide = Slide::open(path)?;
-    let img = &slide
-        .index()
-        .levels
-        .get(level)
-        .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist", path.display())))?
-        .image;
-    if img.codec.compression != Compression::Jpeg {
-        return Err(Error::Usage(format!("{}: level {level} is not JPEG-compressed", path.display())));
-    }
-    let color = match img.codec.photometric {
-        Photometric::Rgb => jpeg::JpegColor::Rgb,
-        Photometric::YCbCr => jpeg::JpegColor::YCbCr,
-        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
-    };
-    // Raw tile bytes (complete, in-image tiles only) spliced with JPEGTables.
-    let at = slidestream::Location::file(path);
-    let file = std::fs::read(path).map_err(|e| Error::io(&at, e))?;
-    let mut streams = Vec::new();
-    let mut coords = Vec::new();
-    for row in 0..img.tiles_down() {
-        for col in 0..img.tiles_across() {
-            let loc = img.tile_locs(col, row).next().unwrap_or_default();
-            if loc.is_missing() || img.valid_tile_size(col, row) != (img.tile_width, img.tile_height) {
-                continue;
-            }
-            let tile = &file[loc.offset as usize..(loc.offset + loc.length) as usize];
-            let mut s = Vec::new();
-            jpeg::splice(img.codec.jpeg_tables(), tile, color, &mut s).map_err(|e| Error::decode(&at, e))?;
-            streams.push(s);
-            coords.push((col, row));
-        }
-    }
-    if streams.is_empty() {
-        return Err(Error::Usage(format!("{}: no complete JPEG tiles on level {level}", path.display())));
-    }
-    let ycbcr = img.codec.photometric == Photometric::YCbCr;
-    for hardware in [true, false] {
-        let mut dec = JpegBatchDecoder::new(0, hardware)?;
-        // Correctness: first batch against the CPU decoder.
-        let n = streams.len().min(batch);
-        let refs: Vec<&[u8]> = streams[..n].iter().map(|s| s.as_slice()).collect();
-        let planar = dec.decode(&refs, true)?;
-        let (mut max_diff, mut compared, mut skipped) = (0u8, 0usize, 0usize);
-        let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: img.tile_width, valid_height: img.tile_height };
-        for (k, p) in planar.iter().enumerate() {
-            let Some(gpu) = p.to_rgba(ycbcr) else {
-                skipped += 1;
-                continue;
-            };
-            let (col, row) = coords[k];
-            let loc = img.tile_locs(col, row).next().unwrap_or_default();
-            let tile = &file[loc.offset as usize..(loc.offset + loc.length) as usize];
-            let cpu = decode_chunk(&img.codec, &[tile], g, &at)?;
-            let d = gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
-            max_diff = max_diff.max(d);
-            compared += 1;
-        }
-        println!(
-            "backend {}: {compared} tiles compared with the CPU decoder, max abs diff {max_diff}; {skipped} subsampled tiles not compared (need GPU upsampling)",
-            dec.backend()
-        );
-        // Throughput: decode `max_tiles` tiles in batches, device-resident output.
-        let total = max_tiles.max(batch);
-        let work: Vec<&[u8]> = (0..total).map(|i| streams[i % streams.len()].as_slice()).collect();
-        let _ = dec.decode(&work[..batch.min(work.len())], false)?; // warm-up
-        let t0 = Instant::now();
-        for chunk in work.chunks(batch) {
-            dec.decode(chunk, false)?;
-        }
-        let secs = t0.elapsed().as_secs_f64();
-        println!(
-            "backend {}: {} tiles of {}x{} in {:.3} s: {:.0} tiles/s (batches of {batch}, planar output, no host copy)",
-            dec.backend(),
-            total,
-            img.tile_width,
-            img.tile_height,
-            secs,
-            total as f64 / secs
-        );
-    }
-    Ok(())
+    Err(Error::Usage(format!(
+        "the nvJPEG decode probe of a slide moved to `cargo run --release --features cuda,unstable --example nvjpeg_batch -- {} {level} {batch} {max_tiles}`",
+        path.display()
+    )))
 }
 
 /// `gpu-region`: GPU reads checked against the CPU path on every level (RGBA and RGB), then

@@ -1,4 +1,4 @@
-// slidestream GPU kernels, compiled at run time with NVRTC (core/src/gpu/engine.rs).
+// slidestream GPU kernels, compiled at run time with NVRTC (core/src/gpu/cuda/kernels/mod.rs).
 //
 // convert:  planar JPEG components as nvJPEG decodes them (NVJPEG_OUTPUT_UNCHANGED) -> RGBA tile,
 //           reproducing libjpeg-turbo: "fancy" (triangular) chroma upsampling of jdsample.c and
@@ -53,6 +53,22 @@ struct SpliceDesc {
     int len;   // tile length in bytes
     int pad;
 };
+
+// Layouts shared with core/src/gpu/cuda/kernels/mod.rs, which asserts the same numbers. Sizes
+// are checked by every compiler; field offsets where `__builtin_offsetof` is a constant
+// expression: NVRTC from 13.4 on (earlier NVRTC lacks it) and host compilers (g++, clang, nvcc).
+static_assert(sizeof(ConvDesc) == 96, "ConvDesc layout differs from kernels/mod.rs");
+static_assert(sizeof(TileRef) == 40, "TileRef layout differs from kernels/mod.rs");
+static_assert(sizeof(PatchDesc) == 48, "PatchDesc layout differs from kernels/mod.rs");
+static_assert(sizeof(SpliceDesc) == 24, "SpliceDesc layout differs from kernels/mod.rs");
+#if !defined(__CUDACC_RTC__) || __CUDACC_VER_MAJOR__ > 13 || (__CUDACC_VER_MAJOR__ == 13 && __CUDACC_VER_MINOR__ >= 4)
+#define OFF(T, f) __builtin_offsetof(T, f)
+static_assert(__builtin_offsetof(ConvDesc, planes) == 0 && OFF(ConvDesc, pitch) == 24 && OFF(ConvDesc, pw) == 36 && OFF(ConvDesc, ph) == 48 && OFF(ConvDesc, sub_h) == 60 && OFF(ConvDesc, sub_v) == 64 && OFF(ConvDesc, kind) == 68 && OFF(ConvDesc, w) == 72 && OFF(ConvDesc, h) == 76 && OFF(ConvDesc, pad) == 80 && OFF(ConvDesc, out) == 88, "ConvDesc field offsets");
+static_assert(__builtin_offsetof(TileRef, ptr) == 0 && OFF(TileRef, x0) == 8 && OFF(TileRef, y0) == 16 && OFF(TileRef, w) == 24 && OFF(TileRef, h) == 28 && OFF(TileRef, pitch) == 32 && OFF(TileRef, pad) == 36, "TileRef field offsets");
+static_assert(__builtin_offsetof(PatchDesc, rx) == 0 && OFF(PatchDesc, ry) == 8 && OFF(PatchDesc, col0) == 16 && OFF(PatchDesc, row0) == 24 && OFF(PatchDesc, gcols) == 32 && OFF(PatchDesc, grows) == 36 && OFF(PatchDesc, grid) == 40 && OFF(PatchDesc, pad) == 44, "PatchDesc field offsets");
+static_assert(__builtin_offsetof(SpliceDesc, src) == 0 && OFF(SpliceDesc, dst) == 8 && OFF(SpliceDesc, len) == 16 && OFF(SpliceDesc, pad) == 20, "SpliceDesc field offsets");
+#undef OFF
+#endif
 
 __device__ __forceinline__ u8 clamp255(int v) { return (u8)(v < 0 ? 0 : (v > 255 ? 255 : v)); }
 

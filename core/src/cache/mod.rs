@@ -6,6 +6,10 @@
 //! evicts least-recently-used tiles until the resident bytes fit the capacity. A tile larger than
 //! the whole capacity is not cached. Hits, misses, evictions and resident bytes are counted
 //! (OpenSlide's `openslide-cache.c` plays the same role, also byte-bounded and shared).
+//!
+//! [`registry`] lists the caches (and the GPU path's purge hook) to purge when a slide closes.
+
+pub mod registry;
 
 use std::sync::{Arc, Mutex, OnceLock};
 

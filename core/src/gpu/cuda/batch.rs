@@ -1,0 +1,134 @@
+//! One device read (`Slide::read_regions_device`): the tiles of all patches deduplicated,
+//! looked up in the device cache, the misses decoded (scheduler), then every patch assembled
+//! by one kernel into one device array.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use super::context::SyncOnDrop;
+use super::engine::{engine, Engine};
+use super::kernels::PatchDesc;
+use super::lanes::Lane;
+use super::memory::DevTile;
+use super::queue::Miss;
+use super::sys::{cu, cuda};
+use super::trace;
+use crate::cache::TileKey;
+use crate::error::{Error, GpuError, Result};
+use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
+use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
+use crate::io::ByteSource;
+use crate::slide::Slide;
+
+/// Read `locations` (same-sized patches of one level) into one device array on `opts.device`.
+pub(crate) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+    let e = engine(opts.device)?;
+    if let Some(err) = &e.io.error {
+        return Err(GpuError::Unavailable(err.clone()).into());
+    }
+    e.make_current()?;
+    // Given back to the pool when dropped, a panic included.
+    let mut lane = e.take_lane()?;
+    e.read_regions(&mut lane, slide, locations, level, size, opts)
+}
+
+/// One unique tile of a batch.
+pub(crate) struct Need {
+    pub(crate) col: u64,
+    pub(crate) row: u64,
+    /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
+    /// half-open.
+    pub(crate) part: (u64, u64, u64, u64),
+    pub(crate) tile: Option<Arc<DevTile>>,
+    pub(crate) err: Option<Error>,
+}
+
+impl Engine {
+    fn read_regions(&self, lane: &mut Lane, slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+        let t_entry = std::time::Instant::now();
+        let cuda = cuda()?;
+        let (img, ds, at) = slide.level_image(level)?;
+        let n = locations.len();
+        let ch = opts.channels as usize;
+        let (w, h) = (size.0 as usize, size.1 as usize);
+        let bytes = n * w * h * ch;
+        // Output from the device's memory pool (reused across calls); freed when the array is
+        // dropped (`free_array`: stream-ordered unless its pointer was handed out).
+        let mut out = 0;
+        if bytes > 0 {
+            let stream = lane.slots[0].stream.raw();
+            // SAFETY: out-pointer to a local; the stream is synchronised before the array is
+            // returned, so the allocation is complete for every consumer.
+            self.counters.trace.time(trace::OUTPUT, || cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
+        }
+        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.ctx.pid(), exported: Default::default() };
+        if bytes == 0 {
+            return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
+        }
+        // On an error return the allocation's stream is synchronised before `array` is freed on
+        // the engine's free stream (declared after `array`, so dropped before it).
+        let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
+        // Tiles of every patch, deduplicated (the read layer's batch plan).
+        let geom = LevelGeom { slide: slide.id(), level: level as u32, image: img, downsample: ds };
+        let plan = BatchPlan::build(&geom, locations, size);
+        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let patches: Vec<PatchDesc> = plan
+            .patches
+            .iter()
+            .map(|pg| PatchDesc { rx: pg.rect.x, ry: pg.rect.y, col0: pg.col0 as i64, row0: pg.row0 as i64, gcols: pg.cols as c_int, grows: pg.rows as c_int, grid: pg.cells.start as c_int, pad: 0 })
+            .collect();
+        let grids: Vec<c_int> = plan.grid.iter().map(|&k| k as c_int).collect();
+        // Cache lookups, then decode the misses.
+        let mut misses: Vec<Miss> = Vec::new();
+        for (k, need) in needs.iter_mut().enumerate() {
+            // Tile location from the read layer: missing = background; over-large: Limits;
+            // past the end of the file: Format.
+            let l = match locate_tile(img, slide.source().len(), need.col, need.row, &at) {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(e) => {
+                    need.err = Some(e);
+                    continue;
+                }
+            };
+            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
+            if let Some(t) = self.cache.tiles.get(&key) {
+                need.tile = Some(t);
+                continue;
+            }
+            let part = slide.part_if_small(img, (need.col, need.row), need.part);
+            // The CPU decode cost model of the read layer (8 = a whole tile).
+            let rank = cost_rank(decode_cost(part, img.valid_tile_size(need.col, need.row)));
+            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
+        }
+        let n_miss = misses.len();
+        let t_all = std::time::Instant::now();
+        if !misses.is_empty() {
+            self.decode_misses(lane, slide, img, &at, level, &mut needs, misses)?;
+        }
+        let t_asm = std::time::Instant::now();
+        // Per-patch errors.
+        let mut errors: Vec<Option<Error>> = (0..n).map(|_| None).collect();
+        for (p, pg) in plan.patches.iter().enumerate() {
+            if let Some(err) = plan.grid[pg.cells.clone()].iter().find_map(|&k| needs[k].err.as_ref()) {
+                errors[p] = Some(err.clone());
+            }
+        }
+        self.assemble(lane, img, &needs, &grids, &patches, size, opts, out)?;
+        sync_on_error.armed = false;
+        drop(needs); // tiles not cached are freed now that the kernels are done
+        self.cache.bound_held_bytes(0);
+        self.counters.trace.since(trace::ASSEMBLE, t_asm);
+        if trace::on() && n_miss >= 256 {
+            self.counters.trace.report_call(n, n_miss, t_all, t_entry);
+        }
+        Ok(DeviceBatch { array, errors })
+    }
+
+    /// Give a decoded tile to its need, and to the cache unless it is partial.
+    pub(crate) fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
+        let nd = &mut needs[m.need];
+        self.cache_tile(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, &t);
+        nd.tile = Some(t);
+    }
+}

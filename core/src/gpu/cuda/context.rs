@@ -1,0 +1,179 @@
+//! The CUDA context of a device and CUDA streams, each owned by a type whose `Drop` releases it.
+//!
+//! A process forked after CUDA was initialised must never touch its parent's CUDA state, so
+//! every owner here records the process id that made it and frees nothing in another process.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, OnceLock};
+
+use super::sys::{cu, cuda, CUcontext, CUdevice, CUstream, Res, CU_STREAM_NON_BLOCKING};
+use crate::error::GpuError;
+
+/// The id of this process (compared with an owner's to detect a fork).
+pub(crate) fn pid() -> u32 {
+    std::process::id()
+}
+
+/// A retained primary context of one device (`cuDevicePrimaryCtxRetain`), released when
+/// dropped (`cuDevicePrimaryCtxRelease`) in the process that retained it.
+pub(crate) struct Context {
+    raw: CUcontext,
+    dev: CUdevice,
+    pid: u32,
+}
+
+// A CUDA context may be made current on any thread.
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Retain the primary context of `device` and make it current on this thread. `sched`, when
+    /// given, sets how host threads wait for the device (`cuDevicePrimaryCtxSetFlags`) first;
+    /// it takes effect only before the primary context is active (else the current setting
+    /// stays; the call's result is ignored, as before).
+    pub(crate) fn retain(device: usize, sched: Option<std::ffi::c_uint>) -> Res<Context> {
+        let cuda = cuda()?;
+        let mut dev = 0;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: out-pointers to locals; documented call order.
+        unsafe {
+            cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
+            if let Some(f) = sched {
+                (cuda.cuDevicePrimaryCtxSetFlags)(dev, f);
+            }
+            cu((cuda.cuDevicePrimaryCtxRetain)(&mut raw, dev), "cuDevicePrimaryCtxRetain")?;
+        }
+        let ctx = Context { raw, dev, pid: pid() };
+        ctx.make_current()?;
+        Ok(ctx)
+    }
+
+    /// The primary context of `device` retained once for the whole process, for callers that
+    /// need a current context but own no engine (the probe). Retaining it per call and releasing
+    /// it after would create and destroy the context at every `available()`.
+    ///
+    /// # Errors
+    /// [`GpuError::Fork`] in a process forked after it was retained; the CUDA error otherwise.
+    pub(crate) fn process_wide(device: usize) -> Res<&'static Context> {
+        static CTXS: OnceLock<Mutex<HashMap<usize, &'static Context>>> = OnceLock::new();
+        let mut map = CTXS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(&device) {
+            if c.pid != pid() {
+                return Err(GpuError::Fork { parent: c.pid, child: pid() });
+            }
+            c.make_current()?;
+            return Ok(c);
+        }
+        let c: &'static Context = Box::leak(Box::new(Context::retain(device, None)?));
+        map.insert(device, c);
+        Ok(c)
+    }
+
+    /// Make the context current on the calling thread.
+    pub(crate) fn make_current(&self) -> Res<()> {
+        // SAFETY: a retained primary context.
+        cu(unsafe { (cuda()?.cuCtxSetCurrent)(self.raw) }, "cuCtxSetCurrent")
+    }
+
+    /// The raw handle (for threads that set it current themselves).
+    pub(crate) fn raw(&self) -> CUcontext {
+        self.raw
+    }
+
+    /// The `CUdevice` of the context.
+    pub(crate) fn device(&self) -> CUdevice {
+        self.dev
+    }
+
+    /// The process that retained the context.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        if self.pid != pid() {
+            return;
+        }
+        if let Ok(cuda) = cuda() {
+            // SAFETY: retained once in `retain`, released once.
+            unsafe { (cuda.cuDevicePrimaryCtxRelease)(self.dev) };
+        }
+    }
+}
+
+/// Streams alive in this process (made by [`Stream::new`] and not yet dropped).
+static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
+
+/// A non-blocking CUDA stream (`cuStreamCreate(CU_STREAM_NON_BLOCKING)`), destroyed when
+/// dropped (`cuStreamDestroy`: work still queued on it completes first, on the device).
+pub(crate) struct Stream {
+    raw: CUstream,
+    pid: u32,
+}
+
+// A stream may be used from any thread; its users serialise their own work on it.
+unsafe impl Send for Stream {}
+unsafe impl Sync for Stream {}
+
+impl Stream {
+    /// A new non-blocking stream in the current context.
+    pub(crate) fn new() -> Res<Stream> {
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the caller made the context current.
+        cu(unsafe { (cuda()?.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
+        LIVE_STREAMS.fetch_add(1, Relaxed);
+        Ok(Stream { raw, pid: pid() })
+    }
+
+    /// The raw handle.
+    pub(crate) fn raw(&self) -> CUstream {
+        self.raw
+    }
+
+    /// Wait until every operation queued on the stream has completed.
+    pub(crate) fn sync(&self) -> Res<()> {
+        // SAFETY: a live stream.
+        cu(unsafe { (cuda()?.cuStreamSynchronize)(self.raw) }, "cuStreamSynchronize")
+    }
+
+    /// Streams alive in this process now.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn live() -> usize {
+        LIVE_STREAMS.load(Relaxed)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        LIVE_STREAMS.fetch_sub(1, Relaxed);
+        if self.pid != pid() {
+            return;
+        }
+        if let Ok(cuda) = cuda() {
+            // SAFETY: created in `new`, destroyed once.
+            unsafe { (cuda.cuStreamDestroy)(self.raw) };
+        }
+    }
+}
+
+/// Synchronises a stream when dropped while armed: on an early return, work still running on
+/// it (an allocation, a copy) completes before what it uses is freed.
+pub(crate) struct SyncOnDrop {
+    pub(crate) stream: CUstream,
+    pub(crate) armed: bool,
+}
+
+impl Drop for SyncOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(cuda) = cuda() {
+                // SAFETY: a stream of the engine, alive for the process.
+                unsafe { (cuda.cuStreamSynchronize)(self.stream) };
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Bitstreams for nvJPEG: JPEGTables spliced into each abbreviated tile and its geometry
+//! checked before a chunk is decoded; on the host (POSIX path: splice into the slot's pinned
+//! arena, `nvjpegGetImageInfo`) or on the device (cuFile path: the `splice` and `sof_scan`
+//! kernels over the staging buffer, with a copy to the host path when no device-bitstream
+//! backend works).
+
+use std::ffi::{c_int, c_void};
+
+use super::nvjpeg::{geo_of, sub_of, Geo};
+use super::ChunkOut;
+use crate::error::{Error, Location};
+use crate::gpu::cuda::engine::Engine;
+use crate::gpu::cuda::io::cufile::CuFileHandle;
+use crate::gpu::cuda::kernels::{arg, launch, SpliceDesc};
+use crate::gpu::cuda::lanes::Slot;
+use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
+use crate::gpu::cuda::queue::Miss;
+use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, Res};
+use crate::gpu::cuda::trace;
+use crate::index::{ImageIndex, Photometric};
+use crate::slide::Slide;
+
+/// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
+pub(crate) const MAX_GPU_TILE_EDGE: u32 = 16384;
+
+impl Engine {
+    /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
+    /// host-bitstream nvJPEG.
+    pub(crate) fn chunk_posix(&self, slot: &mut Slot, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
+        let read = self.read_chunk_posix(slot, slide, at, chunk)?;
+        let t_prep = std::time::Instant::now();
+        let (total, place, mut settled) = (read.total, read.place, read.failed);
+        let buf = slot.pinned.as_mut_slice(total);
+        // Splice tables, check geometry with nvJPEG's own parser.
+        let nvj = nvjpeg()?;
+        let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
+        let tables_len = img.codec.jpeg_tables().map_or(0, <[u8]>::len);
+        let bound: usize = place.iter().flatten().map(|&(_, len)| len + tables_len + 32).sum();
+        slot.arena.ensure(bound)?;
+        let arena = slot.arena.as_mut_slice(bound);
+        let mut cursor = 0usize;
+        let mut items: Vec<(Miss, usize, usize, Geo)> = Vec::with_capacity(chunk.len());
+        let mut tmp = Vec::new();
+        for (i, m) in chunk.iter().enumerate() {
+            let Some((off, len)) = place[i] else { continue };
+            let tile_at = || at.clone().with_tile(m.col, m.row);
+            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables(), &buf[off..off + len], color, &mut tmp) {
+                settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
+                continue;
+            }
+            let (mut nc, mut css) = (0 as c_int, 0 as c_int);
+            let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+            // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
+            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.nvjpeg.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let geo = match (rc, sub_of(css)) {
+                (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= MAX_GPU_TILE_EDGE && h[0] as u32 <= MAX_GPU_TILE_EDGE => {
+                    let g = geo_of(w[0], h[0], sub);
+                    (g.pw[1] == w[1] && g.ph[1] == h[1] && g.pw[2] == w[2] && g.ph[2] == h[2]).then_some(g)
+                }
+                _ => None,
+            };
+            let Some(geo) = geo else {
+                self.note_cpu(format!("{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile", tile_at(), w[0], h[0]));
+                settled.push((*m, Err(None)));
+                continue;
+            };
+            // The splice adds at most the tables and a 16-byte Adobe marker to the tile.
+            if cursor + tmp.len() > arena.len() {
+                settled.push((*m, Err(None)));
+                continue;
+            }
+            arena[cursor..cursor + tmp.len()].copy_from_slice(&tmp);
+            items.push((*m, cursor, tmp.len(), geo));
+            cursor += tmp.len();
+        }
+        let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (arena[off..].as_ptr(), len)).collect();
+        self.counters.trace.since(trace::SPLICE, t_prep);
+        let todo: Vec<(Miss, Geo)> = items.iter().map(|&(m, _, _, g)| (m, g)).collect();
+        let (done, more) = self.decode_convert(slot, false, img, &streams, &todo)?;
+        settled.extend(more);
+        Ok((done, settled))
+    }
+
+    /// cuFile: coalesced `cuFileRead`s into the slot's device staging buffer, tables spliced and
+    /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
+    pub(crate) fn chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
+        let cuda = cuda()?;
+        let placed = self.read_chunk_cufile(slot, fh, slide, chunk)?;
+        let mut settled = Vec::new();
+        // Tables prefix: SOI + the JPEGTables body (tile streams follow after their own SOI).
+        let prefix: Vec<u8> = match img.codec.jpeg_tables() {
+            Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
+                let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
+                body.to_vec()
+            }
+            Some(t) if !t.is_empty() => {
+                self.note_cpu(format!("{at}: JPEGTables does not start with SOI"));
+                return Ok((Vec::new(), chunk.iter().map(|&m| (m, Err(None))).collect()));
+            }
+            _ => vec![0xFF, 0xD8],
+        };
+        let mut descs = Vec::new();
+        let mut accepted = Vec::new();
+        let mut spliced_total = 0usize;
+        for (id, res, len) in placed {
+            let m = chunk[id];
+            match res {
+                Err(msg) => settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::other(msg)))))),
+                Ok(_) if len < 4 => settled.push((m, Err(None))),
+                Ok(src) => {
+                    let dst_len = prefix.len() + len as usize - 2;
+                    descs.push(SpliceDesc { src, dst: spliced_total as u64, len: len as c_int, pad: 0 });
+                    accepted.push((m, spliced_total, dst_len));
+                    spliced_total += dst_len;
+                }
+            }
+        }
+        if accepted.is_empty() {
+            return Ok((Vec::new(), settled));
+        }
+        slot.spliced.ensure(spliced_total, None)?;
+        for d in &mut descs {
+            d.dst += slot.spliced.ptr();
+        }
+        let stream = slot.stream.raw();
+        let d_descs = StreamAlloc::upload(as_bytes(&descs), stream)?;
+        let d_prefix = StreamAlloc::upload(&prefix, stream)?;
+        let n = descs.len();
+        let info_dev = StreamAlloc::new(n * 8 * 4, stream)?;
+        let (mut a_d, mut a_p, mut a_pl, mut a_n, mut a_i) = (d_descs.ptr(), d_prefix.ptr(), prefix.len() as c_int, n as c_int, info_dev.ptr());
+        launch(self.kernels.splice, (n as u32, 1, 1), (256, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)], "cuLaunchKernel(splice)")?;
+        launch(self.kernels.sof_scan, ((n as u32).div_ceil(64), 1, 1), (64, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)], "cuLaunchKernel(sof_scan)")?;
+        let mut info = vec![0 as c_int; n * 8];
+        // SAFETY: n*8 ints on both sides; synchronised below before `info` is read.
+        cu(unsafe { (cuda.cuMemcpyDtoHAsync)(info.as_mut_ptr() as *mut c_void, info_dev.ptr(), n * 32, stream) }, "cuMemcpyDtoHAsync")?;
+        // Freed stream-ordered after their last use.
+        drop((d_descs, d_prefix, info_dev));
+        slot.stream.sync()?;
+        let mut todo = Vec::new();
+        let mut streams = Vec::new();
+        for (k, &(m, off, len)) in accepted.iter().enumerate() {
+            let o = &info[k * 8..k * 8 + 8];
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let (hgt, wid, nc) = (o[1], o[2], o[3]);
+            let hv0 = o[4];
+            let sub = (hv0 >> 4, hv0 & 15);
+            let ok = o[0] == 1
+                && nc == 3
+                && o[5] == 0x11
+                && o[6] == 0x11
+                && matches!(sub, (1, 1) | (2, 1) | (2, 2) | (1, 2))
+                && wid as u32 >= vw
+                && hgt as u32 >= vh
+                && wid as u32 <= MAX_GPU_TILE_EDGE
+                && hgt as u32 <= MAX_GPU_TILE_EDGE;
+            if o[0] == 3 {
+                settled.push((m, Err(Some(Error::format(&at.clone().with_tile(m.col, m.row), "JPEG: not a JPEG stream (no SOI marker)")))));
+            } else if !ok {
+                self.note_cpu(format!("{}: SOF status {}, {nc} components, {wid}x{hgt}, sampling {:#x}/{:#x}/{:#x}", at.clone().with_tile(m.col, m.row), o[0], o[4], o[5], o[6]));
+                settled.push((m, Err(None)));
+            } else {
+                todo.push((m, geo_of(wid, hgt, sub)));
+                streams.push(((slot.spliced.ptr() + off as u64) as usize as *const u8, len));
+            }
+        }
+        if self.nvjpeg.device.is_some() {
+            match self.decode_convert(slot, true, img, &streams, &todo) {
+                Ok((done, more)) => {
+                    settled.extend(more);
+                    return Ok((done, settled));
+                }
+                Err(e) => self.note_cpu(format!("device-bitstream decode failed ({e}): streams copied to the host")),
+            }
+        } else {
+            self.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.nvjpeg.device_reason));
+        }
+        // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
+        slot.pinned.ensure(spliced_total)?;
+        // SAFETY: spliced_total bytes on both sides; synchronous copy (stream idle).
+        cu(unsafe { (cuda.cuMemcpyDtoH)(slot.pinned.ptr() as *mut c_void, slot.spliced.ptr(), spliced_total) }, "cuMemcpyDtoH")?;
+        let host: Vec<(*const u8, usize)> = streams
+            .iter()
+            .map(|&(p, len)| {
+                let off = p as usize - slot.spliced.ptr() as usize;
+                // SAFETY: inside the pinned buffer of spliced_total bytes.
+                (unsafe { slot.pinned.ptr().add(off) } as *const u8, len)
+            })
+            .collect();
+        let (done, more) = self.decode_convert(slot, false, img, &host, &todo)?;
+        settled.extend(more);
+        Ok((done, settled))
+    }
+}

@@ -1,0 +1,224 @@
+//! CPU decoding beside the GPU: CPU decode workers that take runs from the back of a call's
+//! work queue (libjpeg-turbo straight into pinned memory, uploaded one run per copy), and the
+//! fallback that decodes what nvJPEG cannot take in the slide's pool.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::GpuResult;
+use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile};
+use crate::error::{Error, Location, Result};
+use crate::gpu::cuda::context::Stream;
+use crate::gpu::cuda::engine::Engine;
+use crate::gpu::cuda::memory::{DevBlock, DevTile, PinnedBuffer};
+use crate::gpu::cuda::pool::{Pool, Pooled, Wait};
+use crate::gpu::cuda::queue::{Miss, WorkQueue};
+use crate::gpu::cuda::sys::{cu, cuda, Res};
+use crate::index::ImageIndex;
+use crate::io::plan::{plan_reads, Want};
+use crate::slide::Slide;
+
+/// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
+/// copy while it decodes the next run).
+pub(crate) const CPU_RUN_TILES: usize = 8;
+/// Pinned bytes of one CPU worker's run buffer (fewer tiles per run when tiles are large).
+pub(crate) const CPU_RUN_BYTES: usize = 8 << 20;
+/// Cap of the default number of CPU decode workers (cores − lanes; measured up to 12 on the
+/// H200's 16 cores).
+const DEFAULT_MAX_CPU_WORKERS: usize = 32;
+
+/// A CPU decode worker's device resources: a stream for its uploads and two pinned buffers
+/// (one filled while the other's copy runs). Freed when dropped.
+pub(crate) struct CpuSlot {
+    pub(crate) bufs: [PinnedBuffer; 2],
+    pub(crate) stream: Stream,
+}
+
+impl CpuSlot {
+    fn new() -> Res<CpuSlot> {
+        Ok(CpuSlot { bufs: [PinnedBuffer::new(), PinnedBuffer::new()], stream: Stream::new()? })
+    }
+}
+
+/// The engine's CPU decode workers.
+pub(crate) struct CpuWorkers {
+    pub(crate) pool: Pool<CpuSlot>,
+    /// Workers that join the GPU lanes on large batches (`SLIDESTREAM_GPU_CPU_WORKERS`).
+    pub(crate) workers: usize,
+    /// Order of the work queue: by estimated CPU cost, then offset (`true`, default), or by
+    /// offset only (`SLIDESTREAM_GPU_SPLIT=offset`).
+    pub(crate) split_by_cost: bool,
+}
+
+impl CpuWorkers {
+    /// `workers` (default: one per core the `lanes` leave, each lane's thread preparing chunks
+    /// and waiting on nvJPEG; at most `DEFAULT_MAX_CPU_WORKERS`, since each holds a stream and
+    /// two pinned buffers for the process; at most 256 when set).
+    pub(crate) fn new(workers: Option<usize>, lanes: usize, split_by_cost: bool) -> CpuWorkers {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = workers.map_or(cores.saturating_sub(lanes).min(DEFAULT_MAX_CPU_WORKERS), |v| v.min(256));
+        CpuWorkers { pool: Pool::default(), workers, split_by_cost }
+    }
+}
+
+impl Engine {
+    /// Up to `n` CPU workers' resources, made as needed (never more than `workers` exist);
+    /// fewer when concurrent calls hold them.
+    pub(crate) fn take_cpu_slots(&self, n: usize) -> Vec<Pooled<'_, CpuSlot>> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            match self.cpu.pool.take(self.cpu.workers, Wait::No, CpuSlot::new) {
+                Some(Ok(cs)) => out.push(cs),
+                Some(Err(e)) => {
+                    self.note_cpu(format!("CPU decode worker not started: {e}"));
+                    break;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// A CPU decode worker: takes runs of up to [`CPU_RUN_TILES`] tiles from the back of `q`
+    /// (the tiles it decodes fastest when the queue is ordered by cost), reads them with
+    /// coalesced `pread`s, decodes each with libjpeg-turbo straight into a pinned buffer
+    /// ([`decode_jpeg_into`]: the CPU path's decoder, so the pixels are those of
+    /// [`Slide::read_region`]; only the tile's needed part when `Miss::part` is set) and
+    /// uploads the run in one copy into one device block, while it decodes the next run into
+    /// its other buffer.
+    pub(crate) fn cpu_worker(&self, cs: &mut CpuSlot, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>) -> Result<Vec<(Miss, GpuResult)>> {
+        let cuda = cuda()?;
+        self.make_current()?;
+        // Room for one decoded tile (a whole one is the most `decode_jpeg_into` writes).
+        let tile_room = (img.tile_width as usize * img.tile_height as usize * 4).next_multiple_of(256);
+        let run_tiles = (CPU_RUN_BYTES / tile_room).clamp(1, CPU_RUN_TILES);
+        let mut out = Vec::new();
+        let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
+        // Every block of this call, released only after the final synchronisation (an error
+        // must not free a block, or reuse a pinned buffer, while a copy into it still runs).
+        let mut keep: Vec<Arc<DevBlock>> = Vec::new();
+        let mut raw: Vec<u8> = Vec::new();
+        let mut runs = || -> Result<()> {
+            let mut k = 0usize;
+            loop {
+                let run = q.back(run_tiles);
+                if run.is_empty() {
+                    return Ok(());
+                }
+                // Read: the run's tiles into `raw`, one request per coalesced span.
+                let wants: Vec<Want> = run.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+                let plan = plan_reads(&wants, &slide.config().plan);
+                raw.resize(plan.read_bytes() as usize, 0);
+                // The read layer's plan-to-bytes loop, on this worker's thread.
+                let results = plan.read_into_serial(slide.source(), &mut raw);
+                let mut src: Vec<std::result::Result<std::ops::Range<usize>, Error>> = (0..run.len()).map(|_| Err(Error::Usage(String::new()))).collect();
+                for sp in plan.spans() {
+                    src[sp.id] = match &results[sp.request] {
+                        Ok(()) => Ok(sp.start..sp.start + sp.len),
+                        Err(e) => Err(Error::io(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), std::io::Error::new(e.kind(), e.to_string()))),
+                    };
+                }
+                self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+                self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+                // Decode into the pinned buffer of copy k; copy k - 2 (the previous one from this
+                // buffer) finished at the synchronisation before copy k - 1 was issued. `k`
+                // advances only when a copy is issued: a run whose every tile failed issues none,
+                // and the next run reuses the same buffer.
+                let buf = &mut cs.bufs[k % 2];
+                buf.ensure(run.len() * tile_room)?;
+                let host = buf.as_mut_slice(run.len() * tile_room);
+                let mut placed = Vec::with_capacity(run.len());
+                let mut used = 0usize;
+                for (m, r) in run.iter().zip(src) {
+                    let range = match r {
+                        Ok(range) => range,
+                        Err(e) => {
+                            out.push((*m, Err(Some(e))));
+                            continue;
+                        }
+                    };
+                    let (vw, vh) = img.valid_tile_size(m.col, m.row);
+                    let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, at, &mut host[used..used + tile_room]) {
+                        Ok(p) => {
+                            let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
+                            placed.push((*m, used, p, whole));
+                            used += p.used.max(4).next_multiple_of(256);
+                        }
+                        Err(e) => out.push((*m, Err(Some(e.with_tile(m.col, m.row))))),
+                    }
+                }
+                if placed.is_empty() {
+                    continue;
+                }
+                let (p, block) = self.alloc_block(used, cs.stream.raw())?;
+                keep.push(block.clone());
+                // The worker's stream: the previous run's copy is complete after this.
+                cs.stream.sync()?;
+                out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+                // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
+                // buffer is not written again before the stream is synchronised (next-but-one run).
+                cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr() as *const c_void, used, cs.stream.raw()) }, "cuMemcpyHtoDAsync")?;
+                k += 1;
+                self.counters.cpu.fetch_add(placed.len() as u64, Relaxed);
+                for (m, off, pl, whole) in placed {
+                    if !whole {
+                        self.counters.cpu_partial.fetch_add(1, Relaxed);
+                    }
+                    let ptr = p + (off + pl.offset) as u64;
+                    pending.push((m, Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() })));
+                }
+            }
+        };
+        let r = runs();
+        // The worker's stream, on every exit: its copies finish before the blocks can be freed
+        // and before the slot (and its pinned buffers) returns to the pool.
+        let synced = cs.stream.sync();
+        drop(keep);
+        r?;
+        synced?;
+        out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+        Ok(out)
+    }
+
+    /// Read and decode `misses` on the CPU in the slide's pool, one result per tile (the
+    /// read layer's plan-to-bytes loop, `ReadPlan::read_into`, then `decode_chunk`).
+    pub(crate) fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+        use rayon::prelude::*;
+        let planes = img.planes();
+        // Every plane of every tile (planar-separate images have one chunk per sample).
+        let mut wants = Vec::new();
+        for (i, m) in misses.iter().enumerate() {
+            // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
+            for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
+                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.length });
+            }
+        }
+        let plan = plan_reads(&wants, &slide.config().plan);
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let results = plan.read_into(slide.source(), &mut buf, slide.pool());
+        self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+        self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+        let mut slices: Vec<Option<std::result::Result<&[u8], &std::io::Error>>> = vec![None; misses.len() * planes];
+        for (id, bytes) in plan.slices(&buf, &results) {
+            slices[id] = Some(bytes);
+        }
+        let decode = |(i, m): (usize, &Miss)| {
+            let (col, row) = (m.col, m.row);
+            let tile_at = at.clone().with_tile(col, row);
+            let mut chunks = Vec::with_capacity(planes);
+            for p in 0..planes {
+                match slices[i * planes + p] {
+                    Some(Ok(bytes)) => chunks.push(bytes),
+                    Some(Err(e)) => return (*m, Err(Error::io(&tile_at, std::io::Error::new(e.kind(), e.to_string())))),
+                    None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
+                }
+            }
+            let (vw, vh) = img.valid_tile_size(col, row);
+            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
+        };
+        crate::read::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
+    }
+}

@@ -1,0 +1,138 @@
+//! The GPU engine of one device: the parts it owns and its start-up. One engine per device and
+//! process, started on first use and kept for the process (a forked child refuses it).
+//!
+//! Data flow of a read (`batch.rs`): tiles deduplicated and looked up in the device cache
+//! (`device_cache.rs`); misses split between GPU lanes and CPU workers sharing one work queue
+//! (`scheduler.rs`, `queue.rs`, `lanes.rs`, `decode/cpu_worker.rs`); each lane chunk read by
+//! POSIX into pinned memory or by cuFile into device memory (`io/`), its bitstreams prepared
+//! (`decode/bitstream.rs`) and decoded by batched nvJPEG plus the `convert` kernel
+//! (`decode/nvjpeg.rs`); then one `assemble` launch (`assemble.rs`). docs/gpu.md has the whole
+//! story and the measurements behind the numbers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use super::context::{pid, Context, Stream};
+use super::decode::cpu_worker::CpuWorkers;
+use super::decode::nvjpeg::Decoders;
+use super::device_cache::DeviceCache;
+use super::io::compat::{Io, IoPath};
+use super::kernels::{arg, Kernels};
+use super::lanes::Lanes;
+use super::settings::settings;
+use super::stats::Counters;
+use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
+use super::trace;
+use crate::error::{GpuError, Result};
+
+/// Everything of one device. Fields drop in order: cached tiles, then lanes and CPU workers
+/// (their nvJPEG states before the decoders' handles), I/O handles, kernels, the free stream,
+/// and the context last.
+pub(crate) struct Engine {
+    pub(crate) device: usize,
+    pub(crate) cache: DeviceCache,
+    pub(crate) lanes: Lanes,
+    pub(crate) cpu: CpuWorkers,
+    pub(crate) nvjpeg: Decoders,
+    pub(crate) io: Io,
+    pub(crate) kernels: Kernels,
+    pub(crate) counters: Counters,
+    /// Stream on which tile blocks and unexported arrays are freed.
+    pub(crate) free_stream: Stream,
+    pub(crate) ctx: Context,
+}
+
+static ENGINES: OnceLock<Mutex<HashMap<usize, Arc<Engine>>>> = OnceLock::new();
+
+fn engines() -> MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
+    ENGINES
+        .get_or_init(|| {
+            // A closed slide's tiles leave the device caches (and its cuFile handle is dropped).
+            crate::cache::registry::register_hook(super::purge_slide);
+            Default::default()
+        })
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The engine of `device`, started on first use. Refuses in a process forked after CUDA was
+/// initialised.
+pub(crate) fn engine(device: usize) -> Result<Arc<Engine>> {
+    let mut map = engines();
+    if let Some(e) = map.get(&device) {
+        if e.ctx.pid() != pid() {
+            return Err(GpuError::Fork { parent: e.ctx.pid(), child: pid() }.into());
+        }
+        return Ok(e.clone());
+    }
+    if let Some(other) = map.values().next() {
+        if other.ctx.pid() != pid() {
+            return Err(GpuError::Fork { parent: other.ctx.pid(), child: pid() }.into());
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let e = Arc::new(Engine::start(device)?);
+    let t1 = std::time::Instant::now();
+    if let Err(err) = e.warm_up() {
+        e.note_cpu(format!("engine warm-up failed ({err}): the first large read pays the set-up"));
+    }
+    if trace::on() {
+        eprintln!("[slidestream gpu trace] engine start on device {device}: {:.1} ms, warm-up {:.1} ms", (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+    }
+    map.insert(device, e.clone());
+    Ok(e)
+}
+
+/// The engine of `device` if it was started in this process (never starts CUDA).
+pub(crate) fn existing(device: usize) -> Option<Arc<Engine>> {
+    engines().get(&device).filter(|e| e.ctx.pid() == pid()).cloned()
+}
+
+/// Every engine started in this process.
+pub(crate) fn all() -> Vec<Arc<Engine>> {
+    match ENGINES.get() {
+        Some(m) => m.lock().unwrap_or_else(|p| p.into_inner()).values().filter(|e| e.ctx.pid() == pid()).cloned().collect(),
+        None => Vec::new(),
+    }
+}
+
+impl Engine {
+    fn start(device: usize) -> Result<Engine> {
+        // Every engine setting, checked and then fixed for the process (docs/settings.md).
+        let set = settings()?;
+        let report = super::probe()?;
+        let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
+        let cuda = cuda()?;
+        super::sys::nvjpeg()?;
+        // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`).
+        let ctx = Context::retain(device, set.sync)?;
+        let free_stream = Stream::new()?;
+        // Keep freed tile memory in the pool (no return to the OS at every synchronisation).
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: out-pointers to locals; the device of the current context.
+        unsafe {
+            if (cuda.cuDeviceGetDefaultMemPool)(&mut pool, ctx.device()) == 0 {
+                let mut threshold = u64::MAX;
+                (cuda.cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
+            }
+        }
+        let kernels = Kernels::load(ma, mi)?;
+        // I/O path (KvikIO-style compat mode), then nvJPEG: hardware backend for host
+        // bitstreams where present, and a device-bitstream decoder for the cuFile path.
+        let io = Io::select(set.compat_mode);
+        let nvjpeg = Decoders::new(io.path != IoPath::Posix, set.nvjpeg_output)?;
+        let lanes = Lanes::new(set.gpu_workers, set.min_chunk);
+        let cpu = CpuWorkers::new(set.cpu_workers, lanes.workers, set.split_by_cost);
+        Ok(Engine { device, cache: DeviceCache::new(set.device_cache_bytes), lanes, cpu, nvjpeg, io, kernels, counters: Counters::default(), free_stream, ctx })
+    }
+
+    /// Make the engine's context current on the calling thread.
+    pub(crate) fn make_current(&self) -> Res<()> {
+        self.ctx.make_current()
+    }
+
+    /// The stream tile blocks and unexported arrays are freed on.
+    pub(crate) fn free_stream(&self) -> CUstream {
+        self.free_stream.raw()
+    }
+}

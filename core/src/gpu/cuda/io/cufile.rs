@@ -1,0 +1,219 @@
+//! cuFile (GPUDirect Storage): the driver, opened once per process; one registered handle per
+//! open slide, made from the slide's **own** file descriptor (never by reopening its path, which
+//! could name another file); and the coalesced `cuFileRead`s of one chunk into device memory.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::gpu::cuda::context::pid;
+use crate::gpu::cuda::engine::Engine;
+use crate::gpu::cuda::io::compat::IoPath;
+use crate::gpu::cuda::lanes::Slot;
+use crate::gpu::cuda::queue::Miss;
+use crate::gpu::cuda::stats::Counters;
+use crate::gpu::cuda::sys::{cuda, CUcontext, CUdeviceptr, CUfileDescr, CuFile, Res, CU_FILE_HANDLE_TYPE_OPAQUE_FD};
+use crate::io::plan::{plan_reads, Request, Want};
+use crate::io::ByteSource;
+use crate::slide::Slide;
+
+/// cuFile, loaded and its driver opened (`cuFileDriverOpen`) once per process. Call only after
+/// a CUDA device was found: without a GPU driver `cuFileDriverOpen` does not return.
+pub(crate) fn driver() -> std::result::Result<&'static CuFile, String> {
+    static CF: OnceLock<std::result::Result<CuFile, String>> = OnceLock::new();
+    CF.get_or_init(|| {
+        let cf = CuFile::load()?;
+        // SAFETY: documented entry point; only reached after a CUDA device was found.
+        let e = unsafe { (cf.cuFileDriverOpen)() };
+        if e.err != 0 {
+            return Err(format!("cuFileDriverOpen failed (CUfileOpError {}, CUresult {})", e.err, e.cu_err));
+        }
+        Ok(cf)
+    })
+    .as_ref()
+    .map_err(|e| e.clone())
+}
+
+/// A cuFile handle of one open slide's file, deregistered when dropped (before the O_DIRECT
+/// descriptor it may own closes; the slide's own descriptor outlives it, as the slide purges
+/// its handle before closing).
+pub(crate) struct CuFileHandle {
+    pub(crate) handle: *mut c_void,
+    cf: &'static CuFile,
+    pid: u32,
+    /// An O_DIRECT descriptor of the slide's open file, when one could be made.
+    _direct: Option<File>,
+}
+
+// A registered cuFile handle may be used from any thread.
+unsafe impl Send for CuFileHandle {}
+unsafe impl Sync for CuFileHandle {}
+
+impl Drop for CuFileHandle {
+    fn drop(&mut self) {
+        if self.pid == pid() {
+            // SAFETY: registered in `CuFiles::handle`, deregistered once, before the fd closes.
+            unsafe { (self.cf.cuFileHandleDeregister)(self.handle) };
+        }
+    }
+}
+
+/// `(st_dev, st_ino)` of an open descriptor.
+fn file_id(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat on a descriptor the caller keeps open; out-pointer to a zeroed local.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    (unsafe { libc::fstat(fd, &mut st) } == 0).then_some((st.st_dev as u64, st.st_ino as u64))
+}
+
+/// An O_DIRECT descriptor of the file open as `fd` (GPUDirect Storage reads need one), made
+/// through `/proc/self/fd` (the open file itself, whatever its name now) and checked to be the
+/// same file (device and inode); `None` when that is not possible.
+fn reopen_direct(fd: RawFd) -> Option<File> {
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(format!("/proc/self/fd/{fd}")).ok()?;
+    let same = file_id(fd).is_some() && file_id(fd) == file_id(f.as_raw_fd());
+    same.then_some(f)
+}
+
+/// cuFile (when the path uses it) and the handles of the slides read so far: `None` for a
+/// slide that could not be registered (its reads go through POSIX).
+pub(crate) struct CuFiles {
+    pub(crate) cufile: Option<&'static CuFile>,
+    handles: Mutex<HashMap<u64, Option<Arc<CuFileHandle>>>>,
+}
+
+impl CuFiles {
+    pub(crate) fn new(cufile: Option<&'static CuFile>) -> CuFiles {
+        CuFiles { cufile, handles: Mutex::new(HashMap::new()) }
+    }
+
+    /// The cuFile handle of `slide`, registered on first use from the slide's own descriptor;
+    /// `None` (with the reason in `counters`) when the slide has no descriptor (read from
+    /// memory) or cuFile refuses it.
+    pub(crate) fn handle(&self, slide: &Slide, counters: &Counters) -> Option<Arc<CuFileHandle>> {
+        let cf = self.cufile?;
+        let mut handles = self.handles.lock().unwrap_or_else(|p| p.into_inner());
+        handles
+            .entry(slide.id())
+            .or_insert_with(|| {
+                let name = slide.index().path().display().to_string();
+                let Some(fd) = slide.source().raw_fd() else {
+                    counters.note_cufile_skip(format!("{name}: no file descriptor (slide not read from a local file): POSIX reads for this slide"));
+                    return None;
+                };
+                let direct = reopen_direct(fd);
+                let reg_fd = direct.as_ref().map_or(fd, |f| f.as_raw_fd());
+                let mut descr = CUfileDescr { handle_type: CU_FILE_HANDLE_TYPE_OPAQUE_FD, handle: reg_fd as usize, fs_ops: std::ptr::null() };
+                let mut h = std::ptr::null_mut();
+                // SAFETY: descriptor of an open fd; out-pointer to a local.
+                let e = unsafe { (cf.cuFileHandleRegister)(&mut h, &mut descr) };
+                if e.err != 0 {
+                    counters.note_cufile_refusal(format!("cuFileHandleRegister failed for {name} (CUfileOpError {}): POSIX reads for this slide", e.err));
+                    return None;
+                }
+                Some(Arc::new(CuFileHandle { handle: h, cf, pid: pid(), _direct: direct }))
+            })
+            .clone()
+    }
+
+    /// Forget `slide`'s handle (deregistered once no read holds it).
+    pub(crate) fn drop_slide(&self, slide: u64) {
+        let h = self.handles.lock().unwrap_or_else(|p| p.into_inner()).remove(&slide);
+        drop(h);
+    }
+}
+
+/// Where each tile of a chunk read by cuFile lies: `(index in the chunk, device pointer or the
+/// read's error, length)`, in the order of the read plan.
+pub(crate) type Placed = Vec<(usize, std::result::Result<CUdeviceptr, String>, u64)>;
+
+impl Engine {
+    /// Coalesced `cuFileRead`s of `chunk` into the slot's registered device staging buffer.
+    pub(crate) fn read_chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, chunk: &[Miss]) -> Res<Placed> {
+        use rayon::prelude::*;
+        let cuda = cuda()?;
+        let cf = self.io.files.cufile.ok_or_else(|| crate::error::GpuError::Unavailable("cuFile not loaded".into()))?;
+        let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+        let plan = plan_reads(&wants, &slide.config().plan);
+        let total = plan.read_bytes() as usize;
+        slot.staging.ensure(total, Some(cf))?;
+        // Requests back to back in the staging buffer (the read layer's layout, `ReadPlan::spans`).
+        let bases = plan.request_starts();
+        let (staging, ctx, handle) = (slot.staging.ptr(), self.ctx.raw() as usize, fh.handle as usize);
+        let read = |(r, &b): (&Request, &usize)| -> std::result::Result<(), String> {
+            // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
+            // staging + b, inside the staging allocation (sized to the plan's total above).
+            let n = unsafe {
+                (cuda.cuCtxSetCurrent)(ctx as CUcontext);
+                (cf.cuFileRead)(handle as *mut c_void, staging as *mut c_void, r.len as usize, r.offset as i64, b as i64)
+            };
+            if n == r.len as isize {
+                Ok(())
+            } else {
+                Err(format!("cuFileRead of {} bytes at offset {} returned {n}", r.len, r.offset))
+            }
+        };
+        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
+            crate::read::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
+        } else {
+            plan.requests.iter().zip(bases.iter()).map(read).collect()
+        };
+        self.make_current()?;
+        let c = &self.counters;
+        let (bytes_c, req_c) = match self.io.path {
+            IoPath::CuFileGds => (&c.gds_bytes, &c.gds_requests),
+            _ => (&c.compat_bytes, &c.compat_requests),
+        };
+        bytes_c.fetch_add(plan.read_bytes(), Relaxed);
+        req_c.fetch_add(plan.requests.len() as u64, Relaxed);
+        Ok(plan.spans().map(|sp| (sp.id, results[sp.request].clone().map(|()| staging + sp.start as u64), sp.len as u64)).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::metrics::MetricsSource;
+    use crate::io::posix::FileSource;
+    use crate::io::MemSource;
+    use std::os::unix::fs::MetadataExt;
+
+    fn temp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("slidestream-cufile-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).expect("write temp file");
+        p
+    }
+
+    #[test]
+    fn a_file_source_exposes_its_own_descriptor_and_memory_none() {
+        let p = temp_file("fd", &[7u8; 4096]);
+        let meta = std::fs::metadata(&p).expect("stat");
+        let src: Box<dyn ByteSource> = Box::new(FileSource::open(&p).expect("open"));
+        let wrapped = MetricsSource::new(src);
+        let fd = wrapped.raw_fd().expect("a file has a descriptor, through the metrics wrapper");
+        assert_eq!(file_id(fd), Some((meta.dev(), meta.ino())), "the descriptor is the file's");
+        let mem = MetricsSource::new(Box::new(MemSource::new(vec![7u8; 4096])) as Box<dyn ByteSource>);
+        assert_eq!(mem.raw_fd(), None);
+        // Renaming the file does not change what the descriptor (or its O_DIRECT reopening) reads.
+        let moved = p.with_extension("moved");
+        std::fs::rename(&p, &moved).expect("rename");
+        std::fs::write(&p, [9u8; 4096]).expect("a different file under the old name");
+        if let Some(direct) = reopen_direct(fd) {
+            assert_eq!(file_id(direct.as_raw_fd()), Some((meta.dev(), meta.ino())));
+        }
+        assert_ne!(file_id(fd), std::fs::metadata(&p).ok().map(|m| (m.dev(), m.ino())));
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_file(&moved);
+    }
+
+    #[test]
+    fn compat_mode_on_never_loads_cufile() {
+        let io = super::super::compat::Io::select(crate::gpu::CompatMode::On);
+        assert_eq!(io.path, IoPath::Posix);
+        assert!(io.error.is_none() && io.files.cufile.is_none());
+        assert!(io.reason.contains("SLIDESTREAM_COMPAT_MODE=on"), "{}", io.reason);
+    }
+}

@@ -1,0 +1,155 @@
+//! Decode lanes: a lane is two slots (stream + nvJPEG states + buffers) used alternately by one
+//! caller, so reading and parsing chunk k + 1 on the host overlaps decoding chunk k on the
+//! device. The engine keeps them in a [`Pool`]: exactly `SLIDESTREAM_GPU_WORKERS` for ordinary
+//! callers (made and warmed at start; more concurrent callers wait for a free one), plus extra
+//! ones for rayon worker threads that must not wait.
+
+use super::context::Stream;
+use super::decode::nvjpeg::State;
+use super::decode::GpuResult;
+use super::engine::Engine;
+use super::memory::{DeviceBuffer, DevTile, PinnedBuffer};
+use super::pool::{Pool, Pooled, Wait};
+use super::queue::{Miss, WorkQueue};
+use super::sys::Res;
+use super::trace;
+use crate::error::{Location, Result};
+use crate::index::ImageIndex;
+use crate::slide::Slide;
+use std::sync::Arc;
+
+/// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
+/// pairs), all made and warmed at start; more concurrent callers wait for a free one (lanes
+/// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
+/// threads reading single regions at 944 patches/s against 2,948 for one thread).
+pub(crate) const MAX_LANES: usize = 8;
+/// Most lanes including those made for rayon worker threads that found none free (see
+/// [`Engine::take_lane`]).
+const MAX_OVERFLOW_LANES: usize = 64;
+
+/// One half of a lane's double buffer. Every resource is freed when the slot drops.
+pub(crate) struct Slot {
+    /// Planar nvJPEG outputs of the chunk.
+    pub(crate) scratch: DeviceBuffer,
+    /// cuFile read staging (device).
+    pub(crate) staging: DeviceBuffer,
+    /// Spliced device bitstreams (cuFile path).
+    pub(crate) spliced: DeviceBuffer,
+    /// POSIX read staging / device-to-host copies (pinned host).
+    pub(crate) pinned: PinnedBuffer,
+    /// Spliced host bitstreams of the chunk in flight (pinned: nvJPEG copies them to the
+    /// device; measured faster than pageable memory).
+    pub(crate) arena: PinnedBuffer,
+    /// nvJPEG state of the host-bitstream decoder.
+    pub(crate) state: State,
+    /// nvJPEG state of the device-bitstream decoder (cuFile path), when there is one.
+    pub(crate) dev_state: Option<State>,
+    pub(crate) stream: Stream,
+}
+
+/// Two slots used alternately by one caller at a time.
+pub(crate) struct Lane {
+    pub(crate) slots: [Slot; 2],
+}
+
+/// The engine's lanes.
+pub(crate) struct Lanes {
+    pub(crate) pool: Pool<Lane>,
+    /// Lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`, 1..=[`MAX_LANES`]).
+    pub(crate) workers: usize,
+    /// Smallest chunk a lane takes as the queue runs low (`SLIDESTREAM_GPU_MIN_CHUNK`,
+    /// 1..=`CHUNK_TILES`; `CHUNK_TILES` = fixed chunks).
+    pub(crate) min_chunk: usize,
+}
+
+impl Lanes {
+    pub(crate) fn new(workers: usize, min_chunk: usize) -> Lanes {
+        Lanes { pool: Pool::default(), workers: workers.clamp(1, MAX_LANES), min_chunk: min_chunk.clamp(1, super::scheduler::CHUNK_TILES) }
+    }
+}
+
+impl Engine {
+    fn new_lane(&self) -> Res<Lane> {
+        let mk = || -> Res<Slot> {
+            Ok(Slot {
+                scratch: DeviceBuffer::new(),
+                staging: DeviceBuffer::new(),
+                spliced: DeviceBuffer::new(),
+                pinned: PinnedBuffer::new(),
+                arena: PinnedBuffer::new(),
+                state: State::new(&self.nvjpeg.host, "nvjpegJpegStateCreate")?,
+                dev_state: match &self.nvjpeg.device {
+                    Some(h) => Some(State::new(h, "nvjpegJpegStateCreate(device)")?),
+                    None => None,
+                },
+                stream: Stream::new()?,
+            })
+        };
+        Ok(Lane { slots: [mk()?, mk()?] })
+    }
+
+    /// A lane for a call, waiting for a free one when `SLIDESTREAM_GPU_WORKERS` exist.
+    pub(crate) fn take_lane(&self) -> Res<Pooled<'_, Lane>> {
+        // A rayon worker thread must not wait: while it waits, rayon may run another job on it,
+        // and a job further up its own stack may hold a lane (work stealing inside the parallel
+        // reads of a lane's holder), so waiting could deadlock. It gets an extra lane instead
+        // (made on demand, so slow the first time), up to `MAX_OVERFLOW_LANES`.
+        let limit = if rayon::current_thread_index().is_none() { self.lanes.workers } else { MAX_OVERFLOW_LANES };
+        self.lanes.pool.take(limit, Wait::Yes, || self.new_lane()).expect("a waiting take always returns")
+    }
+
+    /// A lane if one is free or may still be created, without waiting.
+    pub(crate) fn try_take_lane(&self) -> Option<Res<Pooled<'_, Lane>>> {
+        self.lanes.pool.take(self.lanes.workers, Wait::No, || self.new_lane())
+    }
+
+    /// Decode JPEG tiles on the GPU: chunks of up to `chunk_tiles` tiles from the front of `q`,
+    /// alternating between the lane's two slots.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>, chunk_tiles: usize, share: usize) -> Result<Vec<(Miss, GpuResult)>> {
+        let cufile = self.io.cufile_handle(slide, &self.counters);
+        let mut out = Vec::new();
+        let mut pending: [Vec<(Miss, Arc<DevTile>)>; 2] = [Vec::new(), Vec::new()];
+        let mut failure = None;
+        let mut k = 0usize;
+        loop {
+            let chunk = q.front_guided(chunk_tiles, self.lanes.min_chunk, share);
+            if chunk.is_empty() {
+                break;
+            }
+            let si = k % 2;
+            k += 1;
+            let slot = &mut lane.slots[si];
+            // The slot's previous chunk must be complete before reuse.
+            if let Err(e) = self.counters.trace.time(trace::SLOT_WAIT, || slot.stream.sync()) {
+                failure = Some(e);
+                break;
+            }
+            out.extend(pending[si].drain(..).map(|(m, t)| (m, Ok(t))));
+            let r = match &cufile {
+                Some(fh) => self.chunk_cufile(slot, fh, slide, img, at, chunk),
+                None => self.chunk_posix(slot, slide, img, at, chunk),
+            };
+            match r {
+                Ok((done, settled)) => {
+                    pending[si] = done;
+                    out.extend(settled);
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        for (si, p) in pending.iter_mut().enumerate() {
+            if let Err(e) = lane.slots[si].stream.sync() {
+                failure.get_or_insert(e);
+            }
+            out.extend(p.drain(..).map(|(m, t)| (m, Ok(t))));
+        }
+        match failure {
+            Some(e) => Err(e.into()),
+            None => Ok(out),
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Device and pinned host memory, each allocation owned by a type whose `Drop` frees it:
+//! growable per-slot buffers ([`DeviceBuffer`], [`PinnedBuffer`]), stream-ordered temporaries
+//! ([`StreamAlloc`]), the blocks holding decoded tiles ([`DevBlock`], [`DevTile`]), and the
+//! download / free of a [`DeviceArray`].
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use super::context::pid;
+use super::sys::{cu, cuda, CUcontext, CUdeviceptr, CUstream, CuFile, Res};
+use crate::cache::CacheWeight;
+use crate::error::{GpuError, Result};
+use crate::gpu::DeviceArray;
+
+/// A growable device buffer owned by one slot (used only while the slot's stream is idle),
+/// optionally registered with cuFile (`cuFileBufRegister`); freed (and deregistered) on drop.
+pub(crate) struct DeviceBuffer {
+    ptr: CUdeviceptr,
+    len: usize,
+    /// The cuFile table it is registered with.
+    registered: Option<&'static CuFile>,
+    pid: u32,
+}
+
+// Used by one thread at a time (its slot is taken out of a pool for a call).
+unsafe impl Send for DeviceBuffer {}
+
+impl DeviceBuffer {
+    pub(crate) const fn new() -> DeviceBuffer {
+        DeviceBuffer { ptr: 0, len: 0, registered: None, pid: 0 }
+    }
+
+    /// The allocation (0 before the first [`ensure`](Self::ensure)).
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Make room for `len` bytes (contents not kept), registered with `register` when given
+    /// (a registration that fails leaves the buffer unregistered, as cuFile then reads through
+    /// its own bounce buffers). The owner's stream must be idle.
+    pub(crate) fn ensure(&mut self, len: usize, register: Option<&'static CuFile>) -> Res<()> {
+        if self.len >= len && (register.is_none() || self.registered.is_some()) {
+            return Ok(());
+        }
+        self.release();
+        let want = len.max(1 << 20).next_power_of_two();
+        let mut p = 0;
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { (cuda()?.cuMemAlloc)(&mut p, want) }, "cuMemAlloc")?;
+        *self = DeviceBuffer { ptr: p, len: want, registered: None, pid: pid() };
+        if let Some(cf) = register {
+            // SAFETY: a device allocation of `want` bytes; deregistered before it is freed.
+            let e = unsafe { (cf.cuFileBufRegister)(p as *const c_void, want, 0) };
+            if e.err == 0 {
+                self.registered = Some(cf);
+            }
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        if self.ptr != 0 && self.pid == pid() {
+            if let Ok(cuda) = cuda() {
+                // SAFETY: allocated in `ensure`, freed once; the stream using it is idle.
+                unsafe {
+                    if let Some(cf) = self.registered {
+                        (cf.cuFileBufDeregister)(self.ptr as *const c_void);
+                    }
+                    (cuda.cuMemFree)(self.ptr);
+                }
+            }
+        }
+        *self = DeviceBuffer::new();
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// A growable pinned (page-locked) host buffer, freed on drop.
+pub(crate) struct PinnedBuffer {
+    ptr: *mut u8,
+    len: usize,
+    pid: u32,
+}
+
+// Used by one thread at a time (its owner is taken out of a pool for a call).
+unsafe impl Send for PinnedBuffer {}
+
+impl PinnedBuffer {
+    pub(crate) const fn new() -> PinnedBuffer {
+        PinnedBuffer { ptr: std::ptr::null_mut(), len: 0, pid: 0 }
+    }
+
+    /// The allocation (null before the first [`ensure`](Self::ensure)).
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// Make room for `len` bytes (contents not kept). No copy from it may be pending.
+    pub(crate) fn ensure(&mut self, len: usize) -> Res<()> {
+        if self.len >= len {
+            return Ok(());
+        }
+        self.release();
+        let want = len.max(1 << 20).next_power_of_two();
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { (cuda()?.cuMemAllocHost)(&mut p, want) }, "cuMemAllocHost")?;
+        *self = PinnedBuffer { ptr: p as *mut u8, len: want, pid: pid() };
+        Ok(())
+    }
+
+    /// The first `len` bytes (at most the size made by [`ensure`](Self::ensure)).
+    pub(crate) fn as_mut_slice(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.len);
+        if len == 0 {
+            return &mut [];
+        }
+        // SAFETY: `len` bytes of a live pinned allocation owned by `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len) }
+    }
+
+    fn release(&mut self) {
+        if !self.ptr.is_null() && self.pid == pid() {
+            if let Ok(cuda) = cuda() {
+                // SAFETY: allocated in `ensure`, freed once; no copy from it is pending.
+                unsafe { (cuda.cuMemFreeHost)(self.ptr as *mut c_void) };
+            }
+        }
+        *self = PinnedBuffer::new();
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// A temporary stream-ordered device allocation (`cuMemAllocAsync` on `stream`), freed
+/// stream-ordered on the same stream when dropped: drop it after the last kernel or copy that
+/// uses it was enqueued there.
+pub(crate) struct StreamAlloc {
+    ptr: CUdeviceptr,
+    stream: CUstream,
+}
+
+impl StreamAlloc {
+    /// `len` bytes (at least 1) on `stream`.
+    pub(crate) fn new(len: usize, stream: CUstream) -> Res<StreamAlloc> {
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; the stream is live and its context current.
+        cu(unsafe { (cuda()?.cuMemAllocAsync)(&mut p, len.max(1), stream) }, "cuMemAllocAsync")?;
+        Ok(StreamAlloc { ptr: p, stream })
+    }
+
+    /// Upload `bytes` into a fresh allocation on `stream`.
+    pub(crate) fn upload(bytes: &[u8], stream: CUstream) -> Res<StreamAlloc> {
+        let a = StreamAlloc::new(bytes.len(), stream)?;
+        if !bytes.is_empty() {
+            // SAFETY: the copy reads `bytes.len()` bytes of a live slice; for pageable memory
+            // cuMemcpyHtoDAsync returns once the data were staged, so the slice may go away.
+            cu(unsafe { (cuda()?.cuMemcpyHtoDAsync)(a.ptr, bytes.as_ptr() as *const c_void, bytes.len(), stream) }, "cuMemcpyHtoDAsync")?;
+        }
+        Ok(a)
+    }
+
+    /// The device pointer.
+    pub(crate) fn ptr(&self) -> CUdeviceptr {
+        self.ptr
+    }
+
+    /// Hand the allocation to another owner (a [`DevBlock`]), which frees it.
+    pub(crate) fn into_raw(self) -> CUdeviceptr {
+        let p = self.ptr;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for StreamAlloc {
+    fn drop(&mut self) {
+        if let Ok(cuda) = cuda() {
+            // SAFETY: a stream-ordered allocation made on `stream`, freed once after its last
+            // use was enqueued on the same stream.
+            unsafe { (cuda.cuMemFreeAsync)(self.ptr, self.stream) };
+        }
+    }
+}
+
+/// View plain-old-data descriptors as bytes (for uploads).
+pub(crate) fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
+    // SAFETY: T is a repr(C) plain-old-data descriptor; viewing it as bytes is sound.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+/// One stream-ordered device allocation holding one or more decoded tiles (a chunk's tiles
+/// share one block: one allocation and one free per chunk instead of per tile). Freed with
+/// `cuMemFreeAsync` on the engine's free stream when its last tile is dropped.
+pub(crate) struct DevBlock {
+    ptr: CUdeviceptr,
+    ctx: CUcontext,
+    free_stream: CUstream,
+    pid: u32,
+    /// Size in bytes, and the engine's count of bytes held by live blocks.
+    bytes: u64,
+    held: Arc<AtomicU64>,
+}
+
+// A device pointer and handles usable from any thread.
+unsafe impl Send for DevBlock {}
+unsafe impl Sync for DevBlock {}
+
+impl DevBlock {
+    /// Take ownership of `ptr` (`bytes` bytes from `cuMemAllocAsync` in `ctx`), counted in
+    /// `held` while alive.
+    pub(crate) fn new(ptr: CUdeviceptr, bytes: usize, ctx: CUcontext, free_stream: CUstream, held: &Arc<AtomicU64>) -> Arc<DevBlock> {
+        held.fetch_add(bytes as u64, Relaxed);
+        Arc::new(DevBlock { ptr, ctx, free_stream, pid: pid(), bytes: bytes as u64, held: held.clone() })
+    }
+}
+
+impl Drop for DevBlock {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Relaxed);
+        if self.ptr == 0 || self.pid != pid() {
+            return; // a forked child must not touch the parent's CUDA state
+        }
+        if let Ok(cuda) = cuda() {
+            // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every
+            // call that used its tiles synchronised its streams (dropped with the last `Arc`).
+            unsafe {
+                (cuda.cuCtxSetCurrent)(self.ctx);
+                (cuda.cuMemFreeAsync)(self.ptr, self.free_stream);
+            }
+        }
+    }
+}
+
+/// A decoded tile in device memory: RGBA, `w × h` pixels starting at (`x`, `y`) of the tile,
+/// rows `pitch × 4` bytes apart, inside `block`. A whole tile has `x = y = 0` and covers the
+/// tile's part inside the image; a partial one (a CPU worker decoded only what one call needs)
+/// covers less and is never cached.
+pub(crate) struct DevTile {
+    pub(crate) ptr: CUdeviceptr,
+    pub(crate) x: u32,
+    pub(crate) y: u32,
+    pub(crate) w: u32,
+    pub(crate) h: u32,
+    pub(crate) pitch: u32,
+    pub(crate) partial: bool,
+    pub(crate) _block: Arc<DevBlock>,
+}
+
+impl DevTile {
+    /// A whole tile of `w × h` pixels, pitch `w`.
+    pub(crate) fn whole(ptr: CUdeviceptr, w: u32, h: u32, block: Arc<DevBlock>) -> DevTile {
+        DevTile { ptr, x: 0, y: 0, w, h, pitch: w, partial: false, _block: block }
+    }
+}
+
+impl CacheWeight for DevTile {
+    fn byte_size(&self) -> usize {
+        self.pitch as usize * self.h as usize * 4 + std::mem::size_of::<Self>()
+    }
+}
+
+/// Copy a device array to the host (the array's data are complete: its stream was synced).
+pub(crate) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
+    if a.pid != pid() {
+        return Err(GpuError::Fork { parent: a.pid, child: pid() }.into());
+    }
+    let e = super::engine::engine(a.device)?;
+    e.make_current()?;
+    let n = a.nbytes();
+    let mut v = vec![0u8; n];
+    if n > 0 {
+        // SAFETY: n bytes on both sides; the array's data are complete (its stream was synced).
+        cu(unsafe { (cuda()?.cuMemcpyDtoH)(v.as_mut_ptr() as *mut c_void, a.ptr, n) }, "cuMemcpyDtoH")?;
+    }
+    Ok(v)
+}
+
+/// Free a device array's memory (once; a forked child frees nothing).
+pub(crate) fn free_array(a: &mut DeviceArray) {
+    if a.ptr == 0 || a.pid != pid() {
+        return;
+    }
+    if let Some(e) = super::engine::existing(a.device) {
+        if e.make_current().is_ok() {
+            if let Ok(cuda) = cuda() {
+                if a.exported.load(Relaxed) {
+                    // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once.
+                    // cuMemFree of pool memory synchronises the device, so work still using the
+                    // memory on any stream (a consumer's included) finishes first.
+                    unsafe { (cuda.cuMemFree)(a.ptr) };
+                } else {
+                    // SAFETY: as above; the pointer never left slidestream and every use of it
+                    // (the assembly, `download`'s synchronous copy) completed before the read
+                    // or copy returned, so a stream-ordered free on any stream is safe.
+                    unsafe { (cuda.cuMemFreeAsync)(a.ptr, e.free_stream()) };
+                }
+            }
+        }
+    }
+    a.ptr = 0;
+}

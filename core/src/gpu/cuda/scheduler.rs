@@ -1,0 +1,188 @@
+//! How one call's tiles are split between decoders: JPEG levels nvJPEG can take go to the GPU
+//! lanes, which take chunks from the front of the call's work queue while, on large batches,
+//! CPU decode workers take runs from its back; other levels, and tiles the lanes hand back, go
+//! to the CPU fallback; CPU-decoded tiles are uploaded.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use super::batch::Need;
+use super::decode::bitstream::MAX_GPU_TILE_EDGE;
+use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
+use super::decode::GpuResult;
+use super::engine::Engine;
+use super::lanes::Lane;
+use super::memory::{DevTile, StreamAlloc};
+use super::pool::Pooled;
+use super::queue::{Miss, WorkQueue};
+use super::sys::{cuda, Res};
+use super::trace::{self, Finished};
+use crate::error::{GpuError, Location, Result};
+use crate::index::{Compression, ImageIndex};
+use crate::slide::Slide;
+
+/// Tiles per nvJPEG batch (one slot's chunk).
+pub(crate) const CHUNK_TILES: usize = 256;
+/// Fewest tile misses in one call for which CPU decode workers join the GPU lanes (below, the
+/// threads' start-up costs more than they decode).
+pub(crate) const MIN_CPU_SHARE_TILES: usize = 64;
+
+/// Lanes and CPU workers' resources taken from the engine's pools for one call, given back when
+/// dropped (a panic included), so the pools never shrink.
+pub(crate) struct Taken<'a> {
+    pub(crate) lanes: Vec<Pooled<'a, Lane>>,
+    pub(crate) cpu: Vec<Pooled<'a, CpuSlot>>,
+}
+
+impl Engine {
+    /// Up to `lanes` free lanes (made while fewer than `SLIDESTREAM_GPU_WORKERS` exist, never
+    /// waiting) and up to `cpu` CPU workers' resources.
+    pub(crate) fn take_free(&self, lanes: usize, cpu: usize) -> Res<Taken<'_>> {
+        let mut taken = Taken { lanes: Vec::new(), cpu: Vec::new() };
+        while taken.lanes.len() < lanes {
+            match self.try_take_lane() {
+                Some(Ok(l)) => taken.lanes.push(l),
+                Some(Err(e)) => return Err(e),
+                None => break,
+            }
+        }
+        taken.cpu = self.take_cpu_slots(cpu);
+        Ok(taken)
+    }
+
+    /// Decode `misses` into device tiles (`needs[m.need].tile`), or record their errors.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn decode_misses(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, level: usize, needs: &mut [Need], mut misses: Vec<Miss>) -> Result<()> {
+        let c = &img.codec;
+        let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+        self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
+        // Cost order only matters when CPU workers will take the back of the queue; otherwise
+        // offset order keeps the lanes' reads coalesced.
+        if self.cpu.split_by_cost && misses.len() >= MIN_CPU_SHARE_TILES && self.cpu.workers > 0 {
+            misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.offset));
+        } else {
+            misses.sort_by_key(|m| m.offset);
+        }
+        // JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding from the
+        // other end of the same queue); the rest to the CPU decoders.
+        let (gpu, cpu) = if gpu_level {
+            (misses, Vec::new())
+        } else {
+            if c.compression == Compression::Jpeg {
+                self.note_cpu(format!("{at}: JPEG with {} samples (planar {}) goes to the CPU decoder", c.samples_per_pixel, c.planar_separate));
+            }
+            (Vec::new(), misses)
+        };
+        let ctx = self.ctx.raw();
+        let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
+        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(slide, img, at, &cpu)) };
+        // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
+        // run on this thread).
+        let _ = unsafe { (cuda()?.cuCtxSetCurrent)(ctx) };
+        let gpu_done = gpu_done?;
+        // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
+        let mut retry = Vec::new();
+        for (m, r) in gpu_done {
+            match r {
+                Ok(t) => self.finish(slide, level, needs, m, t),
+                Err(None) => retry.push(m),
+                Err(Some(err)) => needs[m.need].err = Some(err),
+            }
+        }
+        let mut cpu_done = cpu_done;
+        if !retry.is_empty() {
+            cpu_done.extend(self.cpu_decode(slide, img, at, &retry));
+        }
+        // Upload CPU-decoded tiles.
+        let stream = lane.slots[0].stream.raw();
+        let mut uploaded = Vec::new();
+        for (m, r) in cpu_done {
+            match r {
+                Ok(t) => {
+                    let p = StreamAlloc::upload(&t.rgba, stream)?.into_raw();
+                    let block = self.block(p, t.rgba.len().max(1));
+                    uploaded.push((m, Arc::new(DevTile::whole(p, t.width, t.height, block))));
+                }
+                Err(err) => needs[m.need].err = Some(err),
+            }
+        }
+        if !uploaded.is_empty() {
+            // The lane's stream: the uploads must land before the tiles are shared.
+            lane.slots[0].stream.sync()?;
+            self.counters.cpu.fetch_add(uploaded.len() as u64, Relaxed);
+            for (m, t) in uploaded {
+                self.finish(slide, level, needs, m, t);
+            }
+        }
+        Ok(())
+    }
+
+    /// Decode a set of JPEG tiles with every decoder available: up to `gpu_workers` lanes take
+    /// chunks of up to [`CHUNK_TILES`] whole tiles from the front of the sorted list (costliest
+    /// CPU decodes first; each lane's thread prepares its next chunk on the host while its
+    /// previous one decodes), and, on batches of at least [`MIN_CPU_SHARE_TILES`] tiles, up to
+    /// `cpu_workers` CPU decoders take runs of up to [`CPU_RUN_TILES`] (at most
+    /// `CPU_RUN_BYTES` of pixels) from the back, until the two ends meet, so each kind
+    /// decodes as much as its speed allows (the issue's "CPU decoder threads take a share of a
+    /// batch").
+    pub(crate) fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
+        let n = misses.len();
+        let want = n.div_ceil(CHUNK_TILES).clamp(1, self.lanes.workers);
+        let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu.workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
+        // The caller's lane plus free ones; given back when dropped, a panic included.
+        let mut taken = self.take_free(want - 1, cpu_want)?;
+        // Spread a batch smaller than the lanes' chunks over all of them; with CPU workers, the
+        // lanes' first round takes at most half of it, so the workers (started after the lanes)
+        // find tiles at the back instead of an empty queue.
+        let lanes_n = taken.lanes.len() + 1;
+        let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
+        let q = WorkQueue::new(misses);
+        let Taken { lanes: extra, cpu: cpu_slots } = &mut taken;
+        // With the trace on: when each decoder ran out of work (the tail the lanes' last chunks
+        // leave after the CPU workers finished, or the reverse).
+        let t_start = std::time::Instant::now();
+        let finished = Finished::default();
+        let done_at = |t0, kind| finished.done(t0, kind);
+        let done_at = &done_at;
+        let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
+            let lanes: Vec<_> = extra
+                .iter_mut()
+                .map(|l| {
+                    let q = &q;
+                    s.spawn(move || {
+                        self.make_current()?;
+                        let r = self.gpu_decode(l, slide, img, at, q, chunk, 2 * lanes_n);
+                        done_at(t_start, "lane");
+                        r
+                    })
+                })
+                .collect();
+            let cpus: Vec<_> = cpu_slots
+                .iter_mut()
+                .map(|cs| {
+                    let q = &q;
+                    s.spawn(move || {
+                        let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, slide, img, at, q));
+                        done_at(t_start, "cpu");
+                        r
+                    })
+                })
+                .collect();
+            let mut out = vec![self.gpu_decode(lane, slide, img, at, &q, chunk, 2 * lanes_n)];
+            done_at(t_start, "lane");
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()));
+            out.extend(lanes.into_iter().map(joined));
+            out.extend(cpus.into_iter().map(joined));
+            out
+        });
+        drop(taken);
+        if trace::on() && n >= 256 {
+            finished.report(n);
+        }
+        let mut all = Vec::with_capacity(n);
+        for r in results {
+            all.extend(r?);
+        }
+        Ok(all)
+    }
+}

@@ -1,0 +1,195 @@
+//! CPU assembly: crop decoded tiles into an output. The reference the GPU assembly kernels are
+//! tested against.
+//!
+//! * RGBA (`read_region`): OpenSlide's semantics; pixels outside the image and on missing
+//!   tiles are (0, 0, 0, 0); tiles are copied as decoded (non-premultiplied).
+//! * RGB batches (`read_regions_rgb_into`): pixels outside the image and on missing tiles are
+//!   `background`; a partly transparent pixel is composited over it,
+//!   `c·a/255 + bg·(1 − a/255)` rounded to nearest (`(c·a + bg·(255 − a) + 127) / 255`).
+//!
+//! Outputs are row-major `(h, w, channels)` `u8` of one patch; tiles are placed by their level
+//! position (tile column × tile width + the decoded part's x, likewise y).
+
+use std::sync::Arc;
+
+use crate::codec::DecodedTile;
+use crate::geometry::Rect;
+use crate::read::batch_plan::BatchPlan;
+
+/// Assemble patch `p` of `plan` as RGBA into `out` (`w × h × 4` bytes of the patch's rect):
+/// zero everything, then copy each decoded tile. `tiles` holds one entry per
+/// [`BatchPlan::tiles`] (`None` = missing: transparent); `tile_size` is the level's tile
+/// (width, height).
+pub fn assemble_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], out: &mut [u8]) {
+    let rect = plan.patches[p].rect;
+    out.fill(0);
+    for (k, key) in plan.patch_tiles(p) {
+        if let Some(t) = &tiles[k] {
+            blit_tile(t, key.col * tile_size.0 as u64, key.row * tile_size.1 as u64, &rect, out);
+        }
+    }
+}
+
+/// Assemble patch `p` of `plan` as RGB over `background` into `out` (`w × h × 3` bytes); as
+/// [`assemble_rgba`] otherwise.
+pub fn assemble_rgb(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], background: [u8; 3], out: &mut [u8]) {
+    let rect = plan.patches[p].rect;
+    fill_rgb(out, background);
+    for (k, key) in plan.patch_tiles(p) {
+        if let Some(t) = &tiles[k] {
+            let (tx, ty) = (key.col * tile_size.0 as u64 + t.x as u64, key.row * tile_size.1 as u64 + t.y as u64);
+            blit_rgb(t, tx, ty, &rect, background, out);
+        }
+    }
+}
+
+/// Fill an RGB buffer with one colour.
+pub fn fill_rgb(out: &mut [u8], background: [u8; 3]) {
+    if background[0] == background[1] && background[1] == background[2] {
+        out.fill(background[0]);
+    } else {
+        for px in out.chunks_exact_mut(3) {
+            px.copy_from_slice(&background);
+        }
+    }
+}
+
+/// Composite the part of decoded tile `t` (its pixels starting at level position `tx`, `ty`)
+/// that falls in `rect` over `background` into an RGB patch `out` (`rect.w × rect.h × 3`).
+pub fn blit_rgb(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, background: [u8; 3], out: &mut [u8]) {
+    let (tw, th) = (t.width as i64, t.height as i64);
+    let x0 = (tx as i64).max(rect.x);
+    let y0 = (ty as i64).max(rect.y);
+    let x1 = (tx as i64 + tw).min(rect.x + rect.w as i64);
+    let y1 = (ty as i64 + th).min(rect.y + rect.h as i64);
+    if x1 <= x0 || y1 <= y0 {
+        return;
+    }
+    let n = (x1 - x0) as usize;
+    for y in y0..y1 {
+        let s = ((y - ty as i64) as usize * tw as usize + (x0 - tx as i64) as usize) * 4;
+        let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 3;
+        let src = &t.rgba[s..s + n * 4];
+        let dst = &mut out[d..d + n * 3];
+        if t.opaque {
+            rgba_to_rgb(src, dst);
+            continue;
+        }
+        for (p, q) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
+            match p[3] {
+                255 => q.copy_from_slice(&p[..3]),
+                0 => {}
+                a => {
+                    let a = a as u32;
+                    for c in 0..3 {
+                        q[c] = ((p[c] as u32 * a + background[c] as u32 * (255 - a) + 127) / 255) as u8;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Drop the alpha byte: `src` RGBA → `dst` RGB, same pixel count. Each pixel is moved as one
+/// 4-byte load and store (the stray alpha byte lands where the next pixel's red goes and is
+/// overwritten by it); only the last pixel is copied as 3 bytes.
+pub fn rgba_to_rgb(src: &[u8], dst: &mut [u8]) {
+    let n = dst.len() / 3;
+    if n == 0 {
+        return;
+    }
+    for i in 0..n - 1 {
+        let px: [u8; 4] = src[4 * i..4 * i + 4].try_into().expect("4 bytes");
+        dst[3 * i..3 * i + 4].copy_from_slice(&px);
+    }
+    dst[3 * (n - 1)..3 * n].copy_from_slice(&src[4 * (n - 1)..4 * (n - 1) + 3]);
+}
+
+/// Copy a decoded tile (whole or part) whose tile origin is level position (`tx`, `ty`) into
+/// an RGBA output covering `rect`.
+pub fn blit_tile(t: &DecodedTile, tx: u64, ty: u64, rect: &Rect, out: &mut [u8]) {
+    blit(t.width as u64, t.height as u64, &t.rgba, tx + t.x as u64, ty + t.y as u64, rect, out);
+}
+
+/// Copy the part of `tw × th` RGBA pixels at level position `(tx, ty)` that falls in `rect`
+/// into `out` (RGBA, `rect.w × rect.h`).
+fn blit(tw: u64, th: u64, tile: &[u8], tx: u64, ty: u64, rect: &Rect, out: &mut [u8]) {
+    let x0 = (tx as i64).max(rect.x);
+    let y0 = (ty as i64).max(rect.y);
+    let x1 = ((tx + tw) as i64).min(rect.x + rect.w as i64);
+    let y1 = ((ty + th) as i64).min(rect.y + rect.h as i64);
+    if x1 <= x0 || y1 <= y0 {
+        return;
+    }
+    let n = (x1 - x0) as usize * 4;
+    for y in y0..y1 {
+        let s = ((y - ty as i64) as usize * tw as usize + (x0 - tx as i64) as usize) * 4;
+        let d = ((y - rect.y) as usize * rect.w as usize + (x0 - rect.x) as usize) * 4;
+        out[d..d + n].copy_from_slice(&tile[s..s + n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::batch_plan::LevelGeom;
+    use crate::index::{ImageIndex, TileLoc};
+    use crate::read::test_image;
+
+    #[test]
+    fn rgba_to_rgb_drops_alpha_exactly() {
+        for n in 0..9usize {
+            let src: Vec<u8> = (0..n * 4).map(|i| i as u8).collect();
+            let mut dst = vec![0xAAu8; n * 3];
+            rgba_to_rgb(&src, &mut dst);
+            let expect: Vec<u8> = src.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+            assert_eq!(dst, expect, "n = {n}");
+        }
+    }
+
+    /// A 6 × 4 level of 4 × 4 tiles (2 × 1 grid; the second tile is 2 wide).
+    fn image() -> ImageIndex {
+        test_image(6, 4, 4, 4, 1, vec![TileLoc::primary(8, 1); 2])
+    }
+
+    /// Level pixel (x, y) as RGBA; alpha 128 at x = 5.
+    fn px(x: u64, y: u64) -> [u8; 4] {
+        [(10 * x + y) as u8, (20 + y) as u8, 30, if x == 5 { 128 } else { 255 }]
+    }
+
+    fn tile(col: u64, w: u32) -> Arc<DecodedTile> {
+        let rgba = (0..4u64).flat_map(|y| (0..w as u64).flat_map(move |x| px(col * 4 + x, y))).collect();
+        Arc::new(DecodedTile { x: 0, y: 0, width: w, height: 4, opaque: col == 0, rgba })
+    }
+
+    #[test]
+    fn rgba_and_rgb_patches_match_the_pixel_rule() {
+        let img = image();
+        let g = LevelGeom { slide: 1, level: 0, image: &img, downsample: 1.0 };
+        // A 5 × 3 patch at (3, 2): columns 3..8 (6, 7 outside), rows 2..5 (4 outside).
+        let plan = BatchPlan::build(&g, &[(3, 2)], (5, 3));
+        let tiles: Vec<Option<Arc<DecodedTile>>> = plan.tiles.iter().map(|t| Some(tile(t.key.col, if t.key.col == 0 { 4 } else { 2 }))).collect();
+        let mut rgba = vec![0xEE; 5 * 3 * 4];
+        assemble_rgba(&plan, 0, (4, 4), &tiles, &mut rgba);
+        let mut rgb = vec![0xEE; 5 * 3 * 3];
+        let bg = [200, 100, 0];
+        assemble_rgb(&plan, 0, (4, 4), &tiles, bg, &mut rgb);
+        for y in 0..3u64 {
+            for x in 0..5u64 {
+                let (lx, ly) = (3 + x, 2 + y);
+                let want = if lx < 6 && ly < 4 { px(lx, ly) } else { [0; 4] };
+                let i = (y * 5 + x) as usize;
+                assert_eq!(rgba[i * 4..i * 4 + 4], want, "rgba ({x}, {y})");
+                let a = want[3] as u32;
+                let c = |k: usize| ((want[k] as u32 * a + bg[k] as u32 * (255 - a) + 127) / 255) as u8;
+                assert_eq!(rgb[i * 3..i * 3 + 3], [c(0), c(1), c(2)], "rgb ({x}, {y})");
+            }
+        }
+        // A missing tile reads as transparent / background.
+        let none = vec![None; plan.tiles.len()];
+        assemble_rgba(&plan, 0, (4, 4), &none, &mut rgba);
+        assert!(rgba.iter().all(|&b| b == 0));
+        assemble_rgb(&plan, 0, (4, 4), &none, bg, &mut rgb);
+        assert!(rgb.chunks_exact(3).all(|p| p == bg));
+    }
+}

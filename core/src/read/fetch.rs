@@ -1,0 +1,193 @@
+//! The CPU fetch: tiles needed → cache lookup → tile location ([`locate_tile`]) → read plan →
+//! positional reads ([`ReadPlan::read_into`]) → parallel decode → cache insert. Returns decoded
+//! tiles; assembling them into an output is [`super::assemble`].
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::cache::{TileCache, TileKey};
+use crate::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, DecodedTile, PartRect};
+use crate::error::{Error, Location, Result};
+use crate::index::ImageIndex;
+use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
+use crate::io::ByteSource;
+use crate::read::locate::locate_tile;
+
+/// Where decoded tiles may be cached: the cache and the key prefix (slide id, level).
+#[derive(Clone, Copy)]
+pub(crate) struct CacheSlot<'a> {
+    /// The host tile cache.
+    pub cache: &'a TileCache,
+    /// Slide id of the keys.
+    pub slide: u64,
+    /// Level of the keys.
+    pub level: u32,
+}
+
+/// Inputs shared by one fetch: one image (level or associated image) of one slide.
+pub(crate) struct Batch<'a> {
+    /// The slide's bytes.
+    pub src: &'a dyn ByteSource,
+    /// The image whose tiles are fetched.
+    pub image: &'a ImageIndex,
+    /// Location of the image (file + level or associated name), for errors.
+    pub at: &'a Location,
+    /// Read coalescing.
+    pub plan: &'a PlanOptions,
+    /// Cache to look up and fill (`None`: associated images are not cached).
+    pub cache: Option<CacheSlot<'a>>,
+    /// Pool for parallel work (`None` = rayon's global pool).
+    pub pool: Option<&'a rayon::ThreadPool>,
+}
+
+/// Decode the tiles at `coords` (column, row; **each listed once**) of one image. Returns one
+/// entry per coordinate: `None` for a missing tile, else the decoded tile.
+///
+/// `parts`, when given (one entry per coordinate), asks for only a sub-rectangle of a tile that
+/// is not cached: such tiles are decoded partially ([`decode_chunk_part`]) and not cached;
+/// whole tiles are cached.
+///
+/// # Errors
+/// Tile location errors as [`locate_tile`] documents (before anything is read); an I/O error
+/// naming the first tile of the failed request; on a corrupt tile, the first error (naming
+/// file, level and tile); tiles that did decode are still cached.
+pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+    let img = b.image;
+    let planes = img.planes();
+    let file_len = b.src.len();
+    let mut out: Vec<Option<Arc<DecodedTile>>> = vec![None; coords.len()];
+    let mut misses: Vec<usize> = Vec::new();
+    let mut wants: Vec<Want> = Vec::new();
+    for (i, &(col, row)) in coords.iter().enumerate() {
+        if locate_tile(img, file_len, col, row, b.at)?.is_none() {
+            continue; // missing → background
+        }
+        if let Some(slot) = b.cache {
+            if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
+                out[i] = Some(t);
+                continue;
+            }
+        }
+        for (p, l) in img.tile_locs(col, row).enumerate() {
+            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.length });
+        }
+        misses.push(i);
+    }
+    if misses.is_empty() {
+        return Ok(out);
+    }
+    let plan = plan_reads(&wants, b.plan);
+    let mut buf = vec![0u8; plan.read_bytes() as usize];
+    let mut results = plan.read_into(b.src, &mut buf, b.pool);
+    if let Some(k) = results.iter().position(|r| r.is_err()) {
+        let (col, row) = coords[misses[plan.requests[k].members[0].0 / planes]];
+        let e = std::mem::replace(&mut results[k], Ok(())).expect_err("position found an error");
+        return Err(Error::io(&b.at.clone().with_tile(col, row), e));
+    }
+    // Where each (miss, plane) lies in `buf`.
+    let mut slices: Vec<&[u8]> = vec![&[]; misses.len() * planes];
+    for (id, bytes) in plan.slices(&buf, &results) {
+        slices[id] = bytes.unwrap_or(&[]);
+    }
+    let decode_one = |(m, &i): (usize, &usize)| -> Result<Arc<DecodedTile>> {
+        let (col, row) = coords[i];
+        let chunks = &slices[m * planes..(m + 1) * planes];
+        let (vw, vh) = img.valid_tile_size(col, row);
+        let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+        let t = match parts.and_then(|p| p[i]) {
+            Some(want) => decode_chunk_part(&img.codec, chunks, g, want, b.at),
+            None => decode_chunk(&img.codec, chunks, g, b.at),
+        }
+        .map_err(|e| e.with_tile(col, row))?;
+        let whole = t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
+        let t = Arc::new(t);
+        if let (Some(slot), true) = (b.cache, whole) {
+            slot.cache.insert(TileKey { slide: slot.slide, level: slot.level, col, row }, t.clone());
+        }
+        Ok(t)
+    };
+    // Parallelism only pays with more than one unit of work and more than one worker.
+    let decoded: Vec<Result<Arc<DecodedTile>>> = if pool_threads(b.pool) > 1 && misses.len() > 1 {
+        in_pool(b.pool, || misses.par_iter().enumerate().map(decode_one).collect())
+    } else {
+        misses.iter().enumerate().map(decode_one).collect()
+    };
+    let mut first_err = None;
+    for (&i, r) in misses.iter().zip(decoded) {
+        match r {
+            Ok(t) => out[i] = Some(t),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Deduplicate `coords` for [`fetch_tiles`]: the unique coordinates in order of first use, and
+/// for every entry of `coords` the index of its unique coordinate.
+pub(crate) fn dedup_coords(coords: &[(u64, u64)]) -> (Vec<(u64, u64)>, Vec<usize>) {
+    let mut first: std::collections::HashMap<(u64, u64), usize> = std::collections::HashMap::with_capacity(coords.len());
+    let mut unique = Vec::with_capacity(coords.len());
+    let which = coords
+        .iter()
+        .map(|&c| {
+            *first.entry(c).or_insert_with(|| {
+                unique.push(c);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (unique, which)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::TileLoc;
+    use crate::io::metrics::MetricsSource;
+    use crate::io::MemSource;
+    use crate::read::test_image;
+
+    /// A 4 × 4 uncompressed RGB tile whose every pixel is `v`.
+    fn tile_bytes(v: u8) -> Vec<u8> {
+        vec![v; 4 * 4 * 3]
+    }
+
+    #[test]
+    fn fetch_reads_once_caches_whole_tiles_and_locates_before_reading() {
+        // An 8 × 8 image of four 4 × 4 tiles: (0, 0) at 100, (1, 0) at 148, (0, 1) missing,
+        // (1, 1) past the end of the 300-byte file.
+        let mut file = vec![0u8; 300];
+        file[100..148].copy_from_slice(&tile_bytes(10));
+        file[148..196].copy_from_slice(&tile_bytes(20));
+        let img = test_image(8, 8, 4, 4, 1, vec![TileLoc::primary(100, 48), TileLoc::primary(148, 48), TileLoc::primary(0, 0), TileLoc::primary(290, 48)]);
+        let src = MetricsSource::new(MemSource::new(file));
+        let cache = TileCache::new(1 << 20);
+        let at = Location::file("t.tif");
+        let plan = PlanOptions::default();
+        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None };
+        let got = fetch_tiles(&b, &[(1, 0), (0, 1), (0, 0)], None).unwrap();
+        assert_eq!(got[0].as_ref().map(|t| t.rgba[0]), Some(20));
+        assert!(got[1].is_none(), "missing tile = background");
+        assert_eq!(got[2].as_ref().map(|t| (t.width, t.height, t.rgba[..4].to_vec())), Some((4, 4, vec![10, 10, 10, 255])));
+        // Two adjacent tiles: one coalesced request.
+        assert_eq!((src.counters().requests, src.counters().bytes), (1, 96));
+        assert_eq!(cache.stats().entries, 2);
+        // Cached now: no further reads.
+        fetch_tiles(&b, &[(0, 0), (1, 0)], None).unwrap();
+        assert_eq!(src.counters().requests, 1);
+        // The bad tile fails before anything is read, with the read layer's kind.
+        let e = fetch_tiles(&b, &[(1, 1)], None).unwrap_err();
+        assert_eq!(e.kind_name(), "format");
+        assert!(e.to_string().contains("tile (1, 1)"), "{e}");
+        assert_eq!(src.counters().requests, 1);
+        assert_eq!(fetch_tiles(&b, &[(2, 0)], None).unwrap_err().kind_name(), "usage");
+        // Unique coordinates for fetch_tiles.
+        assert_eq!(dedup_coords(&[(1, 0), (0, 0), (1, 0)]), (vec![(1, 0), (0, 0)], vec![0, 1, 0]));
+    }
+}

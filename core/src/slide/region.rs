@@ -1,0 +1,172 @@
+//! The CPU read entry points of [`Slide`]: thin wrappers over the read layer
+//! ([`crate::read`]): plan ([`BatchPlan`]), validate ([`crate::read::locate`]), fetch, assemble.
+
+use std::sync::Arc;
+
+use crate::codec::{DecodedTile, PartRect};
+use crate::error::{Error, Location, Result};
+use crate::index::ImageIndex;
+use crate::read::assemble::{assemble_rgb, assemble_rgba};
+use crate::read::batch_plan::{BatchPlan, LevelGeom, TileNeed};
+use crate::read::fetch::{dedup_coords, fetch_tiles, Batch, CacheSlot};
+use crate::read::{batch_bytes, in_pool, locate, partial_part, pool_threads, region_bytes};
+
+use super::{alloc_pixels, Rgba, Slide};
+
+/// Patches of a batch are processed in groups needing at most this many distinct tiles, which
+/// bounds the decoded tiles held at once.
+const MAX_GROUP_TILES: usize = 512;
+
+impl Slide {
+    /// Read a region as RGBA.
+    ///
+    /// * `location`: (x, y) of the top-left pixel in **level-0** coordinates; may be negative.
+    /// * `level`: pyramid level to read from.
+    /// * `size`: (width, height) in pixels **of that level**.
+    ///
+    /// Returns RGBA `u8`, shape (height, width, 4), non-premultiplied; pixels outside the image
+    /// and in missing tiles are (0, 0, 0, 0): OpenSlide's `read_region` semantics.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a level that does not exist; [`Error::Limits`] when the output
+    /// exceeds `max_region_bytes` or a tile claims more than [`crate::read::MAX_TILE_BYTES`];
+    /// [`Error::Format`] / [`Error::Io`] naming level and tile when a tile cannot be read or
+    /// decoded. The slide stays usable after any error. (The kinds are those of
+    /// [`crate::read::locate`].)
+    pub fn read_region(&self, location: (i64, i64), level: usize, size: (u64, u64)) -> Result<Rgba> {
+        let bytes = self.region_bytes(size)?;
+        let mut data = alloc_pixels(bytes);
+        self.read_region_into(location, level, size, &mut data)?;
+        Ok(Rgba { width: size.0, height: size.1, data })
+    }
+
+    /// RGBA bytes of a region of `size`, checked against `max_region_bytes`
+    /// ([`crate::read::region_bytes`]).
+    pub(super) fn region_bytes(&self, size: (u64, u64)) -> Result<usize> {
+        region_bytes(size, self.config.max_region_bytes, &Location::file(self.index.path()))
+    }
+
+    /// Like [`read_region`](Self::read_region) but fills the caller's buffer `out`
+    /// (exactly `width × height × 4` bytes, row-major RGBA). Every byte of `out` is written.
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region), plus [`Error::Usage`] when `out` has the wrong length.
+    pub fn read_region_into(&self, location: (i64, i64), level: usize, size: (u64, u64), out: &mut [u8]) -> Result<()> {
+        let bytes = self.region_bytes(size)?;
+        if out.len() != bytes {
+            return Err(Error::Usage(format!("output buffer holds {} bytes, region needs {bytes}", out.len())));
+        }
+        let (img, ds, at) = locate::level(&self.index, level)?;
+        let geom = LevelGeom { slide: self.id, level: level as u32, image: img, downsample: ds };
+        let plan = BatchPlan::build(&geom, &[location], size);
+        if plan.tiles.is_empty() {
+            out.fill(0);
+            return Ok(());
+        }
+        let batch = self.level_batch(img, &at, level);
+        let tiles = self.fetch_planned(&batch, img, &plan.tiles)?;
+        assemble_rgba(&plan, 0, (img.tile_width, img.tile_height), &tiles, out);
+        Ok(())
+    }
+
+    /// Read many same-sized patches of one level in one call, as RGB for ML pipelines.
+    ///
+    /// * `locations`: top-left corners in **level-0** pixels (may be negative).
+    /// * `size`: (width, height) of every patch in pixels of `level`.
+    /// * `background`: RGB written where a patch lies outside the image or on a missing tile;
+    ///   partly transparent pixels are composited over it (`c·a/255 + bg·(1 − a/255)`, rounded).
+    /// * `out`: `n × height × width × 3` bytes, row-major (n, height, width, 3), filled
+    ///   completely.
+    ///
+    /// Tiles shared by several patches are read and decoded once; patches are processed in
+    /// groups that need at most 512 distinct tiles (bounding memory), each group decoding its
+    /// tiles and assembling its patches in parallel.
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region), except that the limit applies to the whole output
+    /// (`n × height × width × 3` bytes ≤ `max_region_bytes`, [`Error::Limits`]: the rule of
+    /// every batch entry point, [`crate::read::batch_bytes`]); [`Error::Usage`] when `out` has
+    /// the wrong length.
+    pub fn read_regions_rgb_into(&self, locations: &[(i64, i64)], level: usize, size: (u64, u64), background: [u8; 3], out: &mut [u8]) -> Result<()> {
+        let total = batch_bytes(locations.len(), size, 3, self.config.max_region_bytes, &Location::file(self.index.path()))?;
+        if total != out.len() {
+            return Err(Error::Usage(format!(
+                "output buffer holds {} bytes, {} patches of {}x{} RGB need {total}",
+                out.len(),
+                locations.len(),
+                size.0,
+                size.1,
+            )));
+        }
+        let (img, ds, at) = locate::level(&self.index, level)?;
+        if total == 0 {
+            return Ok(());
+        }
+        let patch_bytes = total / locations.len();
+        let geom = LevelGeom { slide: self.id, level: level as u32, image: img, downsample: ds };
+        let tile_size = (img.tile_width, img.tile_height);
+        let batch = self.level_batch(img, &at, level);
+        let mut start = 0;
+        while start < locations.len() {
+            // Grow the group until it needs MAX_GROUP_TILES distinct tiles.
+            let mut plan = BatchPlan::new();
+            let mut end = start;
+            while end < locations.len() && (plan.tiles.len() < MAX_GROUP_TILES || end == start) {
+                plan.push(&geom, locations[end], size);
+                end += 1;
+            }
+            let tiles = self.fetch_planned(&batch, img, &plan.tiles)?;
+            let assemble = |(k, dst): (usize, &mut [u8])| assemble_rgb(&plan, k, tile_size, &tiles, background, dst);
+            let group_out = &mut out[start * patch_bytes..end * patch_bytes];
+            if pool_threads(batch.pool) > 1 && end - start > 1 {
+                use rayon::prelude::*;
+                in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble));
+            } else {
+                group_out.chunks_mut(patch_bytes).enumerate().for_each(assemble);
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    /// Decode the tiles at `coords` (column, row) of `level` through the pipeline (cache, read
+    /// plan, parallel decode), returning how many were decoded or found cached (missing tiles
+    /// excluded). A tile listed twice is read and decoded once. Used by `slidestream tiles` and
+    /// benchmarks.
+    ///
+    /// # Errors
+    /// As [`read_region`](Self::read_region); [`Error::Usage`] for a tile outside the grid.
+    pub fn read_tiles(&self, level: usize, coords: &[(u64, u64)]) -> Result<usize> {
+        let (img, _, at) = locate::level(&self.index, level)?;
+        let batch = self.level_batch(img, &at, level);
+        let (unique, which) = dedup_coords(coords);
+        let tiles = fetch_tiles(&batch, &unique, None)?;
+        Ok(which.iter().filter(|&&k| tiles[k].is_some()).count())
+    }
+
+    /// Fetch the planned tiles of one level, each decoded partially where the batch needs a
+    /// small part of it (`partial_decode_max_fraction`); one entry per `needs` entry.
+    fn fetch_planned(&self, batch: &Batch<'_>, img: &ImageIndex, needs: &[TileNeed]) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+        let coords: Vec<(u64, u64)> = needs.iter().map(|t| (t.key.col, t.key.row)).collect();
+        let parts: Vec<Option<PartRect>> = needs.iter().map(|t| self.part_if_small(img, (t.key.col, t.key.row), t.part)).collect();
+        fetch_tiles(batch, &coords, Some(&parts))
+    }
+
+    /// A fetch over one level, cached in this slide's tile cache.
+    pub(super) fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
+        Batch {
+            src: &*self.src,
+            image: img,
+            at,
+            plan: &self.config.plan,
+            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
+            pool: self.pool.as_deref(),
+        }
+    }
+
+    /// The part `part` of tile `coord` when it is small enough to decode partially under
+    /// `partial_decode_max_fraction` ([`crate::read::partial_part`]).
+    pub(crate) fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), part: (u64, u64, u64, u64)) -> Option<PartRect> {
+        partial_part(self.config.partial_decode_max_fraction, img.valid_tile_size(coord.0, coord.1), part)
+    }
+}
