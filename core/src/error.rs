@@ -266,6 +266,16 @@ impl Error {
     pub fn io(at: &Location, source: std::io::Error) -> Self {
         Error::Io { at: at.clone(), source: Arc::new(source) }
     }
+    /// An [`Error::Io`] from a borrowed io error (one request's error shared by the tiles it
+    /// carried): the OS error number is kept where there is one (so `raw_os_error` and the
+    /// Python `OSError` subclass stay right), else the kind and the message.
+    pub fn io_shared(at: &Location, source: &std::io::Error) -> Self {
+        let copy = match source.raw_os_error() {
+            Some(errno) => std::io::Error::from_raw_os_error(errno),
+            None => std::io::Error::new(source.kind(), source.to_string()),
+        };
+        Error::io(at, copy)
+    }
     /// A tile decode failure at `at`: [`Error::Limits`] when [`CodecError::is_limit`], else
     /// [`Error::Format`]; either carries `codec` ([`Error::codec_error`]) and its text.
     pub fn decode(at: &Location, codec: CodecError) -> Self {
@@ -342,6 +352,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_io_errors_keep_the_errno_or_the_kind() {
+        let at = Location::file("x.svs");
+        let os = std::io::Error::from_raw_os_error(5);
+        let e = Error::io_shared(&at, &os);
+        assert_eq!(e.io_error().unwrap().raw_os_error(), Some(5));
+        let plain = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past end of file");
+        let e = Error::io_shared(&at, &plain);
+        assert_eq!(e.io_error().unwrap().kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(e.to_string().contains("read past end of file"), "{e}");
+    }
 
     #[test]
     fn clones_keep_the_os_error_kind_and_errno() {

@@ -65,6 +65,7 @@ pub(crate) fn gpu_dict<'py>(py: Python<'py>, s: &GpuStats) -> PyResult<Bound<'py
     d.set_item("cufile_compat_requests", s.cufile_compat_requests)?;
     d.set_item("cufile_handle_failures", s.cufile_handle_failures)?;
     d.set_item("cufile_handle_error", &s.cufile_handle_error)?;
+    d.set_item("cufile_skip_reason", &s.cufile_skip_reason)?;
     d.set_item("tile_bytes", s.tile_bytes)?;
     d.set_item("read_amplification", s.read_amplification())?;
     d.set_item("decoded_hardware", s.decoded_hardware)?;

@@ -46,6 +46,7 @@ pub(crate) fn gpu_stats_json(st: &GpuStats) -> serde_json::Value {
         "cufile_gds_bytes": st.cufile_gds_bytes, "cufile_gds_requests": st.cufile_gds_requests,
         "cufile_compat_bytes": st.cufile_compat_bytes, "cufile_compat_requests": st.cufile_compat_requests,
         "cufile_handle_failures": st.cufile_handle_failures, "cufile_handle_error": st.cufile_handle_error,
+        "cufile_skip_reason": st.cufile_skip_reason,
         "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
         "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
         "decoded_hybrid": st.decoded_hybrid, "decoded_cpu": st.decoded_cpu,
@@ -68,6 +69,9 @@ pub(crate) fn print_gpu_stats(st: &GpuStats) {
     );
     if st.cufile_handle_failures > 0 {
         println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);
+    }
+    if !st.cufile_skip_reason.is_empty() {
+        println!("gpu io: not offered to cuFile: {}", st.cufile_skip_reason);
     }
     println!(
         "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} CPU ({} of them partial; {} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",

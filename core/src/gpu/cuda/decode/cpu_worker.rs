@@ -116,7 +116,7 @@ impl Engine {
                 for sp in plan.spans() {
                     src[sp.id] = match &results[sp.request] {
                         Ok(()) => Ok(sp.start..sp.start + sp.len),
-                        Err(e) => Err(Error::io(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), std::io::Error::new(e.kind(), e.to_string()))),
+                        Err(e) => Err(Error::io_shared(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), e)),
                     };
                 }
                 self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
@@ -211,7 +211,7 @@ impl Engine {
             for p in 0..planes {
                 match slices[i * planes + p] {
                     Some(Ok(bytes)) => chunks.push(bytes),
-                    Some(Err(e)) => return (*m, Err(Error::io(&tile_at, std::io::Error::new(e.kind(), e.to_string())))),
+                    Some(Err(e)) => return (*m, Err(Error::io_shared(&tile_at, e))),
                     None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
                 }
             }

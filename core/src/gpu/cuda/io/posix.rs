@@ -43,7 +43,7 @@ impl Engine {
                 Ok(()) => place[sp.id] = Some((sp.start, sp.len)),
                 Err(e) => {
                     let m = chunk[sp.id];
-                    failed.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::new(e.kind(), e.to_string()))))));
+                    failed.push((m, Err(Some(Error::io_shared(&at.clone().with_tile(m.col, m.row), e)))));
                 }
             }
         }
