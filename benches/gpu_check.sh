@@ -65,6 +65,19 @@ if has tests; then
   SLIDESTREAM_DEVICE_CACHE_BYTES=16777216 timeout 120 $T --test-threads 1 --nocapture a_large_batch 2>&1 | grep -v '^$' | tail -8
   echo "#### partial decodes on the CPU workers: the small-patch test alone"
   timeout 120 $T --test-threads 1 --nocapture small_patches 2>&1 | grep -v '^$' | tail -8
+  # The driver conformance battery and the error-kind cases, whose GPU halves run here.
+  for t in conformance error_kinds; do
+    [ -x .device/bin/$t-tests ] || continue
+    for mode in on off auto; do
+      echo "#### core/tests/$t.rs, SLIDESTREAM_COMPAT_MODE=$mode"
+      SLIDESTREAM_COMPAT_MODE=$mode timeout 240 .device/bin/$t-tests --test-threads 8 2>&1 | grep -E "test result|FAILED|panicked|skip" | tail -12
+    done
+  done
+  echo "#### which path the bytes took: a level-0 scan under each compat mode (cuFile needs the udev record, see docs/gpu.md)"
+  for mode in on off auto; do
+    echo "# SLIDESTREAM_COMPAT_MODE=$mode"
+    SLIDESTREAM_COMPAT_MODE=$mode timeout 120 $B tiles /tmp/big.svs --device cuda --batch 4096 2>&1 | grep -vE "^\s*$" | head -12
+  done
 fi
 CS=/usr/local/cuda/bin/compute-sanitizer
 summary() {  # error kinds, and the kernels / API calls they were reported in
