@@ -112,7 +112,7 @@ macro_rules! shims {
             /// # Safety
             /// The C function's contract (vendor header) for the arguments.
             #[inline]
-            #[allow(clippy::unnecessary_cast, clippy::unused_unit)]
+            #[allow(clippy::unnecessary_cast, clippy::unused_unit, clippy::too_many_arguments)]
             pub unsafe fn $name(&self, $($a: $t),*) -> $r {
                 use $lib as l;
                 // SAFETY: `self` exists only after `probe` found this symbol in the library
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_an_error_naming_it_not_a_panic() {
-        let e = probe(&["slidestream_no_such_lib"], &["libslidestream_no_such_lib.so.0"], &["f"]).err().expect("no such library");
+        let e = probe(&["slidestream_no_such_lib"], &["libslidestream_no_such_lib.so.0"], &["f"]).expect_err("no such library");
         assert!(e.contains("libslidestream_no_such_lib.so.0"), "{e}");
     }
 
@@ -253,7 +253,7 @@ mod tests {
             return;
         }
         assert!(probe(&["z"], &["libz.so.1"], &["inflate", "deflate"]).is_ok());
-        let e = probe(&["z"], &["libz.so.1"], &["inflate", "slidestream_no_such_symbol"]).err().expect("missing symbol");
+        let e = probe(&["z"], &["libz.so.1"], &["inflate", "slidestream_no_such_symbol"]).expect_err("missing symbol");
         assert!(e.contains("slidestream_no_such_symbol"), "{e}");
     }
 
