@@ -59,7 +59,7 @@ impl Engine {
             let stream = lane.slots[0].stream.raw();
             // SAFETY: out-pointer to a local; the stream is synchronised before the array is
             // returned, so the allocation is complete for every consumer.
-            self.counters.trace.time(trace::OUTPUT, || cu(unsafe { (cuda.cuMemAllocAsync)(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
+            self.counters.trace.time(trace::OUTPUT, || cu(unsafe { cuda.cuMemAllocAsync(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
         }
         let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.ctx.pid(), exported: Default::default() };
         if bytes == 0 {

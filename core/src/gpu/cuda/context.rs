@@ -39,11 +39,11 @@ impl Context {
         let mut raw = std::ptr::null_mut();
         // SAFETY: out-pointers to locals; documented call order.
         unsafe {
-            cu((cuda.cuDeviceGet)(&mut dev, device as c_int), "cuDeviceGet")?;
+            cu(cuda.cuDeviceGet(&mut dev, device as c_int), "cuDeviceGet")?;
             if let Some(f) = sched {
-                (cuda.cuDevicePrimaryCtxSetFlags)(dev, f);
+                cuda.cuDevicePrimaryCtxSetFlags(dev, f);
             }
-            cu((cuda.cuDevicePrimaryCtxRetain)(&mut raw, dev), "cuDevicePrimaryCtxRetain")?;
+            cu(cuda.cuDevicePrimaryCtxRetain(&mut raw, dev), "cuDevicePrimaryCtxRetain")?;
         }
         let ctx = Context { raw, dev, pid: pid() };
         ctx.make_current()?;
@@ -74,7 +74,7 @@ impl Context {
     /// Make the context current on the calling thread.
     pub(crate) fn make_current(&self) -> Res<()> {
         // SAFETY: a retained primary context.
-        cu(unsafe { (cuda()?.cuCtxSetCurrent)(self.raw) }, "cuCtxSetCurrent")
+        cu(unsafe { cuda()?.cuCtxSetCurrent(self.raw) }, "cuCtxSetCurrent")
     }
 
     /// The raw handle (for threads that set it current themselves).
@@ -100,7 +100,7 @@ impl Drop for Context {
         }
         if let Ok(cuda) = cuda() {
             // SAFETY: retained once in `retain`, released once.
-            unsafe { (cuda.cuDevicePrimaryCtxRelease)(self.dev) };
+            unsafe { cuda.cuDevicePrimaryCtxRelease(self.dev) };
         }
     }
 }
@@ -124,7 +124,7 @@ impl Stream {
     pub(crate) fn new() -> Res<Stream> {
         let mut raw = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; the caller made the context current.
-        cu(unsafe { (cuda()?.cuStreamCreate)(&mut raw, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
+        cu(unsafe { cuda()?.cuStreamCreate(&mut raw, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
         LIVE_STREAMS.fetch_add(1, Relaxed);
         Ok(Stream { raw, pid: pid() })
     }
@@ -137,7 +137,7 @@ impl Stream {
     /// Wait until every operation queued on the stream has completed.
     pub(crate) fn sync(&self) -> Res<()> {
         // SAFETY: a live stream.
-        cu(unsafe { (cuda()?.cuStreamSynchronize)(self.raw) }, "cuStreamSynchronize")
+        cu(unsafe { cuda()?.cuStreamSynchronize(self.raw) }, "cuStreamSynchronize")
     }
 
     /// Streams alive in this process now.
@@ -155,7 +155,7 @@ impl Drop for Stream {
         }
         if let Ok(cuda) = cuda() {
             // SAFETY: created in `new`, destroyed once.
-            unsafe { (cuda.cuStreamDestroy)(self.raw) };
+            unsafe { cuda.cuStreamDestroy(self.raw) };
         }
     }
 }
@@ -172,7 +172,7 @@ impl Drop for SyncOnDrop {
         if self.armed {
             if let Ok(cuda) = cuda() {
                 // SAFETY: a stream of the engine, alive for the process.
-                unsafe { (cuda.cuStreamSynchronize)(self.stream) };
+                unsafe { cuda.cuStreamSynchronize(self.stream) };
             }
         }
     }

@@ -42,7 +42,7 @@ impl Engine {
     pub(crate) fn alloc_block(&self, bytes: usize, stream: CUstream) -> Res<(CUdeviceptr, Arc<DevBlock>)> {
         let mut p = 0;
         // SAFETY: out-pointer to a local; a live stream of this engine's context.
-        cu(unsafe { (cuda()?.cuMemAllocAsync)(&mut p, bytes, stream) }, "cuMemAllocAsync")?;
+        cu(unsafe { cuda()?.cuMemAllocAsync(&mut p, bytes, stream) }, "cuMemAllocAsync")?;
         Ok((p, self.block(p, bytes)))
     }
 

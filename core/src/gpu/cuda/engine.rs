@@ -111,9 +111,9 @@ impl Engine {
         let mut pool = std::ptr::null_mut();
         // SAFETY: out-pointers to locals; the device of the current context.
         unsafe {
-            if (cuda.cuDeviceGetDefaultMemPool)(&mut pool, ctx.device()) == 0 {
+            if cuda.cuDeviceGetDefaultMemPool(&mut pool, ctx.device()) == 0 {
                 let mut threshold = u64::MAX;
-                (cuda.cuMemPoolSetAttribute)(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
+                cuda.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
             }
         }
         let kernels = Kernels::load(ma, mi)?;

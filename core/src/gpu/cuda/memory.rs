@@ -47,11 +47,11 @@ impl DeviceBuffer {
         let want = len.max(1 << 20).next_power_of_two();
         let mut p = 0;
         // SAFETY: out-pointer to a local.
-        cu(unsafe { (cuda()?.cuMemAlloc)(&mut p, want) }, "cuMemAlloc")?;
+        cu(unsafe { cuda()?.cuMemAlloc(&mut p, want) }, "cuMemAlloc")?;
         *self = DeviceBuffer { ptr: p, len: want, registered: None, pid: pid() };
         if let Some(cf) = register {
             // SAFETY: a device allocation of `want` bytes; deregistered before it is freed.
-            let e = unsafe { (cf.cuFileBufRegister)(p as *const c_void, want, 0) };
+            let e = unsafe { cf.cuFileBufRegister(p as *const c_void, want, 0) };
             if e.err == 0 {
                 self.registered = Some(cf);
             }
@@ -65,9 +65,9 @@ impl DeviceBuffer {
                 // SAFETY: allocated in `ensure`, freed once; the stream using it is idle.
                 unsafe {
                     if let Some(cf) = self.registered {
-                        (cf.cuFileBufDeregister)(self.ptr as *const c_void);
+                        cf.cuFileBufDeregister(self.ptr as *const c_void);
                     }
-                    (cuda.cuMemFree)(self.ptr);
+                    cuda.cuMemFree(self.ptr);
                 }
             }
         }
@@ -110,7 +110,7 @@ impl PinnedBuffer {
         let want = len.max(1 << 20).next_power_of_two();
         let mut p = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
-        cu(unsafe { (cuda()?.cuMemAllocHost)(&mut p, want) }, "cuMemAllocHost")?;
+        cu(unsafe { cuda()?.cuMemAllocHost(&mut p, want) }, "cuMemAllocHost")?;
         *self = PinnedBuffer { ptr: p as *mut u8, len: want, pid: pid() };
         Ok(())
     }
@@ -129,7 +129,7 @@ impl PinnedBuffer {
         if !self.ptr.is_null() && self.pid == pid() {
             if let Ok(cuda) = cuda() {
                 // SAFETY: allocated in `ensure`, freed once; no copy from it is pending.
-                unsafe { (cuda.cuMemFreeHost)(self.ptr as *mut c_void) };
+                unsafe { cuda.cuMemFreeHost(self.ptr as *mut c_void) };
             }
         }
         *self = PinnedBuffer::new();
@@ -155,7 +155,7 @@ impl StreamAlloc {
     pub(crate) fn new(len: usize, stream: CUstream) -> Res<StreamAlloc> {
         let mut p = 0;
         // SAFETY: out-pointer to a local; the stream is live and its context current.
-        cu(unsafe { (cuda()?.cuMemAllocAsync)(&mut p, len.max(1), stream) }, "cuMemAllocAsync")?;
+        cu(unsafe { cuda()?.cuMemAllocAsync(&mut p, len.max(1), stream) }, "cuMemAllocAsync")?;
         Ok(StreamAlloc { ptr: p, stream })
     }
 
@@ -165,7 +165,7 @@ impl StreamAlloc {
         if !bytes.is_empty() {
             // SAFETY: the copy reads `bytes.len()` bytes of a live slice; for pageable memory
             // cuMemcpyHtoDAsync returns once the data were staged, so the slice may go away.
-            cu(unsafe { (cuda()?.cuMemcpyHtoDAsync)(a.ptr, bytes.as_ptr() as *const c_void, bytes.len(), stream) }, "cuMemcpyHtoDAsync")?;
+            cu(unsafe { cuda()?.cuMemcpyHtoDAsync(a.ptr, bytes.as_ptr() as *const c_void, bytes.len(), stream) }, "cuMemcpyHtoDAsync")?;
         }
         Ok(a)
     }
@@ -188,7 +188,7 @@ impl Drop for StreamAlloc {
         if let Ok(cuda) = cuda() {
             // SAFETY: a stream-ordered allocation made on `stream`, freed once after its last
             // use was enqueued on the same stream.
-            unsafe { (cuda.cuMemFreeAsync)(self.ptr, self.stream) };
+            unsafe { cuda.cuMemFreeAsync(self.ptr, self.stream) };
         }
     }
 }
@@ -235,8 +235,8 @@ impl Drop for DevBlock {
             // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every
             // call that used its tiles synchronised its streams (dropped with the last `Arc`).
             unsafe {
-                (cuda.cuCtxSetCurrent)(self.ctx);
-                (cuda.cuMemFreeAsync)(self.ptr, self.free_stream);
+                cuda.cuCtxSetCurrent(self.ctx);
+                cuda.cuMemFreeAsync(self.ptr, self.free_stream);
             }
         }
     }
@@ -281,7 +281,7 @@ pub(crate) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
     let mut v = vec![0u8; n];
     if n > 0 {
         // SAFETY: n bytes on both sides; the array's data are complete (its stream was synced).
-        cu(unsafe { (cuda()?.cuMemcpyDtoH)(v.as_mut_ptr() as *mut c_void, a.ptr, n) }, "cuMemcpyDtoH")?;
+        cu(unsafe { cuda()?.cuMemcpyDtoH(v.as_mut_ptr() as *mut c_void, a.ptr, n) }, "cuMemcpyDtoH")?;
     }
     Ok(v)
 }
@@ -298,12 +298,12 @@ pub(crate) fn free_array(a: &mut DeviceArray) {
                     // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once.
                     // cuMemFree of pool memory synchronises the device, so work still using the
                     // memory on any stream (a consumer's included) finishes first.
-                    unsafe { (cuda.cuMemFree)(a.ptr) };
+                    unsafe { cuda.cuMemFree(a.ptr) };
                 } else {
                     // SAFETY: as above; the pointer never left slidestream and every use of it
                     // (the assembly, `download`'s synchronous copy) completed before the read
                     // or copy returned, so a stream-ordered free on any stream is safe.
-                    unsafe { (cuda.cuMemFreeAsync)(a.ptr, e.free_stream()) };
+                    unsafe { cuda.cuMemFreeAsync(a.ptr, e.free_stream()) };
                 }
             }
         }

@@ -47,16 +47,16 @@ pub(super) fn probe() -> Result<GpuReport> {
     let mut n = 0;
     // SAFETY: out-pointers to locals; functions bound from libcuda with their signatures.
     unsafe {
-        cu((cuda.cuDriverGetVersion)(&mut r.driver_version), "cuDriverGetVersion")?;
-        cu((cuda.cuDeviceGetCount)(&mut n), "cuDeviceGetCount")?;
+        cu(cuda.cuDriverGetVersion(&mut r.driver_version), "cuDriverGetVersion")?;
+        cu(cuda.cuDeviceGetCount(&mut n), "cuDeviceGetCount")?;
         for i in 0..n {
             let mut dev = 0;
-            cu((cuda.cuDeviceGet)(&mut dev, i), "cuDeviceGet")?;
+            cu(cuda.cuDeviceGet(&mut dev, i), "cuDeviceGet")?;
             let mut name = [0i8; 256];
-            cu((cuda.cuDeviceGetName)(name.as_mut_ptr(), 255, dev), "cuDeviceGetName")?;
+            cu(cuda.cuDeviceGetName(name.as_mut_ptr(), 255, dev), "cuDeviceGetName")?;
             let (mut ma, mut mi) = (0, 0);
-            cu((cuda.cuDeviceGetAttribute)(&mut ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")?;
-            cu((cuda.cuDeviceGetAttribute)(&mut mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")?;
+            cu(cuda.cuDeviceGetAttribute(&mut ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")?;
+            cu(cuda.cuDeviceGetAttribute(&mut mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")?;
             let name = std::ffi::CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned();
             r.devices.push((name, ma, mi));
         }

@@ -78,7 +78,7 @@ impl Engine {
         let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(slide, img, at, &cpu)) };
         // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
         // run on this thread).
-        let _ = unsafe { (cuda()?.cuCtxSetCurrent)(ctx) };
+        let _ = unsafe { cuda()?.cuCtxSetCurrent(ctx) };
         let gpu_done = gpu_done?;
         // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
         let mut retry = Vec::new();

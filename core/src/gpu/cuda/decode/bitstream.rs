@@ -133,7 +133,7 @@ impl Engine {
         launch(self.kernels.sof_scan, ((n as u32).div_ceil(64), 1, 1), (64, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)], "cuLaunchKernel(sof_scan)")?;
         let mut info = vec![0 as c_int; n * 8];
         // SAFETY: n*8 ints on both sides; synchronised below before `info` is read.
-        cu(unsafe { (cuda.cuMemcpyDtoHAsync)(info.as_mut_ptr() as *mut c_void, info_dev.ptr(), n * 32, stream) }, "cuMemcpyDtoHAsync")?;
+        cu(unsafe { cuda.cuMemcpyDtoHAsync(info.as_mut_ptr() as *mut c_void, info_dev.ptr(), n * 32, stream) }, "cuMemcpyDtoHAsync")?;
         // Freed stream-ordered after their last use.
         drop((d_descs, d_prefix, info_dev));
         slot.stream.sync()?;
@@ -178,7 +178,7 @@ impl Engine {
         // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
         slot.pinned.ensure(spliced_total)?;
         // SAFETY: spliced_total bytes on both sides; synchronous copy (stream idle).
-        cu(unsafe { (cuda.cuMemcpyDtoH)(slot.pinned.ptr() as *mut c_void, slot.spliced.ptr(), spliced_total) }, "cuMemcpyDtoH")?;
+        cu(unsafe { cuda.cuMemcpyDtoH(slot.pinned.ptr() as *mut c_void, slot.spliced.ptr(), spliced_total) }, "cuMemcpyDtoH")?;
         let host: Vec<(*const u8, usize)> = streams
             .iter()
             .map(|&(p, len)| {

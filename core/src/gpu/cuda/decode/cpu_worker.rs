@@ -159,7 +159,7 @@ impl Engine {
                 out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
                 // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
                 // buffer is not written again before the stream is synchronised (next-but-one run).
-                cu(unsafe { (cuda.cuMemcpyHtoDAsync)(p, buf.ptr() as *const c_void, used, cs.stream.raw()) }, "cuMemcpyHtoDAsync")?;
+                cu(unsafe { cuda.cuMemcpyHtoDAsync(p, buf.ptr() as *const c_void, used, cs.stream.raw()) }, "cuMemcpyHtoDAsync")?;
                 k += 1;
                 self.counters.cpu.fetch_add(placed.len() as u64, Relaxed);
                 for (m, off, pl, whole) in placed {

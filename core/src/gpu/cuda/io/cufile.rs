@@ -26,9 +26,9 @@ use crate::slide::Slide;
 pub(crate) fn driver() -> std::result::Result<&'static CuFile, String> {
     static CF: OnceLock<std::result::Result<CuFile, String>> = OnceLock::new();
     CF.get_or_init(|| {
-        let cf = CuFile::load()?;
+        let cf = crate::gpu::cuda::sys::cufile_probe()?;
         // SAFETY: documented entry point; only reached after a CUDA device was found.
-        let e = unsafe { (cf.cuFileDriverOpen)() };
+        let e = unsafe { cf.cuFileDriverOpen() };
         if e.err != 0 {
             return Err(format!("cuFileDriverOpen failed (CUfileOpError {}, CUresult {})", e.err, e.cu_err));
         }
@@ -57,7 +57,7 @@ impl Drop for CuFileHandle {
     fn drop(&mut self) {
         if self.pid == pid() {
             // SAFETY: registered in `CuFiles::handle`, deregistered once, before the fd closes.
-            unsafe { (self.cf.cuFileHandleDeregister)(self.handle) };
+            unsafe { self.cf.cuFileHandleDeregister(self.handle) };
         }
     }
 }
@@ -109,7 +109,7 @@ impl CuFiles {
                 let mut descr = CUfileDescr { handle_type: CU_FILE_HANDLE_TYPE_OPAQUE_FD, handle: reg_fd as usize, fs_ops: std::ptr::null() };
                 let mut h = std::ptr::null_mut();
                 // SAFETY: descriptor of an open fd; out-pointer to a local.
-                let e = unsafe { (cf.cuFileHandleRegister)(&mut h, &mut descr) };
+                let e = unsafe { cf.cuFileHandleRegister(&mut h, &mut descr) };
                 if e.err != 0 {
                     counters.note_cufile_refusal(format!("cuFileHandleRegister failed for {name} (CUfileOpError {}): POSIX reads for this slide", e.err));
                     return None;
@@ -147,8 +147,8 @@ impl Engine {
             // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
             // staging + b, inside the staging allocation (sized to the plan's total above).
             let n = unsafe {
-                (cuda.cuCtxSetCurrent)(ctx as CUcontext);
-                (cf.cuFileRead)(handle as *mut c_void, staging as *mut c_void, r.len as usize, r.offset as i64, b as i64)
+                cuda.cuCtxSetCurrent(ctx as CUcontext);
+                cf.cuFileRead(handle as *mut c_void, staging as *mut c_void, r.len as usize, r.offset as i64, b as i64)
             };
             if n == r.len as isize {
                 Ok(())

@@ -135,13 +135,13 @@ impl Kernels {
         let ptx = nvrtc_ptx(SOURCE, &format!("compute_{major}{minor}"))?;
         let mut module = std::ptr::null_mut();
         // SAFETY: NUL-terminated PTX from NVRTC; the context is current.
-        cu(unsafe { (cuda.cuModuleLoadData)(&mut module, ptx.as_ptr() as *const c_void) }, "cuModuleLoadData")?;
+        cu(unsafe { cuda.cuModuleLoadData(&mut module, ptx.as_ptr() as *const c_void) }, "cuModuleLoadData")?;
         let mut k = Kernels { module, pid: super::context::pid(), convert: std::ptr::null_mut(), assemble: std::ptr::null_mut(), splice: std::ptr::null_mut(), sof_scan: std::ptr::null_mut() };
         let func = |name: &str| -> Res<*mut c_void> {
             let c = CString::new(name).expect("static");
             let mut f = std::ptr::null_mut();
             // SAFETY: module loaded above; name NUL-terminated.
-            cu(unsafe { (cuda.cuModuleGetFunction)(&mut f, module, c.as_ptr()) }, "cuModuleGetFunction")?;
+            cu(unsafe { cuda.cuModuleGetFunction(&mut f, module, c.as_ptr()) }, "cuModuleGetFunction")?;
             Ok(f)
         };
         k.convert = func("convert")?;
@@ -159,7 +159,7 @@ impl Drop for Kernels {
         }
         if let Ok(cuda) = cuda() {
             // SAFETY: loaded in `load`, unloaded once.
-            unsafe { (cuda.cuModuleUnload)(self.module) };
+            unsafe { cuda.cuModuleUnload(self.module) };
         }
     }
 }
@@ -170,7 +170,7 @@ pub(crate) fn launch(f: *mut c_void, grid: (u32, u32, u32), block: (u32, u32, u3
     // SAFETY: `params` point to locals matching the kernel's parameter list (checked by the
     // callers against kernels.cu); buffers they reference outlive the stream's synchronisation.
     cu(
-        unsafe { (cuda.cuLaunchKernel)(f, grid.0, grid.1, grid.2, block.0, block.1, block.2, 0, stream, params.as_mut_ptr(), std::ptr::null_mut()) },
+        unsafe { cuda.cuLaunchKernel(f, grid.0, grid.1, grid.2, block.0, block.1, block.2, 0, stream, params.as_mut_ptr(), std::ptr::null_mut()) },
         what,
     )
 }
@@ -182,7 +182,7 @@ impl Drop for Program {
     fn drop(&mut self) {
         if let Ok(rtc) = nvrtc() {
             // SAFETY: created by nvrtcCreateProgram, destroyed once.
-            unsafe { (rtc.nvrtcDestroyProgram)(&mut self.0) };
+            unsafe { rtc.nvrtcDestroyProgram(&mut self.0) };
         }
     }
 }
@@ -196,23 +196,23 @@ fn nvrtc_ptx(src: &str, arch: &str) -> Res<Vec<u8>> {
     let mut raw = std::ptr::null_mut();
     // SAFETY: NVRTC calls with valid C strings; the program is destroyed on every path (drop).
     unsafe {
-        let rc = (rtc.nvrtcCreateProgram)(&mut raw, csrc.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null());
+        let rc = rtc.nvrtcCreateProgram(&mut raw, csrc.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null());
         if rc != 0 {
             return Err(GpuError::Call(format!("nvrtcCreateProgram returned {rc}")));
         }
         let prog = Program(raw);
-        let rc = (rtc.nvrtcCompileProgram)(prog.0, 1, opts.as_ptr());
+        let rc = rtc.nvrtcCompileProgram(prog.0, 1, opts.as_ptr());
         if rc != 0 {
             let mut n = 0usize;
-            (rtc.nvrtcGetProgramLogSize)(prog.0, &mut n);
+            rtc.nvrtcGetProgramLogSize(prog.0, &mut n);
             let mut log = vec![0u8; n.max(1)];
-            (rtc.nvrtcGetProgramLog)(prog.0, log.as_mut_ptr() as *mut std::ffi::c_char);
+            rtc.nvrtcGetProgramLog(prog.0, log.as_mut_ptr() as *mut std::ffi::c_char);
             return Err(GpuError::Call(format!("NVRTC compile failed: {}", String::from_utf8_lossy(&log))));
         }
         let mut n = 0usize;
-        (rtc.nvrtcGetPTXSize)(prog.0, &mut n);
+        rtc.nvrtcGetPTXSize(prog.0, &mut n);
         let mut ptx = vec![0u8; n];
-        (rtc.nvrtcGetPTX)(prog.0, ptx.as_mut_ptr() as *mut std::ffi::c_char);
+        rtc.nvrtcGetPTX(prog.0, ptx.as_mut_ptr() as *mut std::ffi::c_char);
         Ok(ptx)
     }
 }

@@ -1,9 +1,11 @@
-//! The CUDA driver API (`libcuda.so.1`, `cuda.h`): types, constants and the functions used.
+//! The CUDA driver API (`libcuda.so.1`, `cuda.h`): types, constants and the functions used,
+//! called through cudarc's raw bindings (`cudarc::driver::sys`).
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+use cudarc::driver::sys as cu_sys;
 
-/// `CUresult` (0 = success).
+/// `CUresult` (0 = success), as the numeric value of cudarc's `CUresult` enum.
 pub type CUresult = c_int;
 /// `CUdevice`.
 pub type CUdevice = c_int;
@@ -21,44 +23,58 @@ pub const CU_CTX_SCHED_SPIN: c_uint = 1;
 pub const CU_CTX_SCHED_YIELD: c_uint = 2;
 pub const CU_CTX_SCHED_BLOCKING_SYNC: c_uint = 4;
 /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (cuda.h `CUmemPool_attribute`).
-pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: c_int = 4;
+pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: cu_sys::CUmemPool_attribute = cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.
-pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: c_int = 75;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: cu_sys::CUdevice_attribute = cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR;
 /// See above.
-pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: c_int = 76;
+pub const CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: cu_sys::CUdevice_attribute = cu_sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR;
 
-ffi_table!(
-    /// The CUDA driver API functions slidestream uses.
-    Cuda,
-    ["libcuda.so.1", "libcuda.so"],
-    {
-        cuInit: unsafe extern "C" fn(c_uint) -> CUresult = "cuInit",
-        cuDriverGetVersion: unsafe extern "C" fn(*mut c_int) -> CUresult = "cuDriverGetVersion",
-        cuDeviceGetCount: unsafe extern "C" fn(*mut c_int) -> CUresult = "cuDeviceGetCount",
-        cuDeviceGet: unsafe extern "C" fn(*mut CUdevice, c_int) -> CUresult = "cuDeviceGet",
-        cuDeviceGetName: unsafe extern "C" fn(*mut c_char, c_int, CUdevice) -> CUresult = "cuDeviceGetName",
-        cuDeviceGetAttribute: unsafe extern "C" fn(*mut c_int, c_int, CUdevice) -> CUresult = "cuDeviceGetAttribute",
-        cuDevicePrimaryCtxRetain: unsafe extern "C" fn(*mut CUcontext, CUdevice) -> CUresult = "cuDevicePrimaryCtxRetain",
-        cuDevicePrimaryCtxRelease: unsafe extern "C" fn(CUdevice) -> CUresult = "cuDevicePrimaryCtxRelease_v2",
-        cuDevicePrimaryCtxSetFlags: unsafe extern "C" fn(CUdevice, c_uint) -> CUresult = "cuDevicePrimaryCtxSetFlags_v2",
-        cuCtxSetCurrent: unsafe extern "C" fn(CUcontext) -> CUresult = "cuCtxSetCurrent",
-        cuMemAlloc: unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult = "cuMemAlloc_v2",
-        cuMemFree: unsafe extern "C" fn(CUdeviceptr) -> CUresult = "cuMemFree_v2",
-        cuMemcpyDtoH: unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize) -> CUresult = "cuMemcpyDtoH_v2",
-        cuStreamCreate: unsafe extern "C" fn(*mut CUstream, c_uint) -> CUresult = "cuStreamCreate",
-        cuStreamSynchronize: unsafe extern "C" fn(CUstream) -> CUresult = "cuStreamSynchronize",
-        cuMemcpyHtoDAsync: unsafe extern "C" fn(CUdeviceptr, *const c_void, usize, CUstream) -> CUresult = "cuMemcpyHtoDAsync_v2",
-        cuMemcpyDtoHAsync: unsafe extern "C" fn(*mut c_void, CUdeviceptr, usize, CUstream) -> CUresult = "cuMemcpyDtoHAsync_v2",
-        cuMemAllocHost: unsafe extern "C" fn(*mut *mut c_void, usize) -> CUresult = "cuMemAllocHost_v2",
-        cuMemFreeHost: unsafe extern "C" fn(*mut c_void) -> CUresult = "cuMemFreeHost",
-        cuMemAllocAsync: unsafe extern "C" fn(*mut CUdeviceptr, usize, CUstream) -> CUresult = "cuMemAllocAsync",
-        cuMemFreeAsync: unsafe extern "C" fn(CUdeviceptr, CUstream) -> CUresult = "cuMemFreeAsync",
-        cuDeviceGetDefaultMemPool: unsafe extern "C" fn(*mut *mut c_void, CUdevice) -> CUresult = "cuDeviceGetDefaultMemPool",
-        cuMemPoolSetAttribute: unsafe extern "C" fn(*mut c_void, c_int, *mut c_void) -> CUresult = "cuMemPoolSetAttribute",
-        cuStreamDestroy: unsafe extern "C" fn(CUstream) -> CUresult = "cuStreamDestroy_v2",
-        cuModuleLoadData: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CUresult = "cuModuleLoadData",
-        cuModuleUnload: unsafe extern "C" fn(*mut c_void) -> CUresult = "cuModuleUnload",
-        cuModuleGetFunction: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CUresult = "cuModuleGetFunction",
-        cuLaunchKernel: unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void) -> CUresult = "cuLaunchKernel",
-    }
-);
+/// The CUDA driver API functions slidestream uses. Exists only once [`super::probe`] found the
+/// library cudarc opens and every symbol in [`Cuda::SYMBOLS`] in it (so no cudarc call can hit
+/// its panicking loader); keeps that library loaded.
+pub(crate) struct Cuda {
+    pub(super) _lib: libloading::Library,
+}
+
+/// Library names cudarc's driver loader tries (through `get_lib_name_candidates`).
+pub(super) const CUDA_CUDARC_LIBS: &[&str] = &["cuda", "nvcuda"];
+/// Our own search names (also tried in the CUDA directories, see [`super::open_any`]).
+pub(super) const CUDA_SONAMES: &[&str] = &["libcuda.so.1", "libcuda.so"];
+
+/// `CUresult` as its number.
+fn rc(r: cu_sys::CUresult) -> c_int {
+    r as c_int
+}
+
+impl Cuda {
+    shims!(cu_sys; {
+        cuInit(flags: c_uint) -> c_int = cuInit, rc;
+        cuDriverGetVersion(v: *mut c_int) -> c_int = cuDriverGetVersion, rc;
+        cuDeviceGetCount(n: *mut c_int) -> c_int = cuDeviceGetCount, rc;
+        cuDeviceGet(d: *mut CUdevice, ordinal: c_int) -> c_int = cuDeviceGet, rc;
+        cuDeviceGetName(name: *mut c_char, len: c_int, d: CUdevice) -> c_int = cuDeviceGetName, rc;
+        cuDeviceGetAttribute(v: *mut c_int, attr: cu_sys::CUdevice_attribute, d: CUdevice) -> c_int = cuDeviceGetAttribute, rc;
+        cuDevicePrimaryCtxRetain(ctx: *mut CUcontext, d: CUdevice) -> c_int = cuDevicePrimaryCtxRetain, rc;
+        cuDevicePrimaryCtxRelease(d: CUdevice) -> c_int = cuDevicePrimaryCtxRelease_v2, rc;
+        cuDevicePrimaryCtxSetFlags(d: CUdevice, flags: c_uint) -> c_int = cuDevicePrimaryCtxSetFlags_v2, rc;
+        cuCtxSetCurrent(ctx: CUcontext) -> c_int = cuCtxSetCurrent, rc;
+        cuMemAlloc(p: *mut CUdeviceptr, n: usize) -> c_int = cuMemAlloc_v2, rc;
+        cuMemFree(p: CUdeviceptr) -> c_int = cuMemFree_v2, rc;
+        cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) -> c_int = cuMemcpyDtoH_v2, rc;
+        cuStreamCreate(s: *mut CUstream, flags: c_uint) -> c_int = cuStreamCreate, rc;
+        cuStreamSynchronize(s: CUstream) -> c_int = cuStreamSynchronize, rc;
+        cuMemcpyHtoDAsync(dst: CUdeviceptr, src: *const c_void, n: usize, s: CUstream) -> c_int = cuMemcpyHtoDAsync_v2, rc;
+        cuMemcpyDtoHAsync(dst: *mut c_void, src: CUdeviceptr, n: usize, s: CUstream) -> c_int = cuMemcpyDtoHAsync_v2, rc;
+        cuMemAllocHost(p: *mut *mut c_void, n: usize) -> c_int = cuMemAllocHost_v2, rc;
+        cuMemFreeHost(p: *mut c_void) -> c_int = cuMemFreeHost, rc;
+        cuMemAllocAsync(p: *mut CUdeviceptr, n: usize, s: CUstream) -> c_int = cuMemAllocAsync, rc;
+        cuMemFreeAsync(p: CUdeviceptr, s: CUstream) -> c_int = cuMemFreeAsync, rc;
+        cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, d: CUdevice) -> c_int = cuDeviceGetDefaultMemPool, rc;
+        cuMemPoolSetAttribute(pool: *mut c_void, attr: cu_sys::CUmemPool_attribute, value: *mut c_void) -> c_int = cuMemPoolSetAttribute, rc;
+        cuStreamDestroy(s: CUstream) -> c_int = cuStreamDestroy_v2, rc;
+        cuModuleLoadData(m: *mut *mut c_void, image: *const c_void) -> c_int = cuModuleLoadData, rc;
+        cuModuleUnload(m: *mut c_void) -> c_int = cuModuleUnload, rc;
+        cuModuleGetFunction(f: *mut *mut c_void, m: *mut c_void, name: *const c_char) -> c_int = cuModuleGetFunction, rc;
+        cuLaunchKernel(f: *mut c_void, gx: c_uint, gy: c_uint, gz: c_uint, bx: c_uint, by: c_uint, bz: c_uint, shared: c_uint, s: CUstream, params: *mut *mut c_void, extra: *mut *mut c_void) -> c_int = cuLaunchKernel, rc;
+    });
+}
