@@ -65,6 +65,10 @@ if has tests; then
   SLIDESTREAM_DEVICE_CACHE_BYTES=16777216 timeout 120 $T --test-threads 1 --nocapture a_large_batch 2>&1 | grep -v '^$' | tail -8
   echo "#### partial decodes on the CPU workers: the small-patch test alone"
   timeout 120 $T --test-threads 1 --nocapture small_patches 2>&1 | grep -v '^$' | tail -8
+  if [ -x .device/bin/lib-tests ]; then
+    echo "#### the library's unit tests on the GPU (NVRTC compile with the layout asserts, probe stream leak)"
+    timeout 240 .device/bin/lib-tests --test-threads 4 2>&1 | grep -E "test result|FAILED|panicked" | tail -8
+  fi
   # The driver conformance battery and the error-kind cases, whose GPU halves run here.
   for t in conformance error_kinds; do
     [ -x .device/bin/$t-tests ] || continue
