@@ -48,7 +48,8 @@ impl DeviceBuffer {
         let mut p = 0;
         // SAFETY: out-pointer to a local.
         cu(unsafe { cuda()?.cuMemAlloc(&mut p, want) }, "cuMemAlloc")?;
-        *self = DeviceBuffer { ptr: p, len: want, registered: None, pid: pid() };
+        // Fields, not `*self = ..`: an assignment would run `Drop` on the old value.
+        (self.ptr, self.len, self.registered, self.pid) = (p, want, None, pid());
         if let Some(cf) = register {
             // SAFETY: a device allocation of `want` bytes; deregistered before it is freed.
             let e = unsafe { cf.cuFileBufRegister(p as *const c_void, want, 0) };
@@ -71,7 +72,9 @@ impl DeviceBuffer {
                 }
             }
         }
-        *self = DeviceBuffer::new();
+        // Fields, not `*self = DeviceBuffer::new()`: that assignment drops the old value, whose
+        // `Drop` calls `release` again (infinite recursion, seen on the H200).
+        (self.ptr, self.len, self.registered) = (0, 0, None);
     }
 }
 
@@ -111,7 +114,8 @@ impl PinnedBuffer {
         let mut p = std::ptr::null_mut();
         // SAFETY: out-pointer to a local.
         cu(unsafe { cuda()?.cuMemAllocHost(&mut p, want) }, "cuMemAllocHost")?;
-        *self = PinnedBuffer { ptr: p as *mut u8, len: want, pid: pid() };
+        // Fields, not `*self = ..`: an assignment would run `Drop` on the old value.
+        (self.ptr, self.len, self.pid) = (p as *mut u8, want, pid());
         Ok(())
     }
 
@@ -132,7 +136,8 @@ impl PinnedBuffer {
                 unsafe { cuda.cuMemFreeHost(self.ptr as *mut c_void) };
             }
         }
-        *self = PinnedBuffer::new();
+        // Fields, not `*self = PinnedBuffer::new()` (its drop would call `release` again).
+        (self.ptr, self.len) = (std::ptr::null_mut(), 0);
     }
 }
 
@@ -309,4 +314,29 @@ pub(crate) fn free_array(a: &mut DeviceArray) {
         }
     }
     a.ptr = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Dropping or releasing a buffer that holds nothing touches no CUDA call and returns (the
+    /// first version reassigned `*self` in `release`, whose implicit drop called `release`
+    /// again: a stack overflow on the first buffer the engine grew).
+    #[test]
+    fn empty_buffers_release_and_drop_without_recursion() {
+        let mut d = DeviceBuffer::new();
+        d.release();
+        d.release();
+        assert_eq!(d.ptr(), 0);
+        drop(d);
+        let mut p = PinnedBuffer::new();
+        p.release();
+        assert!(p.ptr().is_null());
+        drop(p);
+        for _ in 0..1000 {
+            drop(DeviceBuffer::new());
+            drop(PinnedBuffer::new());
+        }
+    }
 }
