@@ -143,11 +143,11 @@ enum Cmd {
         /// Pyramid level.
         #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         level: usize,
-        /// Patch edge in pixels of the level.
-        #[arg(long, default_value_t = 256, value_parser = parse_positive, allow_hyphen_values = true)]
+        /// Patch edge in pixels of the level (1 or more).
+        #[arg(long, default_value_t = 256, value_parser = parse_count::<u64>, allow_hyphen_values = true)]
         size: u64,
-        /// Number of patches.
-        #[arg(long, default_value_t = 2000, value_parser = parse_positive_usize, allow_hyphen_values = true)]
+        /// Number of patches (1 or more).
+        #[arg(long, default_value_t = 2000, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         patches: usize,
         /// Seed of the location generator.
         #[arg(long, default_value_t = 0, value_parser = parse_count::<u64>, allow_hyphen_values = true)]
