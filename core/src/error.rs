@@ -12,7 +12,8 @@
 //! * [`Error::Limits`]: a header value or a request would need more memory or work than the
 //!   configured limits allow; nothing was allocated.
 //! * [`Error::Gpu`]: the GPU path is unavailable or failed.
-//! * [`Error::Config`]: a `SLIDESTREAM_*` setting has a value that is not accepted.
+//! * [`Error::Config`]: a `SLIDESTREAM_*` setting (or `RAYON_NUM_THREADS`, capped at
+//!   [`crate::config::MAX_THREADS`]) has a value that is not accepted.
 //!
 //! Errors are [`Clone`]: the OS error of [`Error::Io`] is shared through an [`Arc`] (its kind and
 //! errno survive a clone), so a failure that concerns many patches of a batch is reported to

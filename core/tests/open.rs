@@ -105,3 +105,68 @@ fn greyscale_plus_alpha_jpeg_is_refused_at_open_naming_the_feature() {
         assert!(e.to_string().contains(&f.path().display().to_string()), "tiled {tiled}: {e}");
     }
 }
+
+/// A FIFO at `path` (made with mkfifo(3)).
+fn mkfifo(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// Issue 13 F3: a FIFO as the slide path blocked `open(2)` forever (waiting for a writer);
+/// `/dev/zero` and `/dev/urandom` were read as files ("shorter than a TIFF header"). Both are
+/// refused at once with an io error saying what the path is. The open runs in a thread; if it
+/// has not returned after a minute (the old behaviour), the test opens the FIFO for writing to
+/// release it and fails.
+#[test]
+fn a_fifo_or_a_device_is_refused_without_blocking() {
+    let fifo = TempPath::new("slide.fifo");
+    mkfifo(fifo.path());
+    let p = fifo.path().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = Slide::open(&p).map(|_| ()).map_err(|e| (e.kind_name(), e.to_string(), e.io_error().map(|io| io.kind())));
+        let _ = tx.send(r);
+    });
+    let r = match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        Ok(r) => r,
+        Err(_) => {
+            let _ = std::fs::OpenOptions::new().write(true).open(fifo.path());
+            panic!("Slide::open of a FIFO still blocked after 60 s");
+        }
+    };
+    let (kind, msg, io_kind) = r.expect_err("a FIFO opened as a slide");
+    assert_eq!(kind, "io", "{msg}");
+    assert_eq!(io_kind, Some(std::io::ErrorKind::InvalidInput), "{msg}");
+    assert!(msg.starts_with(&fifo.path().display().to_string()) && msg.contains("not a regular file: a FIFO"), "{msg}");
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        if !std::path::Path::new(dev).exists() {
+            continue;
+        }
+        let e = Slide::open(dev).unwrap_err();
+        assert_eq!(e.to_string(), format!("{dev}: not a regular file: a character device; slides are read from regular files"));
+        // Detection refuses it the same way.
+        assert_eq!(Slide::detect(dev).unwrap_err().kind_name(), "io");
+    }
+}
+
+/// Issue 13 F15: a file truncated after it was opened failed with the errno-less "failed to
+/// fill whole buffer"; the error now says the file is shorter than its tile table, with the
+/// file, level and tile, and keeps the `UnexpectedEof` kind.
+#[test]
+fn a_file_truncated_while_open_names_the_file_level_and_tile() {
+    let sample = concat!(env!("CARGO_MANIFEST_DIR"), "/../assets/CMU-1-Small-Region.svs");
+    let copy = TempPath::new("truncated-while-open.svs");
+    std::fs::copy(sample, copy.path()).unwrap();
+    let cache = Arc::new(slidestream::TileCache::new(0));
+    let slide = Slide::open_with(copy.path(), SlideOptions { cache: Some(cache), ..SlideOptions::default() }).unwrap();
+    std::fs::OpenOptions::new().write(true).open(copy.path()).unwrap().set_len(4096).unwrap();
+    // The last tile of level 0 (2220x2967, 240² tiles): column 9, row 12.
+    let e = slide.read_region((2200, 2950), 0, (16, 16)).unwrap_err();
+    let m = e.to_string();
+    assert_eq!(e.kind_name(), "io", "{m}");
+    assert_eq!(e.io_error().map(|io| io.kind()), Some(std::io::ErrorKind::UnexpectedEof), "{m}");
+    assert!(m.starts_with(&format!("{}: level 0: tile (9, 12): file shorter than its tile table (truncated?)", copy.path().display())), "{m}");
+    assert!(m.contains("the file is now 4096 bytes"), "{m}");
+}

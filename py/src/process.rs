@@ -41,13 +41,19 @@ static PROC: Mutex<Option<ProcState>> = Mutex::new(None);
 /// first use in each process.
 ///
 /// Raises OSError when the decode threads cannot be started, ConfigError (a ValueError) when
-/// a `SLIDESTREAM_*` setting has a bad value.
+/// a `SLIDESTREAM_*` setting or `RAYON_NUM_THREADS` (more than 1024) has a bad value.
 pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>, Arc<TileCache>)> {
     let pid = std::process::id();
     let mut g = PROC.lock().unwrap_or_else(|p| p.into_inner());
     if g.as_ref().is_none_or(|s| s.pid != pid) {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("slidestream-{i}"))
+        // RAYON_NUM_THREADS is capped (slidestream::config::MAX_THREADS) before the pool is
+        // built: a huge value is a ConfigError naming it, not threads until resources run out.
+        let threads = slidestream::config::rayon_num_threads().map_err(|e| to_py(py, e))?;
+        let mut builder = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("slidestream-{i}"));
+        if let Some(n) = threads {
+            builder = builder.num_threads(n);
+        }
+        let pool = builder
             .build()
             .map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
         let cache = shared_cache(py, g.as_ref())?;

@@ -15,6 +15,7 @@
 
 mod host;
 mod table;
+mod threads;
 mod values;
 
 use std::collections::{HashMap, HashSet};
@@ -22,6 +23,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 
 pub use host::Config;
 pub use table::{Settings, Spec, TABLE};
+pub use threads::{check_threads, rayon_num_threads, MAX_THREADS};
 pub use values::{CompatMode, GpuSplit, GpuSync, NvjpegOutput};
 
 use crate::error::{Error, Result};

@@ -2,7 +2,8 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::ByteSource;
@@ -19,18 +20,48 @@ pub struct FileSource {
     path: PathBuf,
 }
 
+/// What a non-regular file is, in words (for the error that refuses it).
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
 impl FileSource {
     /// Open `path` read-only and record its length.
     ///
+    /// The file is opened with `O_NONBLOCK` (and `O_NOCTTY`), so a FIFO or a device never
+    /// blocks the open; the type is then taken from `fstat(2)` of the opened descriptor (no
+    /// race with a rename between a `stat` and the open) and anything but a regular file is
+    /// refused. `O_NONBLOCK` is cleared again before the descriptor is used.
+    ///
     /// # Errors
-    /// The OS error from `open(2)` or `fstat(2)`.
+    /// The OS error from `open(2)`, `fstat(2)` or `fcntl(2)`; `EISDIR` for a directory;
+    /// [`io::ErrorKind::InvalidInput`] ("not a regular file: a FIFO (named pipe)", ...) for
+    /// a FIFO, device or socket.
     pub fn open(path: &Path) -> io::Result<Self> {
-        let file = File::open(path)?;
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
         let meta = file.metadata()?;
-        if meta.is_dir() {
+        let t = meta.file_type();
+        if t.is_dir() {
             // EISDIR, so callers (and Python) see IsADirectoryError.
-            return Err(io::Error::from_raw_os_error(21));
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
         }
+        if !t.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("not a regular file: {}; slides are read from regular files", file_kind(t)),
+            ));
+        }
+        clear_nonblock(&file)?;
         Ok(FileSource { file, len: meta.len(), path: path.to_path_buf() })
     }
 
@@ -46,6 +77,39 @@ impl FileSource {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// The error of a positional read that met the end of the file inside the length recorded
+    /// at open: the file was truncated while open. Same kind (`UnexpectedEof`), with words that
+    /// say so instead of "failed to fill whole buffer".
+    fn shrunk(&self, e: io::Error, offset: u64, n: usize) -> io::Error {
+        if e.kind() != io::ErrorKind::UnexpectedEof {
+            return e;
+        }
+        let now = self.file.metadata().map(|m| format!("{} bytes", m.len())).unwrap_or_else(|_| "of unknown size".into());
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "file shorter than its tile table (truncated?): bytes {offset}..{} wanted, the file is now {now} (it was {} bytes when opened)",
+                offset + n as u64,
+                self.len
+            ),
+        )
+    }
+}
+
+/// Clear `O_NONBLOCK` on `file` (set only so that the open could not block).
+fn clear_nonblock(file: &File) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, with integer arguments only.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl ByteSource for FileSource {
@@ -54,12 +118,55 @@ impl ByteSource for FileSource {
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         match offset.checked_add(buf.len() as u64) {
-            Some(end) if end <= self.len => self.file.read_exact_at(buf, offset),
+            Some(end) if end <= self.len => self.file.read_exact_at(buf, offset).map_err(|e| self.shrunk(e, offset, buf.len())),
             _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "read past end of file")),
         }
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
-        use std::os::fd::AsRawFd;
         Some(self.file.as_raw_fd())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_inside_the_length_at_open_that_meets_eof_says_the_file_shrank() {
+        let dir = std::env::temp_dir().join(format!("slidestream-posix-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("shrinks.bin");
+        std::fs::write(&p, vec![7u8; 4096]).unwrap();
+        let src = FileSource::open(&p).unwrap();
+        let mut buf = [0u8; 16];
+        src.read_exact_at(&mut buf, 4000).unwrap();
+        std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(1000).unwrap();
+        let e = src.read_exact_at(&mut buf, 4000).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        let m = e.to_string();
+        assert!(m.contains("truncated?") && m.contains("4000..4016") && m.contains("now 1000 bytes") && m.contains("4096 bytes when opened"), "{m}");
+        // Past the length recorded at open: unchanged.
+        assert_eq!(src.read_exact_at(&mut buf, 4090).unwrap_err().to_string(), "read past end of file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn regular_files_are_opened_blocking() {
+        let src = FileSource::open(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src/io/posix.rs"))).unwrap();
+        // SAFETY: F_GETFL on the source's own descriptor.
+        let flags = unsafe { libc::fcntl(src.raw_fd().unwrap(), libc::F_GETFL) };
+        assert!(flags >= 0 && flags & libc::O_NONBLOCK == 0, "flags {flags:#x}");
+    }
+
+    #[test]
+    fn devices_are_refused_without_reading() {
+        for (dev, kind) in [("/dev/zero", "character device"), ("/dev/urandom", "character device"), ("/dev/null", "character device")] {
+            if !Path::new(dev).exists() {
+                continue;
+            }
+            let e = FileSource::open(Path::new(dev)).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{dev}");
+            assert!(e.to_string().contains(kind), "{dev}: {e}");
+        }
     }
 }

@@ -26,7 +26,9 @@ impl Slide {
     /// Open a slide with default options.
     ///
     /// # Errors
-    /// [`Error::Io`] when the file cannot be opened; [`Error::Unsupported`] when no driver
+    /// [`Error::Io`] when the file cannot be opened or is not a regular file (a FIFO, a
+    /// device: refused without blocking); [`Error::Config`] for a bad `SLIDESTREAM_*` or
+    /// `RAYON_NUM_THREADS` value; [`Error::Unsupported`] when no driver
     /// recognises it (the message carries the detection report) or it uses an unsupported
     /// feature; [`Error::Format`] / [`Error::Limits`] for damaged structure.
     pub fn open(path: impl AsRef<Path>) -> Result<Slide> {
@@ -53,6 +55,9 @@ impl Slide {
         // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
         // with an error naming it (docs/settings.md), whichever path reads it later.
         crate::config::settings()?;
+        // The decode threads rayon would start for RAYON_NUM_THREADS, capped before any pool
+        // exists (pools are built at the first parallel read, never here).
+        crate::config::rayon_num_threads()?;
         let index = format::open(&*src, &Location::file(path), identity)?;
         let open_io = src.counters();
         src.reset();

@@ -3,7 +3,9 @@
 use std::path::Path;
 use std::time::Instant;
 
-use slidestream::{Error, Slide};
+use slidestream::{Error, Location, Slide};
+
+use crate::args::within_limit;
 
 /// `gpu-probe [SLIDE]`: the CUDA driver, devices, nvJPEG and its hardware engines (with a slide:
 /// a pointer to the `nvjpeg_batch` example, which holds the prototype decoder comparison).
@@ -79,6 +81,15 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
     println!("  nvJPEG: {}, {} hardware engines; last CPU fallback: {}", st.nvjpeg_backend, st.hardware_engines, if st.cpu_fallback_reason.is_empty() { "none" } else { &st.cpu_fallback_reason });
     if patches > 0 {
         let (w, h) = slide.dimensions();
+        if size > w || size > h {
+            return Err(Error::Usage(format!("{}: --size {size} is larger than level 0 ({w}x{h})", path.display())));
+        }
+        // Every buffer sized by an argument is checked before it is allocated: the two location
+        // lists (16 bytes a patch each) and one batch's RGB output.
+        let (max, at) = (slide.config().max_region_bytes, Location::file(path));
+        within_limit(&at, &format!("{patches} patch locations (twice)"), (patches as u64).checked_mul(32), max)?;
+        let per_batch = batch.min(patches) as u64;
+        within_limit(&at, &format!("{per_batch} patches of {size}x{size}x3"), per_batch.checked_mul(size).and_then(|v| v.checked_mul(size)).and_then(|v| v.checked_mul(3)), max)?;
         let mut s = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = |m: u64| {
             s ^= s >> 12;

@@ -1,12 +1,17 @@
 //! `slidestream`: command-line front end (info, region, associated, tiles, bench, GPU probes).
 //!
-//! Errors print one line `error: …` on stderr (naming the file, and the level and tile where
-//! relevant, or the setting and its accepted values) and exit with status 1.
+//! Exit status 0 on success (and for `--help`, `--version`), 1 for every error: a bad
+//! argument, a bad setting, an unreadable or damaged slide, a failed write. Every error is one
+//! line `error: …` on stderr naming what is wrong (the flag, the file and the level and tile
+//! where relevant, or the setting and its accepted values). README.md "Command line" states
+//! the convention.
 //!
-//! One file per group of commands: `info.rs` (info, `--io-stats`), `region.rs` (region,
+//! `args.rs` holds the argument parsers and the one-line rendering of clap's errors. One file
+//! per group of commands: `info.rs` (info, `--io-stats`), `region.rs` (region,
 //! associated), `tiles.rs` (tiles, CPU and device), `bench.rs` (random patches), `gpu.rs`
 //! (gpu-probe, gpu-region); `output.rs` holds what several print (PNG writing, GPU stats).
 
+mod args;
 mod bench;
 mod gpu;
 mod info;
@@ -20,11 +25,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use slidestream::Error;
 
+use args::{parse_count, parse_pair_i64, parse_positive, parse_positive_usize, parse_size};
+
 #[derive(Parser)]
 #[command(name = "slidestream", version, about = "Whole-slide image loader: slide info, regions, tile throughput")]
 struct Cli {
-    /// Worker threads for decoding (default: all cores).
-    #[arg(long, global = true)]
+    /// Worker threads for decoding, 1 to 1024 (default: all cores, or RAYON_NUM_THREADS).
+    #[arg(long, global = true, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
     threads: Option<usize>,
     #[command(subcommand)]
     cmd: Cmd,
@@ -53,16 +60,17 @@ enum Cmd {
         /// Slide file.
         path: PathBuf,
         /// Top-left corner in level-0 pixels, "X,Y" (may be negative).
-        #[arg(long, value_parser = parse_pair_i64, allow_hyphen_values = true)]
+        #[arg(long, value_name = "X,Y", value_parser = parse_pair_i64, allow_hyphen_values = true)]
         location: (i64, i64),
         /// Pyramid level.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         level: usize,
         /// Size in pixels of that level, "W,H".
-        #[arg(long, value_parser = parse_pair_u64)]
+        #[arg(long, value_name = "W,H", value_parser = parse_size, allow_hyphen_values = true)]
         size: (u64, u64),
-        /// Output PNG file.
-        #[arg(long, short)]
+        /// Output file: .png (or no extension) = RGBA PNG, .jpg / .jpeg = RGB JPEG, - = PNG on
+        /// stdout.
+        #[arg(long, short, allow_hyphen_values = true)]
         output: PathBuf,
     },
     /// Write an associated image (thumbnail, label, macro) as an RGBA PNG.
@@ -71,8 +79,9 @@ enum Cmd {
         path: PathBuf,
         /// Associated image name.
         name: String,
-        /// Output PNG file.
-        #[arg(long, short)]
+        /// Output file: .png (or no extension) = RGBA PNG, .jpg / .jpeg = RGB JPEG, - = PNG on
+        /// stdout.
+        #[arg(long, short, allow_hyphen_values = true)]
         output: PathBuf,
     },
     /// Read and decode every tile of a level through the pipeline; print throughput, bytes,
@@ -81,10 +90,10 @@ enum Cmd {
         /// Slide file.
         path: PathBuf,
         /// Pyramid level.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         level: usize,
         /// Tiles per batch handed to the pipeline.
-        #[arg(long, default_value_t = 512)]
+        #[arg(long, default_value_t = 512, value_parser = parse_positive_usize, allow_hyphen_values = true)]
         batch: usize,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -101,13 +110,13 @@ enum Cmd {
         /// Slide file whose JPEG tiles to decode (optional).
         path: Option<PathBuf>,
         /// Pyramid level.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         level: usize,
         /// Tiles per nvJPEG batch.
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = 256, value_parser = parse_positive_usize, allow_hyphen_values = true)]
         batch: usize,
         /// Most tiles to decode (repeating the level's tiles if it has fewer).
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = 4096, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         tiles: usize,
     },
     /// Read regions on the GPU (nvJPEG + assembly kernel) and compare them with the CPU path;
@@ -116,13 +125,13 @@ enum Cmd {
         /// Slide file.
         path: PathBuf,
         /// Patch edge in pixels for the timing run.
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = 256, value_parser = parse_positive, allow_hyphen_values = true)]
         size: u64,
         /// Random patches to time (0 = correctness only).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         patches: usize,
         /// Patches per batched call in the timing run.
-        #[arg(long, default_value_t = 4096)]
+        #[arg(long, default_value_t = 4096, value_parser = parse_positive_usize, allow_hyphen_values = true)]
         batch: usize,
     },
     /// Random-patch benchmark: read N patches at random level-0 locations (one caller thread)
@@ -132,16 +141,16 @@ enum Cmd {
         /// Slide file.
         path: PathBuf,
         /// Pyramid level.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         level: usize,
-        /// Patch edge in pixels of the level.
-        #[arg(long, default_value_t = 256)]
+        /// Patch edge in pixels of the level (1 or more).
+        #[arg(long, default_value_t = 256, value_parser = parse_count::<u64>, allow_hyphen_values = true)]
         size: u64,
-        /// Number of patches.
-        #[arg(long, default_value_t = 2000)]
+        /// Number of patches (1 or more).
+        #[arg(long, default_value_t = 2000, value_parser = parse_count::<usize>, allow_hyphen_values = true)]
         patches: usize,
         /// Seed of the location generator.
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = parse_count::<u64>, allow_hyphen_values = true)]
         seed: u64,
         /// File of "x,y" level-0 locations, one per line (overrides --patches/--seed).
         #[arg(long)]
@@ -152,17 +161,6 @@ enum Cmd {
     },
 }
 
-fn parse_pair<T: std::str::FromStr>(s: &str) -> Result<(T, T), String> {
-    let (a, b) = s.split_once(',').ok_or_else(|| format!("expected two numbers \"A,B\", got {s:?}"))?;
-    let p = |v: &str| v.trim().parse::<T>().map_err(|_| format!("not a number: {v:?}"));
-    Ok((p(a)?, p(b)?))
-}
-pub(crate) fn parse_pair_i64(s: &str) -> Result<(i64, i64), String> {
-    parse_pair(s)
-}
-fn parse_pair_u64(s: &str) -> Result<(u64, u64), String> {
-    parse_pair(s)
-}
 
 fn main() -> ExitCode {
     std::panic::set_hook(Box::new(|info| {
@@ -174,11 +172,23 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| "unknown".into());
         eprintln!("error: internal error (please report): {msg}");
     }));
-    let cli = Cli::parse();
-    if let Some(n) = cli.threads {
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build_global();
-    }
-    match std::panic::catch_unwind(|| run(cli.cmd)) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let names: Vec<String> = <Cli as clap::CommandFactory>::command().get_subcommands().map(|c| c.get_name().to_string()).collect();
+            eprintln!("error: a command is required: {} (see --help)", names.join(", "));
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {}", output::one_line(&args::clap_one_line(&e)));
+            return ExitCode::from(1);
+        }
+    };
+    match std::panic::catch_unwind(|| threads(cli.threads).and_then(|()| run(cli.cmd))) {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             // Every error kind, `config` (a bad SLIDESTREAM_* value) included, is one line.
@@ -186,6 +196,22 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
         Err(_) => ExitCode::from(1),
+    }
+}
+
+/// Size rayon's global pool from `--threads`, capped ([`slidestream::config::MAX_THREADS`]);
+/// without the flag, check `RAYON_NUM_THREADS` (rayon builds the pool from it at the first
+/// parallel read).
+fn threads(flag: Option<usize>) -> Result<(), Error> {
+    match flag {
+        Some(n) => {
+            let n = slidestream::config::check_threads("--threads", n)?;
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build_global()
+                .map_err(|e| Error::Usage(format!("--threads {n}: cannot start the decode threads: {e}")))
+        }
+        None => slidestream::config::rayon_num_threads().map(|_| ()),
     }
 }
 

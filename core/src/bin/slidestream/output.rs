@@ -1,6 +1,6 @@
-//! What several commands print or write: one-line text, PNG files, GPU statistics.
+//! What several commands print or write: one-line text, PNG / JPEG files, GPU statistics.
 
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::Path;
 
 use image::ImageEncoder;
@@ -12,30 +12,87 @@ pub(crate) fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
 }
 
-/// Write `data` (RGBA u8, `w × h × 4` bytes, row-major) as an RGBA PNG at `path`.
+/// An output image's format, from its path's extension (see [`ImageFormat::of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImageFormat {
+    /// RGBA PNG (`.png`, no extension, or `-` = stdout).
+    Png,
+    /// RGB JPEG, quality 90, 4:4:4 (`.jpg`, `.jpeg`): the alpha channel is dropped.
+    Jpeg,
+}
+
+/// What `-o` accepts, in words (quoted in the error for anything else).
+const SUPPORTED: &str = "supported: .png, .jpg, .jpeg, no extension (PNG), or - for PNG on stdout";
+
+impl ImageFormat {
+    /// The format for output path `path`: `.png` (any case) or no extension → PNG, `.jpg` /
+    /// `.jpeg` → JPEG, `-` (stdout) → PNG.
+    ///
+    /// # Errors
+    /// [`Error::Usage`] naming the path and the supported extensions for any other extension.
+    pub(crate) fn of(path: &Path) -> Result<ImageFormat, Error> {
+        if path.as_os_str() == "-" {
+            return Ok(ImageFormat::Png);
+        }
+        match path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()) {
+            None => Ok(ImageFormat::Png),
+            Some(e) if e == "png" => Ok(ImageFormat::Png),
+            Some(e) if e == "jpg" || e == "jpeg" => Ok(ImageFormat::Jpeg),
+            Some(e) => Err(Error::Usage(format!("{}: cannot write '.{e}' images ({SUPPORTED})", path.display()))),
+        }
+    }
+}
+
+/// `data` (RGBA u8, `w × h × 4` bytes, row-major) encoded as `format`.
+fn encode(format: ImageFormat, name: &str, w: u32, h: u32, data: &[u8]) -> Result<Vec<u8>, Error> {
+    let at = Location::file(name);
+    match format {
+        ImageFormat::Png => {
+            let mut out = Vec::new();
+            image::codecs::png::PngEncoder::new(&mut out).write_image(data, w, h, image::ExtendedColorType::Rgba8).map_err(|e| match e {
+                image::ImageError::IoError(io) => Error::io(&at, io),
+                other => Error::io(&at, std::io::Error::other(other.to_string())),
+            })?;
+            Ok(out)
+        }
+        ImageFormat::Jpeg => {
+            if w > 65535 || h > 65535 {
+                return Err(Error::Usage(format!("{name}: cannot write a {w}x{h} JPEG (at most 65535 pixels a side; write a .png)")));
+            }
+            let img = turbojpeg::Image { pixels: data, width: w as usize, pitch: w as usize * 4, height: h as usize, format: turbojpeg::PixelFormat::RGBA };
+            let jpeg = turbojpeg::compress(img, 90, turbojpeg::Subsamp::None).map_err(|e| Error::io(&at, std::io::Error::other(format!("JPEG encoder: {e}"))))?;
+            Ok(jpeg.to_vec())
+        }
+    }
+}
+
+/// Write `data` (RGBA u8, `w × h × 4` bytes, row-major) at `path` in the format its extension
+/// names ([`ImageFormat::of`]); `-` writes a PNG to stdout.
 ///
 /// # Errors
-/// [`Error::Usage`] for an empty or oversized image or a buffer of the wrong size;
-/// [`Error::Io`] naming `path` when creating, writing or flushing the file fails (a full disk
-/// is reported, not lost in a buffered writer's drop).
-pub(crate) fn write_png(path: &Path, w: u64, h: u64, data: &[u8]) -> Result<(), Error> {
-    let at = Location::file(path);
+/// [`Error::Usage`] for an unsupported extension, an empty or oversized image or a buffer of
+/// the wrong size; [`Error::Io`] naming `path` (or `stdout`) when creating, writing or
+/// flushing fails (a full disk is reported, never lost in a buffered writer's drop).
+pub(crate) fn write_image(path: &Path, w: u64, h: u64, data: &[u8]) -> Result<(), Error> {
+    let format = ImageFormat::of(path)?;
+    let stdout = path.as_os_str() == "-";
+    let name = if stdout { "stdout".to_string() } else { path.display().to_string() };
     let (w32, h32) = match (u32::try_from(w), u32::try_from(h)) {
         (Ok(a), Ok(b)) if a > 0 && b > 0 => (a, b),
-        _ => return Err(Error::Usage(format!("{}: cannot write a {w}x{h} PNG", path.display()))),
+        _ => return Err(Error::Usage(format!("{name}: cannot write a {w}x{h} image"))),
     };
     if data.len() as u64 != w * h * 4 {
-        return Err(Error::Usage(format!("{}: buffer does not match {w}x{h}", path.display())));
+        return Err(Error::Usage(format!("{name}: buffer does not match {w}x{h}")));
     }
-    let io_err = |e: image::ImageError| match e {
-        image::ImageError::IoError(io) => Error::io(&at, io),
-        other => Error::io(&at, std::io::Error::other(other.to_string())),
-    };
-    let file = std::fs::File::create(path).map_err(|e| Error::io(&at, e))?;
-    let mut out = BufWriter::new(file);
-    image::codecs::png::PngEncoder::new(&mut out).write_image(data, w32, h32, image::ExtendedColorType::Rgba8).map_err(io_err)?;
-    out.flush().map_err(|e| Error::io(&at, e))?;
-    Ok(())
+    let bytes = encode(format, &name, w32, h32, data)?;
+    let at = Location::file(&name);
+    if stdout {
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes).and_then(|()| out.flush()).map_err(|e| Error::io(&at, e))
+    } else {
+        let mut file = std::fs::File::create(path).map_err(|e| Error::io(&at, e))?;
+        file.write_all(&bytes).and_then(|()| file.flush()).map_err(|e| Error::io(&at, e))
+    }
 }
 
 /// The GPU statistics as JSON (keys as the fields of [`GpuStats`]).
