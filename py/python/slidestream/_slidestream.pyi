@@ -30,8 +30,7 @@ __all__ = [
     "_config_get",
     "_config_set",
     "_config_table",
-    "_test_cpu_dlpack",
-    "_test_cpu_dlpack_releases",
+    "_test_hooks",
 ]
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
@@ -347,9 +346,7 @@ def _parse_device(device: Optional[_Device] = None) -> Optional[int]:
     """``device=`` argument parsed as the reads parse it: None for the CPU path, else the CUDA
     ordinal. ValueError / TypeError for a bad device."""
 
-def _test_cpu_dlpack(shape: List[int]) -> Any:
-    """Test hook: a DLPack capsule built as ``DeviceArray.__dlpack__`` builds one, over host
-    memory (kDLCPU) holding ``i % 251`` at flat index ``i``."""
-
-def _test_cpu_dlpack_releases() -> int:
-    """Test hook: how many ``_test_cpu_dlpack`` tensors have been freed."""
+#: True when the extension was built with the ``test-hooks`` feature (scripts/test-all.sh), whose
+#: test-only functions (``_test_cpu_dlpack``, ``_test_cpu_dlpack_releases``; py/src/dlpack.rs)
+#: are not part of the API and not in this stub.
+_test_hooks: bool
