@@ -3,7 +3,8 @@
 //!
 //! * [`errors`]: the core `Error` → Python exception mapping (classes in `slidestream._errors`);
 //! * [`process`]: per-process state (decode pool, shared tile cache, CUDA-after-fork guard);
-//! * [`args`]: argument parsing (paths, levels, sizes, locations, backgrounds, devices);
+//! * [`args`]: argument parsing (paths, ints, levels, sizes, backgrounds, devices);
+//!   [`locations`]: patch locations;
 //! * [`slide`]: the `Slide` class (lifetime, metadata) and `detect_vendor`;
 //! * [`reads`]: `read_region`, `read_regions`, `read_associated`;
 //! * [`config`]: `slidestream.config`'s access to the settings table;
@@ -20,6 +21,7 @@ mod device_array;
 mod dlpack;
 mod errors;
 mod gpu;
+mod locations;
 mod process;
 mod reads;
 mod slide;
