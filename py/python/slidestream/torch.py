@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._batch import as_slides, normalize_locations, normalize_size, read_patch_batch
+from ._batch import as_slides, check_level, normalize_locations, normalize_size, read_patch_batch
 from ._slidestream import _parse_device
 
 __all__ = ["PatchDataset"]
@@ -71,9 +71,7 @@ class _PatchSource:
     ) -> None:
         self.slides, single = as_slides(paths_or_slides, cache_bytes)
         self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
-        if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 0:
-            raise InvalidArgumentError(f"level must be a non-negative int, got {level!r}")
-        self.level = int(level)
+        self.level = check_level(level)
         self.size = normalize_size(size)
         self.background = background
         self.transform = transform
