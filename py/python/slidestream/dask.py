@@ -66,12 +66,14 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
     * ``path``: ``str``, ``bytes`` or ``os.PathLike`` (a :class:`slidestream.Slide` is accepted
       and used for its path). The slide is opened once here for its geometry and again, by
       path, in every process that computes a chunk.
-    * ``level``: pyramid level (0 = full resolution).
+    * ``level``: pyramid level (0 = full resolution); InvalidArgumentError for one that does
+      not exist, TypeError for a non-int.
     * ``chunks``: ``None`` (default) — one chunk per tile of the level (the level's
       ``level_tile_sizes`` entry), so every task decodes whole tiles exactly once; an ``int``
       ``k`` — square blocks of k × k tiles; a pair ``(chunk_height, chunk_width)`` in pixels
       of the level (ints, or tuples of explicit chunk lengths as in dask; multiples of the tile
-      size avoid decoding a tile in two tasks).
+      size avoid decoding a tile in two tasks). Lengths must be positive ints (ValueError /
+      TypeError naming ``chunks`` otherwise).
     * ``background``: int or (r, g, b) for transparent / missing pixels.
 
     Returns a ``dask.array.Array`` of shape (height, width, 3), dtype ``uint8``, RGB, rows =
@@ -169,10 +171,10 @@ def read_patches(
     * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3): index into
       ``paths`` and the patch's top-left corner in level-0 pixels. With a single path, ``(x, y)``
       pairs / an array (n, 2) are accepted.
-    * ``level``: pyramid level read (a negative level or a non-int raises
-      :class:`slidestream.InvalidArgumentError`, a ValueError, here; a level past the last one
-      when a chunk is computed); ``size``: (width, height) in pixels of that level, or an int
-      for a square.
+    * ``level``: pyramid level read (a negative level raises
+      :class:`slidestream.InvalidArgumentError`, a ValueError, and a non-int a TypeError,
+      here; a level past the last one InvalidArgumentError when a chunk is computed);
+      ``size``: (width, height) in pixels of that level, or an int for a square.
     * ``batch``: patches per task; each task makes one :meth:`Slide.read_regions` call per
       distinct slide among its patches (tiles shared by patches decoded once). Tasks only carry
       the paths they need.
