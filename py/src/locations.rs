@@ -1,6 +1,7 @@
 //! Patch locations (`read_regions(locations, ...)`, CPU and device): an integer numpy array of
-//! shape (n, 2) of any integer dtype and byte order, or a sequence (list, tuple) of (x, y)
-//! pairs — tuples, lists, 1-d numpy rows of two ints. Values are level-0 pixels and must fit
+//! shape (n, 2) of any integer dtype and byte order (or an array-like with `__array__`, such as
+//! a CPU torch tensor), or a sequence (list, tuple) of (x, y) pairs — tuples, lists, 1-d numpy
+//! rows of two ints. Values are level-0 pixels and must fit
 //! in 64-bit signed ints.
 //!
 //! Everything else is refused with a message saying what is accepted: a `TypeError` for the
@@ -38,6 +39,14 @@ pub(crate) fn locations<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<(i64, i64)
         return Err(PyTypeError::new_err(format!("{ACCEPTED}, got {}", type_name(obj))));
     }
     let Ok(seq) = obj.cast::<PySequence>() else {
+        // Array-likes that are not sequences (a CPU torch tensor, a pandas DataFrame): read
+        // through numpy.asarray, then as an array.
+        if obj.hasattr("__array__")? {
+            let a = obj.py().import("numpy")?.getattr("asarray")?.call1((obj,))?;
+            if let Ok(a) = a.cast::<PyUntypedArray>() {
+                return array(a);
+            }
+        }
         return Err(PyTypeError::new_err(format!("{ACCEPTED}, got {}", type_name(obj))));
     };
     let n = seq.len()?;

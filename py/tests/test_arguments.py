@@ -207,6 +207,16 @@ def test_read_regions_takes_every_integer_dtype(dtype):
             assert np.array_equal(s.read_regions(arr, 0, (16, 8)), expected), arr.dtype
 
 
+class _ArrayLike:
+    """Not a sequence, but convertible with numpy.asarray (as torch tensors and DataFrames)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a
+
+
 def test_read_regions_takes_sequences_of_pairs():
     with Slide(CMU) as s:
         expected = s.read_regions(np.array(LOCS, np.int64), 0, (16, 8))
@@ -218,6 +228,7 @@ def test_read_regions_takes_sequences_of_pairs():
             [tuple(r) for r in arr],  # tuples of numpy ints
             [np.array(p, np.uint64) if min(p) >= 0 else np.array(p) for p in LOCS],
             np.array(LOCS, object),
+            _ArrayLike(np.array(LOCS, ">i4")),  # a CPU torch tensor, a DataFrame
         ):
             assert np.array_equal(s.read_regions(given, 0, (16, 8)), expected), type(given)
         for empty in ([], (), np.empty((0, 2), np.int32), np.array([])):
@@ -249,7 +260,12 @@ def test_patch_sources_cast_locations_safely():
 
     with Slide(CMU) as s:
         expected = s.read_regions([(10, 20), (30, 40)], 0, (8, 8))
-    for given in (np.array([(10, 20), (30, 40)], ">u2"), [np.array([10, 20]), np.array([30, 40])], [[10, 20], [30, 40]]):
+    for given in (
+        np.array([(10, 20), (30, 40)], ">u2"),
+        [np.array([10, 20]), np.array([30, 40])],
+        [[10, 20], [30, 40]],
+        _ArrayLike(np.array([(10, 20), (30, 40)], "i2")),
+    ):
         assert np.array_equal(_PatchSource(CMU, given, 0, 8).read_arrays([0, 1]), expected)
         assert np.array_equal(ssd.read_patches(CMU, given, 0, 8).compute(scheduler="sync"), expected)
     for bad in (np.array([[0, 2**63]], np.uint64), np.array([[0, 2**64]], object), [(0, 0, 2**63)], [(0, 1e30)]):

@@ -103,9 +103,10 @@ def normalize_locations(locations: Any, n_slides: int, *, allow_xy: bool) -> np.
     shape or fractional floats raise :class:`ValueError`. Slide indices are checked against
     ``n_slides`` (:class:`IndexError`).
     """
-    if isinstance(locations, (str, bytes, Mapping, set, frozenset)) or not hasattr(locations, "__len__"):
+    array_like = isinstance(locations, np.ndarray) or hasattr(locations, "__array__")  # torch tensors too
+    if isinstance(locations, (str, bytes, Mapping, set, frozenset)) or not (array_like or hasattr(locations, "__len__")):
         raise TypeError(f"{_LOCATIONS_ACCEPTED}, got {type(locations).__name__}")
-    arr = np.asarray(locations) if isinstance(locations, np.ndarray) or len(locations) else np.empty((0, 3), np.int64)
+    arr = np.asarray(locations) if array_like or len(locations) else np.empty((0, 3), np.int64)
     if arr.dtype.kind == "O":
         try:
             rows = [tuple(check_int(v, "locations value") for v in row) for row in arr.reshape(arr.shape[0], -1)] if arr.ndim else None
