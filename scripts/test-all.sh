@@ -14,10 +14,14 @@ cargo test -p slidestream --locked 2>&1
 # The `cuda` feature builds everywhere (CUDA is loaded at run time); its unit tests check the
 # GPU entry points return typed errors on machines without a GPU.
 cargo test -p slidestream --features cuda --lib --test gpu --locked 2>&1
-# The bindings' own Rust unit tests (DLPack capsule layout and deleter).
+# The bindings' own Rust unit tests (DLPack capsule layout and deleter), with and without the
+# test hooks.
 cargo test -p slidestream-py --locked 2>&1
+cargo test -p slidestream-py --features test-hooks --locked 2>&1
 # The release CLI (used by the benchmark harness's smoke test) and, sharing its compiled
-# dependencies, the Python extension built into the venv; then the Python tests.
+# dependencies, the Python extension built into the venv; then the Python tests. The test build
+# has the `test-hooks` feature (`_test_cpu_dlpack`, ... for py/tests/test_gpu.py); release
+# wheels (`maturin build --release`) never do.
 cargo build --release -p slidestream --locked
-VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m py/Cargo.toml
+VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m py/Cargo.toml --features test-hooks
 .venv/bin/python -m pytest -q py/tests benches/tests

@@ -1,6 +1,7 @@
 //! DLPack 0.8 ABI (`dlpack.h`): the unversioned `DLManagedTensor` exchanged in a PyCapsule
-//! named `"dltensor"`, as `DeviceArray.__dlpack__` exports it, and the test hooks that build
-//! the same capsule over host memory (so the capsule protocol is testable without a GPU).
+//! named `"dltensor"`, as `DeviceArray.__dlpack__` exports it, and (feature `test-hooks` only)
+//! the test hooks that build the same capsule over host memory (so the capsule protocol is
+//! testable without a GPU).
 
 use std::ffi::{c_void, CStr};
 
@@ -131,9 +132,12 @@ pub fn capsule(py: Python<'_>, m: *mut DLManagedTensor) -> PyResult<Bound<'_, Py
 }
 
 /// Times a `_test_cpu_dlpack` tensor has been freed (test hook).
+#[cfg(feature = "test-hooks")]
 static TEST_RELEASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+#[cfg(feature = "test-hooks")]
 struct TestOwner(#[allow(dead_code)] Vec<u8>);
+#[cfg(feature = "test-hooks")]
 impl Drop for TestOwner {
     fn drop(&mut self) {
         TEST_RELEASES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -143,6 +147,7 @@ impl Drop for TestOwner {
 /// Test hook: a DLPack capsule built exactly as `DeviceArray.__dlpack__` builds one, but over
 /// host memory (kDLCPU) holding `i % 251` at flat index `i`, so the capsule protocol (names,
 /// deleter, ownership) can be checked with numpy on machines without a GPU.
+#[cfg(feature = "test-hooks")]
 #[pyfunction(name = "_test_cpu_dlpack")]
 pub(crate) fn test_cpu_dlpack<'py>(py: Python<'py>, shape: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
     let n: usize = shape.iter().product();
@@ -153,6 +158,7 @@ pub(crate) fn test_cpu_dlpack<'py>(py: Python<'py>, shape: Vec<usize>) -> PyResu
 }
 
 /// Test hook: how many `_test_cpu_dlpack` tensors have been freed so far.
+#[cfg(feature = "test-hooks")]
 #[pyfunction(name = "_test_cpu_dlpack_releases")]
 pub(crate) fn test_cpu_dlpack_releases() -> u64 {
     TEST_RELEASES.load(std::sync::atomic::Ordering::SeqCst)

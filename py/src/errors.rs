@@ -6,7 +6,7 @@
 //!
 //! | core error | Python exception |
 //! |---|---|
-//! | `Io` with an OS error number | `OSError(errno, strerror, filename)`, which Python turns into `FileNotFoundError`, `PermissionError`, ... |
+//! | `Io` with an OS error number | `OSError(errno, strerror, filename)` (`filename` as `os.fsdecode` gives it), which Python turns into `FileNotFoundError`, `PermissionError`, ... |
 //! | `Io` without one | `OSError(message)` |
 //! | `Format` | `CorruptDataError` |
 //! | `Unsupported` | `UnsupportedFormatError` |
@@ -59,7 +59,12 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
                     .import("os")
                     .and_then(|os| os.getattr("strerror")?.call1((n,))?.extract::<String>())
                     .unwrap_or_else(|_| source.kind().to_string());
-                PyOSError::new_err((n, strerror, at.path.to_string_lossy().into_owned()))
+                // filename as os.fsdecode gives it (surrogate escapes for non-UTF-8 bytes), so
+                // it equals the str the caller passed or os.listdir returned.
+                match crate::args::path_str(py, &at.path) {
+                    Ok(name) => PyOSError::new_err((n, strerror, name.unbind())),
+                    Err(_) => PyOSError::new_err((n, strerror, at.path.to_string_lossy().into_owned())),
+                }
             }
             None => PyOSError::new_err(e.to_string()),
         };

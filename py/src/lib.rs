@@ -3,7 +3,8 @@
 //!
 //! * [`errors`]: the core `Error` → Python exception mapping (classes in `slidestream._errors`);
 //! * [`process`]: per-process state (decode pool, shared tile cache, CUDA-after-fork guard);
-//! * [`args`]: argument parsing (paths, levels, sizes, locations, backgrounds, devices);
+//! * [`args`]: argument parsing (paths, ints, levels, sizes, backgrounds, devices);
+//!   [`locations`]: patch locations;
 //! * [`slide`]: the `Slide` class (lifetime, metadata) and `detect_vendor`;
 //! * [`reads`]: `read_region`, `read_regions`, `read_associated`;
 //! * [`config`]: `slidestream.config`'s access to the settings table;
@@ -20,6 +21,7 @@ mod device_array;
 mod dlpack;
 mod errors;
 mod gpu;
+mod locations;
 mod process;
 mod reads;
 mod slide;
@@ -48,7 +50,14 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu::gpu_reset_stats, m)?)?;
     m.add_function(wrap_pyfunction!(gpu::gpu_clear_cache, m)?)?;
     m.add_function(wrap_pyfunction!(args::parse_device_py, m)?)?;
-    m.add_function(wrap_pyfunction!(dlpack::test_cpu_dlpack, m)?)?;
-    m.add_function(wrap_pyfunction!(dlpack::test_cpu_dlpack_releases, m)?)?;
+    // Test hooks exist only in builds with the `test-hooks` feature (scripts/test-all.sh);
+    // `_test_hooks` says which build this is. They are set as plain attributes, outside the
+    // module's `__all__`, so the stub (which does not list them) matches either build.
+    m.add("_test_hooks", cfg!(feature = "test-hooks"))?;
+    #[cfg(feature = "test-hooks")]
+    {
+        m.setattr("_test_cpu_dlpack", wrap_pyfunction!(dlpack::test_cpu_dlpack, m)?)?;
+        m.setattr("_test_cpu_dlpack_releases", wrap_pyfunction!(dlpack::test_cpu_dlpack_releases, m)?)?;
+    }
     Ok(())
 }

@@ -24,11 +24,12 @@ impl PySlide {
     pub(crate) fn read_region_impl<'py>(
         &self,
         py: Python<'py>,
-        location: (i64, i64),
+        location: &Bound<'py, PyAny>,
         level: &Bound<'py, PyAny>,
-        size: (i64, i64),
+        size: &Bound<'py, PyAny>,
         device: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let location = args::location(location, "location")?;
         let size = args::size(size)?;
         let device = args::device(device)?;
         let level = self.level(py, level)?;
@@ -53,14 +54,14 @@ impl PySlide {
         py: Python<'py>,
         locations: &Bound<'py, PyAny>,
         level: &Bound<'py, PyAny>,
-        size: (i64, i64),
+        size: &Bound<'py, PyAny>,
         background: Option<&Bound<'py, PyAny>>,
         device: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let size = args::size(size)?;
         let bg = args::background_rgb(background)?;
         let dev = args::device(device)?;
-        let locs = args::locations(locations)?;
+        let locs = crate::locations::locations(locations)?;
         let level = self.level(py, level)?;
         if let Some(dev) = dev {
             let opts = DeviceOptions { device: dev, channels: 3, background: bg };
@@ -74,7 +75,10 @@ impl PySlide {
     }
 
     /// `Slide.read_associated`: a whole associated image as RGBA (height, width, 4).
-    pub(crate) fn read_associated_impl<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn read_associated_impl<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let name: String = name
+            .extract()
+            .map_err(|_| pyo3::exceptions::PyTypeError::new_err(format!("associated image name must be a str, got {}", args::type_name(name))))?;
         let r = self.run(py, move |s| s.read_associated(&name))?;
         Ok(rgba_array(py, r)?.into_any())
     }

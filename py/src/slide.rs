@@ -112,13 +112,16 @@ impl PySlide {
     /// `SLIDESTREAM_CACHE_BYTES`, 256 MiB).
     ///
     /// Raises FileNotFoundError / PermissionError / OSError, UnsupportedFormatError,
-    /// CorruptDataError, LimitsExceededError.
+    /// CorruptDataError, LimitsExceededError; TypeError for a path that is not str / bytes /
+    /// PathLike or a non-int `cache_bytes`, InvalidArgumentError (a ValueError) for a negative
+    /// `cache_bytes`.
     ///
     /// `lazy=True` defers opening to the first use (used when unpickling).
     #[new]
     #[pyo3(signature = (path, *, cache_bytes=None, lazy=false))]
-    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<usize>, lazy: bool) -> PyResult<Self> {
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<&Bound<'_, PyAny>>, lazy: bool) -> PyResult<Self> {
         let path = args::path(path)?;
+        let cache_bytes = args::optional_bytes(cache_bytes, "cache_bytes")?;
         let (pid, slide) = if lazy { (0, None) } else { (std::process::id(), Some(Arc::new(Self::open_core(py, &path, cache_bytes)?))) };
         Ok(PySlide { path, cache_bytes, state: Mutex::new(State { pid, slide, closed: false }) })
     }
@@ -136,10 +139,11 @@ impl PySlide {
         self.cache_bytes
     }
 
-    /// The file path, as given (str).
+    /// The file path as a str (`os.fsdecode` of the name: non-UTF-8 bytes as surrogate
+    /// escapes, so `os.fsencode(slide.path)` is the exact name).
     #[getter]
-    fn path(&self) -> String {
-        self.path.to_string_lossy().into_owned()
+    fn path<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        args::path_str(py, &self.path)
     }
 
     /// `True` after `close()`.
@@ -204,7 +208,7 @@ impl PySlide {
     }
 
     /// Read a whole associated image: numpy uint8 array (height, width, 4), RGBA.
-    fn read_associated<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
+    fn read_associated<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         self.read_associated_impl(py, name)
     }
 
@@ -237,9 +241,9 @@ impl PySlide {
     fn read_region<'py>(
         &self,
         py: Python<'py>,
-        location: (i64, i64),
+        location: &Bound<'py, PyAny>,
         level: &Bound<'py, PyAny>,
-        size: (i64, i64),
+        size: &Bound<'py, PyAny>,
         device: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.read_region_impl(py, location, level, size, device)
@@ -262,7 +266,7 @@ impl PySlide {
         py: Python<'py>,
         locations: &Bound<'py, PyAny>,
         level: &Bound<'py, PyAny>,
-        size: (i64, i64),
+        size: &Bound<'py, PyAny>,
         background: Option<&Bound<'py, PyAny>>,
         device: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -270,7 +274,10 @@ impl PySlide {
     }
 
     /// The level to read for a wanted downsample (OpenSlide's rule).
-    fn get_best_level_for_downsample(&self, py: Python<'_>, downsample: f64) -> PyResult<usize> {
+    ///
+    /// Raises TypeError for a downsample that is not a number.
+    fn get_best_level_for_downsample(&self, py: Python<'_>, downsample: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let downsample = args::float(downsample, "downsample")?;
         Ok(self.slide(py)?.best_level_for_downsample(downsample))
     }
 
@@ -307,8 +314,8 @@ impl PySlide {
         false
     }
 
-    fn __repr__(&self) -> String {
-        format!("slidestream.Slide({:?})", self.path.to_string_lossy())
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!("slidestream.Slide({})", args::path_str(py, &self.path)?.repr()?))
     }
 }
 

@@ -19,6 +19,7 @@ import ctypes
 import gc
 import multiprocessing as mp
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -341,10 +342,33 @@ class _CapsuleProducer:
         return (1, 0)
 
 
+# The capsule hooks exist only in test builds (feature `test-hooks`, as scripts/test-all.sh
+# builds the extension); test_arguments.py checks that CI's build has them.
+needs_test_hooks = pytest.mark.skipif(
+    not slidestream._slidestream._test_hooks, reason="extension built without the test-hooks feature"
+)
+
+
 def _releases() -> int:
     return slidestream._slidestream._test_cpu_dlpack_releases()
 
 
+def test_test_hooks_only_in_test_builds():
+    """The DLPack test hooks exist only when the extension is built with the `test-hooks`
+    feature (scripts/test-all.sh does); the module says which it is."""
+    from slidestream import _slidestream
+
+    hooks = sorted(n for n in vars(_slidestream) if n.startswith("_test_") and n != "_test_hooks")
+    assert isinstance(_slidestream._test_hooks, bool)
+    if _slidestream._test_hooks:
+        assert hooks == ["_test_cpu_dlpack", "_test_cpu_dlpack_releases"]
+    else:
+        assert hooks == []
+    script = (pathlib.Path(__file__).resolve().parents[2] / "scripts" / "test-all.sh").read_text()
+    assert "--features test-hooks" in script
+
+
+@needs_test_hooks
 def test_dlpack_capsule_layout():
     cap = slidestream._slidestream._test_cpu_dlpack([2, 3, 5])
     assert _capi.PyCapsule_GetName(cap) == b"dltensor"
@@ -361,6 +385,7 @@ def test_dlpack_capsule_layout():
     assert list(data) == list(range(30))
 
 
+@needs_test_hooks
 def test_unconsumed_capsule_frees_its_tensor():
     before = _releases()
     cap = slidestream._slidestream._test_cpu_dlpack([4, 4])
@@ -370,6 +395,7 @@ def test_unconsumed_capsule_frees_its_tensor():
     assert _releases() == before + 1
 
 
+@needs_test_hooks
 def test_consumed_capsule_is_freed_by_the_consumer_only():
     before = _releases()
     cap = slidestream._slidestream._test_cpu_dlpack([3, 7, 2])

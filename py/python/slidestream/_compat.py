@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Tuple, TypeVar, Union
 import numpy as np
 
 from ._errors import CorruptDataError, InvalidArgumentError, LimitsExceededError, SlideError, UnsupportedFormatError
-from ._slide import Slide
+from ._batch import check_int, check_pair
+from ._slide import Slide, _check_thumbnail_size
 from ._slidestream import detect_vendor
 
 if TYPE_CHECKING:  # Pillow is optional and imported lazily at run time.
@@ -114,11 +115,22 @@ def _rgba_image(arr: np.ndarray) -> "Image.Image":
     return pil.fromarray(np.ascontiguousarray(arr))
 
 
-def _check_size(size: Tuple[int, int]) -> Tuple[int, int]:
-    w, h = (int(v) for v in size)
+def _check_size(size: Any) -> Tuple[int, int]:
+    """A region ``size`` (width, height): a pair of ints (numpy ints too; floats and str are a
+    TypeError, as openslide-python's ctypes arguments); a negative or out-of-range width or
+    height raises :class:`~slidestream.InvalidArgumentError` (an OpenSlideError)."""
+    a, b = check_pair(size, "size", "(width, height)")
+    w, h = check_int(a, "size width"), check_int(b, "size height")
     if w < 0 or h < 0:
         raise InvalidArgumentError(f"negative width ({w}) or negative height ({h}) not allowed")
     return w, h
+
+
+def _check_location(location: Any) -> Tuple[int, int]:
+    """A ``location`` (x, y): a pair of 64-bit ints (TypeError / InvalidArgumentError as
+    :func:`_check_size`)."""
+    a, b = check_pair(location, "location", "(x, y)")
+    return check_int(a, "location x"), check_int(b, "location y")
 
 
 class OpenSlideCache:
@@ -275,7 +287,13 @@ class AbstractSlide(ABC):
     def get_thumbnail(self, size: Tuple[int, int]) -> "Image.Image":
         """PIL ``RGB`` image fitting in ``size`` = (max_width, max_height), aspect ratio kept:
         the best level for the downsample is read whole, composited over the background colour
-        (``openslide.background-color``, white when absent) and reduced with Lanczos."""
+        (``openslide.background-color``, white when absent) and reduced with Lanczos.
+
+        Raises :class:`TypeError` when ``size`` is not a pair of ints and
+        :class:`~slidestream.InvalidArgumentError` (a ValueError) when the width or height is
+        not positive."""
+        # Checked first, whatever reads the thumbnail below.
+        size = _check_thumbnail_size(size)
         pil = _pil_image()
         w0, h0 = self.dimensions
         downsample = max(w0 / size[0], h0 / size[1])
@@ -373,8 +391,8 @@ class OpenSlide(AbstractSlide):
         ``level``, top-left at ``location`` = (x, y) in level-0 pixels. Pixels outside the
         image are transparent (0, 0, 0, 0)."""
         w, h = _check_size(size)
-        x, y = (int(v) for v in location)
-        img = _rgba_image(self._slide.read_region((x, y), int(level), (w, h)))
+        x, y = _check_location(location)
+        img = _rgba_image(self._slide.read_region((x, y), level, (w, h)))
         icc = self._icc_bytes()
         if icc is not None:
             img.info["icc_profile"] = icc
@@ -466,10 +484,10 @@ class ImageSlide(AbstractSlide):
         """PIL ``RGBA`` image of ``size`` pixels at ``location``; transparent outside."""
         pil = _pil_image()
         img = self._img()
-        if level != 0:
+        if check_int(level, "level") != 0:
             raise InvalidArgumentError("Invalid level")
         w, h = _check_size(size)
-        x, y = (int(v) for v in location)
+        x, y = _check_location(location)
         out = pil.new("RGBA", (w, h), (0, 0, 0, 0))
         iw, ih = img.size
         l, t = max(x, 0), max(y, 0)

@@ -19,6 +19,14 @@ def _rebuild(cls: type, path: bytes, cache_bytes: Optional[int], closed: bool = 
     return slide
 
 
+def _check_thumbnail_size(size: Any) -> Tuple[int, int]:
+    """A thumbnail ``size`` (max_width, max_height): a pair of positive ints (see
+    :func:`slidestream._batch.check_positive_size`)."""
+    from ._batch import check_positive_size
+
+    return check_positive_size(size)
+
+
 class AssociatedImages(Mapping):
     """Lazy read-only mapping: associated image name → numpy uint8 array (height, width, 4),
     RGBA. Images are decoded when looked up, not when the slide is opened."""
@@ -92,7 +100,13 @@ class Slide(_CoreSlide):
         """A thumbnail fitting in ``size`` = (max_width, max_height) pixels, aspect ratio kept:
         numpy uint8 array (height, width, 3), RGB, transparent pixels composited over
         ``background``. Reads the best level for the downsample, then resizes (Pillow's
-        Lanczos when Pillow is installed, else area averaging)."""
+        Lanczos when Pillow is installed, else area averaging).
+
+        Raises :class:`TypeError` when ``size`` is not a pair of ints and
+        :class:`~slidestream.InvalidArgumentError` (a ValueError) when the width or height is
+        not positive."""
+        # Checked first, whatever reads the thumbnail below.
+        size = _check_thumbnail_size(size)
         w0, h0 = self.dimensions
         downsample = max(w0 / size[0], h0 / size[1])
         level = self.get_best_level_for_downsample(downsample)

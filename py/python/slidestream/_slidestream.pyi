@@ -30,8 +30,7 @@ __all__ = [
     "_config_get",
     "_config_set",
     "_config_table",
-    "_test_cpu_dlpack",
-    "_test_cpu_dlpack_releases",
+    "_test_hooks",
 ]
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
@@ -139,7 +138,8 @@ class Slide:
         ``SLIDESTREAM_CACHE_BYTES``, 256 MiB). ``lazy=True`` defers opening to the first use.
 
         Raises FileNotFoundError / PermissionError / OSError, UnsupportedFormatError,
-        CorruptDataError, LimitsExceededError."""
+        CorruptDataError, LimitsExceededError; TypeError for a bad path type or a non-int
+        ``cache_bytes``, InvalidArgumentError (a ValueError) for a negative one."""
 
     @property
     def path_bytes(self) -> bytes:
@@ -151,7 +151,8 @@ class Slide:
 
     @property
     def path(self) -> str:
-        """The file path as str (lossy for non-UTF-8 names; see ``path_bytes``)."""
+        """The file path as str: ``os.fsdecode`` of the name (non-UTF-8 bytes as surrogate
+        escapes, as ``os.listdir`` gives them; ``os.fsencode(path)`` is the exact name)."""
 
     @property
     def closed(self) -> bool:
@@ -223,7 +224,10 @@ class Slide:
         included; TypeError for a non-int); ``size``: (width, height) >= 0 in pixels of that
         level. The level-k origin is the level pixel ``floor(location / downsample)``. The GIL
         is released during the read; the array owns the buffer and supports ``__dlpack__``.
-        Raises InvalidArgumentError (bad level, closed slide), ValueError (negative size),
+        ``location`` and ``size`` may be any pair (tuple, list, 1-d array) of ints (numpy ints
+        too); a non-int is a TypeError, a value outside 64 bits or a negative size an
+        InvalidArgumentError (a ValueError), never an OverflowError.
+        Raises InvalidArgumentError (bad level, closed slide, negative size),
         LimitsExceededError (output above ``SLIDESTREAM_MAX_REGION_BYTES``),
         CorruptDataError (a tile cannot be decoded).
 
@@ -236,7 +240,7 @@ class Slide:
     @overload
     def read_regions(  # type: ignore[overload-overlap]
         self,
-        locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
+        locations: Union[Sequence[Sequence[int]], npt.NDArray[np.integer[Any]]],
         level: int,
         size: Tuple[int, int],
         *,
@@ -246,7 +250,7 @@ class Slide:
     @overload
     def read_regions(
         self,
-        locations: Union[Sequence[Tuple[int, int]], npt.NDArray[np.int64]],
+        locations: Union[Sequence[Sequence[int]], npt.NDArray[np.integer[Any]]],
         level: int,
         size: Tuple[int, int],
         *,
@@ -255,8 +259,10 @@ class Slide:
     ) -> DeviceArray:
         """Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
 
-        ``locations``: n (x, y) level-0 pixel pairs, a sequence or an int64 array of shape
-        (n, 2). ``level``: as :meth:`read_region`. ``size``: (width, height) of every patch in
+        ``locations``: n (x, y) level-0 pixel pairs: a sequence of pairs (tuples, lists, numpy
+        rows) or an integer array of shape (n, 2) of any integer dtype and byte order; values
+        outside 64 bits raise InvalidArgumentError, other objects (a dict, a float array)
+        TypeError, other shapes ValueError. ``level``: as :meth:`read_region`. ``size``: (width, height) of every patch in
         pixels of ``level``.
         ``background``: int 0..255 or (r, g, b), default 255 (white): used outside the image
         and on missing tiles; partly transparent pixels are composited over it. Tiles shared
@@ -270,7 +276,8 @@ class Slide:
 
     def get_best_level_for_downsample(self, downsample: float) -> int:
         """The level to read for a wanted downsample (OpenSlide's rule: the level with the
-        largest downsample not above ``downsample``; 0 if it is below every level)."""
+        largest downsample not above ``downsample``; 0 if it is below every level). TypeError
+        for a downsample that is not a number."""
 
     def cache_stats(self) -> Dict[str, int]:
         """Tile cache counters: hits, misses, evictions, insertions, entries, resident_bytes,
@@ -347,9 +354,7 @@ def _parse_device(device: Optional[_Device] = None) -> Optional[int]:
     """``device=`` argument parsed as the reads parse it: None for the CPU path, else the CUDA
     ordinal. ValueError / TypeError for a bad device."""
 
-def _test_cpu_dlpack(shape: List[int]) -> Any:
-    """Test hook: a DLPack capsule built as ``DeviceArray.__dlpack__`` builds one, over host
-    memory (kDLCPU) holding ``i % 251`` at flat index ``i``."""
-
-def _test_cpu_dlpack_releases() -> int:
-    """Test hook: how many ``_test_cpu_dlpack`` tensors have been freed."""
+#: True when the extension was built with the ``test-hooks`` feature (scripts/test-all.sh), whose
+#: test-only functions (``_test_cpu_dlpack``, ``_test_cpu_dlpack_releases``; py/src/dlpack.rs)
+#: are not part of the API and not in this stub.
+_test_hooks: bool

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence, Tuple
 import numpy as np
 
 from ._errors import InvalidArgumentError
-from ._batch import SlideCache, level0_origin, normalize_locations, normalize_size, read_patch_batch
+from ._batch import SlideCache, check_int, check_level, level0_origin, normalize_locations, normalize_size, read_patch_batch
 from ._slide import Slide
 
 if TYPE_CHECKING:  # dask is optional and imported lazily at run time.
@@ -66,12 +66,14 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
     * ``path``: ``str``, ``bytes`` or ``os.PathLike`` (a :class:`slidestream.Slide` is accepted
       and used for its path). The slide is opened once here for its geometry and again, by
       path, in every process that computes a chunk.
-    * ``level``: pyramid level (0 = full resolution).
+    * ``level``: pyramid level (0 = full resolution); InvalidArgumentError for one that does
+      not exist, TypeError for a non-int.
     * ``chunks``: ``None`` (default) — one chunk per tile of the level (the level's
       ``level_tile_sizes`` entry), so every task decodes whole tiles exactly once; an ``int``
       ``k`` — square blocks of k × k tiles; a pair ``(chunk_height, chunk_width)`` in pixels
       of the level (ints, or tuples of explicit chunk lengths as in dask; multiples of the tile
-      size avoid decoding a tile in two tasks).
+      size avoid decoding a tile in two tasks). Lengths must be positive ints (ValueError /
+      TypeError naming ``chunks`` otherwise).
     * ``background``: int or (r, g, b) for transparent / missing pixels.
 
     Returns a ``dask.array.Array`` of shape (height, width, 3), dtype ``uint8``, RGB, rows =
@@ -84,23 +86,14 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
     from dask.base import tokenize
 
     p = _fspath(path)
+    level = check_level(level)
     with Slide(p) as s:
-        if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or not 0 <= level < s.level_count:
+        if level >= s.level_count:
             _raise_invalid_level(s, level)
         width, height = s.level_dimensions[level]
         tw, th = s.level_tile_sizes[level]
         downsample = s.level_downsamples[level]
-    if chunks is None:
-        chunks2: Any = (th, tw)
-    elif isinstance(chunks, (int, np.integer)) and not isinstance(chunks, bool):
-        if chunks <= 0:
-            raise ValueError(f"chunks must be a positive number of tiles, got {chunks}")
-        chunks2 = (th * int(chunks), tw * int(chunks))
-    else:
-        chunks2 = tuple(chunks)
-        if len(chunks2) != 2:
-            raise ValueError(f"chunks must be None, an int (tiles) or (chunk_height, chunk_width), got {chunks!r}")
-    ch, cw = normalize_chunks(chunks2, shape=(height, width), dtype=np.uint8)
+    ch, cw = normalize_chunks(_check_chunks(chunks, (th, tw)), shape=(height, width), dtype=np.uint8)
     name = "slidestream-read_level-" + tokenize(os.fsencode(p), _stat_token(p), level, ch, cw, background)
     return da.map_blocks(
         _read_level_block,
@@ -115,8 +108,47 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
     )
 
 
+_CHUNKS_ACCEPTED = "chunks must be None, a positive int (tiles) or (chunk_height, chunk_width): positive ints or tuples of chunk lengths"
+
+
+def _check_chunks(chunks: Any, tile: Tuple[int, int]) -> Tuple[Any, Any]:
+    """``read_level``'s ``chunks`` as (rows, cols) for dask's ``normalize_chunks``: None → the
+    tile size, an int k → k × k tiles, a pair of positive ints or of tuples of chunk lengths
+    (dask's explicit form; dask checks that they add up to the level size).
+
+    Raises :class:`TypeError` naming ``chunks`` for non-integers, :class:`ValueError` for
+    lengths that are not positive (a zero chunk would divide by zero in dask)."""
+    th, tw = tile
+    if chunks is None:
+        return th, tw
+    if isinstance(chunks, (bool, np.bool_)) or isinstance(chunks, (float, np.floating, str, bytes)):
+        raise TypeError(f"{_CHUNKS_ACCEPTED}, got {type(chunks).__name__}")
+    if isinstance(chunks, (int, np.integer)):
+        k = check_int(chunks, "chunks")
+        if k <= 0:
+            raise ValueError(f"chunks must be a positive number of tiles, got {k}")
+        return th * k, tw * k
+    try:
+        pair = tuple(chunks)
+    except TypeError:
+        raise TypeError(f"{_CHUNKS_ACCEPTED}, got {type(chunks).__name__}") from None
+    if len(pair) != 2:
+        raise ValueError(f"{_CHUNKS_ACCEPTED}, got {chunks!r}")
+
+    def one(axis: str, c: Any) -> Any:
+        lengths = c if isinstance(c, (tuple, list)) else None
+        for v in lengths if lengths is not None else (c,):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{_CHUNKS_ACCEPTED}; chunk {axis} {v!r} is not an int")
+            if v <= 0:
+                raise ValueError(f"chunks must be positive; chunk {axis} is {int(v)}")
+        return tuple(int(v) for v in lengths) if lengths is not None else int(c)
+
+    return one("height", pair[0]), one("width", pair[1])
+
+
 def _raise_invalid_level(s: Slide, level: Any) -> None:
-    raise InvalidArgumentError(f"{s.path}: level {level!r} does not exist (level count {s.level_count})")
+    raise InvalidArgumentError(f"{s.path!r}: level {level!r} does not exist (level count {s.level_count})")
 
 
 def _read_patch_chunk(paths: Sequence[Any], locs: np.ndarray, level: int, size: Tuple[int, int], background: Any) -> np.ndarray:
@@ -139,10 +171,10 @@ def read_patches(
     * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3): index into
       ``paths`` and the patch's top-left corner in level-0 pixels. With a single path, ``(x, y)``
       pairs / an array (n, 2) are accepted.
-    * ``level``: pyramid level read (a negative level or a non-int raises
-      :class:`slidestream.InvalidArgumentError`, a ValueError, here; a level past the last one
-      when a chunk is computed); ``size``: (width, height) in pixels of that level, or an int
-      for a square.
+    * ``level``: pyramid level read (a negative level raises
+      :class:`slidestream.InvalidArgumentError`, a ValueError, and a non-int a TypeError,
+      here; a level past the last one InvalidArgumentError when a chunk is computed);
+      ``size``: (width, height) in pixels of that level, or an int for a square.
     * ``batch``: patches per task; each task makes one :meth:`Slide.read_regions` call per
       distinct slide among its patches (tiles shared by patches decoded once). Tasks only carry
       the paths they need.
@@ -160,10 +192,12 @@ def read_patches(
     if not plist:
         raise ValueError("no slides given")
     locs = normalize_locations(locations, len(plist), allow_xy=single)
-    if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 0:
-        raise InvalidArgumentError(f"level must be a non-negative int, got {level!r}")
+    level = check_level(level)
     w, h = normalize_size(size)
-    if not isinstance(batch, (int, np.integer)) or batch <= 0:
+    if isinstance(batch, (bool, np.bool_)):
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    batch = check_int(batch, "batch")
+    if batch <= 0:
         raise ValueError(f"batch must be a positive int, got {batch!r}")
     n = locs.shape[0]
     meta = np.empty((0, 0, 0, 0), np.uint8)

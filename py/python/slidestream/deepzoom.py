@@ -23,6 +23,8 @@ import math
 from typing import TYPE_CHECKING, Any, Optional, Tuple, Union
 from xml.etree.ElementTree import Element, SubElement, tostring
 
+import numpy as np
+
 from ._compat import (
     PROPERTY_NAME_BACKGROUND_COLOR,
     PROPERTY_NAME_BOUNDS_HEIGHT,
@@ -44,6 +46,18 @@ __all__ = ["DeepZoomGenerator"]
 _DZI_NAMESPACE = "http://schemas.microsoft.com/deepzoom/2008"
 
 
+def _check_int_param(value: Any, name: str, min_value: int) -> int:
+    """A Deep Zoom ``tile_size`` / ``overlap``: an int (numpy ints too, not bools) of at least
+    ``min_value``. Raises :class:`TypeError` for a non-int, :class:`ValueError` below the
+    minimum."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    v = int(value)
+    if v < min_value:
+        raise ValueError(f"{name} must be {'positive' if min_value == 1 else 'non-negative'}, got {v}")
+    return v
+
+
 class DeepZoomGenerator:
     """Generates Deep Zoom tiles and metadata for a slide.
 
@@ -53,6 +67,9 @@ class DeepZoomGenerator:
     ``limit_bounds``: render only the non-empty slide region given by the
     ``openslide.bounds-*`` properties (aperio and generic-tiff slides define none, so the whole
     slide is used).
+
+    Raises :class:`TypeError` for a non-int ``tile_size`` / ``overlap`` or a non-bool
+    ``limit_bounds``, :class:`ValueError` for ``tile_size < 1`` or ``overlap < 0``.
     """
 
     BOUNDS_OFFSET_PROPS = (PROPERTY_NAME_BOUNDS_X, PROPERTY_NAME_BOUNDS_Y)
@@ -65,6 +82,13 @@ class DeepZoomGenerator:
         overlap: int = 1,
         limit_bounds: bool = False,
     ) -> None:
+        # Checked before anything is derived from them (a tile size <= 0 would give zero or
+        # negative tile counts, a non-int one fractional tiles).
+        tile_size = _check_int_param(tile_size, "tile_size", 1)
+        overlap = _check_int_param(overlap, "overlap", 0)
+        if not isinstance(limit_bounds, (bool, np.bool_)):
+            raise TypeError(f"limit_bounds must be a bool, got {type(limit_bounds).__name__}")
+        limit_bounds = bool(limit_bounds)
         self._osr: Any = osr
         # Read slidestream slides as numpy arrays (no per-read PIL / ICC round trip).
         self._core: Optional[_CoreSlide] = (
@@ -147,11 +171,20 @@ class DeepZoomGenerator:
     def _tile_info(
         self, dz_level: int, t_location: Tuple[int, int]
     ) -> Tuple[Tuple[Tuple[int, int], int, Tuple[int, int]], Tuple[int, int]]:
+        if isinstance(dz_level, (bool, np.bool_)) or not isinstance(dz_level, (int, np.integer)):
+            raise TypeError(f"level must be an int, got {type(dz_level).__name__}")
         if dz_level < 0 or dz_level >= self.level_count:
             raise ValueError("Invalid level")
+        dz_level = int(dz_level)
         cols_rows = self._t_dimensions[dz_level]
+        if isinstance(t_location, (str, bytes)) or not hasattr(t_location, "__len__"):
+            raise TypeError(f"address must be a (column, row) pair of ints, got {type(t_location).__name__}")
         if len(t_location) != 2:
             raise ValueError("Invalid address")
+        for t in t_location:
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+                raise TypeError(f"address must be a (column, row) pair of ints, got {type(t).__name__}")
+        t_location = (int(t_location[0]), int(t_location[1]))
         for t, t_lim in zip(t_location, cols_rows):
             if t < 0 or t >= t_lim:
                 raise ValueError("Invalid address")

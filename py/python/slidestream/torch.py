@@ -47,8 +47,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from ._errors import InvalidArgumentError
-from ._batch import as_slides, normalize_locations, normalize_size, read_patch_batch
+from ._batch import as_slides, check_level, normalize_locations, normalize_size, read_patch_batch
 from ._slidestream import _parse_device
 
 __all__ = ["PatchDataset"]
@@ -71,9 +70,7 @@ class _PatchSource:
     ) -> None:
         self.slides, single = as_slides(paths_or_slides, cache_bytes)
         self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
-        if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or level < 0:
-            raise InvalidArgumentError(f"level must be a non-negative int, got {level!r}")
-        self.level = int(level)
+        self.level = check_level(level)
         self.size = normalize_size(size)
         self.background = background
         self.transform = transform
@@ -149,9 +146,10 @@ class _TorchPatches(_PatchSource):
     * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3); with a
       single slide, ``(x, y)`` pairs / an array (n, 2) are also accepted. ``x, y``: the patch's
       top-left corner in level-0 pixels (int64).
-    * ``level``: pyramid level read (same for every patch); a negative level (or a non-int)
-      raises :class:`slidestream.InvalidArgumentError` (a ValueError) here, a level past the
-      last one when a patch is read.
+    * ``level``: pyramid level read (same for every patch); a negative level raises
+      :class:`slidestream.InvalidArgumentError` (a ValueError) here, a non-int (a bool
+      included) :class:`TypeError`, a level past the last one InvalidArgumentError when a
+      patch is read.
     * ``size``: patch (width, height) in pixels of ``level``, or an int for a square.
     * ``background``: int or (r, g, b) written outside the image and on missing tiles; partly
       transparent pixels are composited over it.
