@@ -13,9 +13,12 @@ use crate::index::{CodecInfo, Compression};
 
 use super::{check_dims, decode_chunk, jpeg, with_spliced_jpeg, ChunkGeometry, DecodedTile};
 
-/// The part of `factor` done by JPEG DCT scaling: the largest of 8, 4, 2, 1 dividing it.
-pub fn jpeg_scale(factor: u32) -> u32 {
-    [8, 4, 2, 1].into_iter().find(|s| factor % s == 0).unwrap_or(1)
+/// The part of `factor` done by JPEG DCT scaling for a tile whose valid region is `valid`
+/// (width, height): the largest of 8, 4, 2, 1 dividing `factor` and both valid sides. A scaled
+/// pixel averages whole s × s blocks, so an edge tile whose valid region ends inside a block
+/// (where the stored tile holds padding) is decoded at a scale that keeps blocks inside it.
+pub fn jpeg_scale(factor: u32, valid: (u32, u32)) -> u32 {
+    [8, 4, 2, 1].into_iter().find(|s| factor % s == 0 && valid.0 % s == 0 && valid.1 % s == 0).unwrap_or(1)
 }
 
 /// Decode one chunk reduced by `factor` (≥ 1) and composited over `background`: an opaque
@@ -28,8 +31,8 @@ pub fn decode_chunk_reduced(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometr
     if factor == 0 {
         return Err(Error::Usage("reduction factor 0".into()));
     }
-    let (px, width, scale, vw, vh) = if codec.compression == Compression::Jpeg && jpeg_scale(factor) > 1 {
-        let s = jpeg_scale(factor);
+    let s = jpeg_scale(factor, (g.valid_width, g.valid_height));
+    let (px, width, scale, vw, vh) = if codec.compression == Compression::Jpeg && s > 1 {
         let mut px = Vec::new();
         let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width, h.height, g)))
             .map_err(|e| Error::decode(at, e))?;
@@ -109,8 +112,10 @@ mod tests {
         // Block (1,1): row 2 only, columns 2..4: 22, 32 → 27.
         assert_eq!(px(1, 1), 27);
         assert!(t.rgba.chunks_exact(4).all(|p| p[3] == 255));
-        assert_eq!(jpeg_scale(16), 8);
-        assert_eq!(jpeg_scale(12), 4);
-        assert_eq!(jpeg_scale(3), 1);
+        assert_eq!(jpeg_scale(16, (240, 240)), 8);
+        assert_eq!(jpeg_scale(12, (240, 240)), 4);
+        assert_eq!(jpeg_scale(3, (240, 240)), 1);
+        assert_eq!(jpeg_scale(16, (240, 87)), 1, "odd valid height: full decode");
+        assert_eq!(jpeg_scale(16, (60, 84)), 4);
     }
 }

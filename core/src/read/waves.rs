@@ -35,9 +35,9 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
     let (vw, vh) = img.valid_tile_size(col, row);
     let stored = img.tile_width as u64 * img.tile_height as u64;
     let spp = img.codec.samples_per_pixel as u64;
-    if img.codec.compression == Compression::Jpeg && reduce > 1 {
+    let s = crate::codec::reduce::jpeg_scale(reduce, (vw, vh)) as u64;
+    if img.codec.compression == Compression::Jpeg && s > 1 {
         // DCT-scaled decode into a tile-sized / s² buffer, then the reduced output.
-        let s = crate::codec::reduce::jpeg_scale(reduce) as u64;
         return compressed.saturating_add((stored / (s * s) + 1).saturating_mul(8));
     }
     let (out_px, transient_px) = match (img.codec.compression, part) {
