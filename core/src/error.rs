@@ -14,6 +14,7 @@
 //! * [`Error::Gpu`]: the GPU path is unavailable or failed.
 //! * [`Error::Config`]: a `SLIDESTREAM_*` setting (or `RAYON_NUM_THREADS`, capped at
 //!   [`crate::config::MAX_THREADS`]) has a value that is not accepted.
+//! * [`Error::Interrupted`]: the process's interrupt check stopped a long call.
 //!
 //! Errors are [`Clone`]: the OS error of [`Error::Io`] is shared through an [`Arc`] (its kind and
 //! errno survive a clone), so a failure that concerns many patches of a batch is reported to
@@ -248,6 +249,11 @@ pub enum Error {
         /// The accepted values, in words (from the settings table).
         expected: String,
     },
+    /// The call was stopped by the process's interrupt check ([`crate::interrupt`]; in Python,
+    /// Ctrl-C: `KeyboardInterrupt`) between two waves of work. Nothing is half-written that
+    /// the caller could mistake for a result; the slide stays usable.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 impl Error {
@@ -316,7 +322,7 @@ impl Error {
             Error::Io { source, .. } => source.to_string(),
             Error::Usage(m) => m.clone(),
             Error::Gpu(g) => g.to_string(),
-            Error::Config { .. } => self.to_string(),
+            Error::Config { .. } | Error::Interrupted => self.to_string(),
         }
     }
 
@@ -327,13 +333,13 @@ impl Error {
             Error::Format { at, .. } | Error::Unsupported { at, .. } | Error::Io { at, .. } | Error::Limits { at, .. } => {
                 at.tile = Some((col, row));
             }
-            Error::Usage(_) | Error::Gpu(_) | Error::Config { .. } => {}
+            Error::Usage(_) | Error::Gpu(_) | Error::Config { .. } | Error::Interrupted => {}
         }
         self
     }
 
     /// A short, stable name of the error kind (`format`, `unsupported`, `usage`, `io`,
-    /// `limits`, `gpu`, `config`), used by the CLI and the Python bindings to map errors.
+    /// `limits`, `gpu`, `config`, `interrupted`), used by the CLI and the Python bindings to map errors.
     pub fn kind_name(&self) -> &'static str {
         match self {
             Error::Format { .. } => "format",
@@ -343,6 +349,7 @@ impl Error {
             Error::Limits { .. } => "limits",
             Error::Gpu(_) => "gpu",
             Error::Config { .. } => "config",
+            Error::Interrupted => "interrupted",
         }
     }
 }

@@ -71,6 +71,7 @@ macro_rules! internal_modules {
 pub mod config;
 pub mod error;
 pub mod gpu;
+pub mod interrupt;
 
 internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
 
@@ -85,4 +86,4 @@ pub use index::{
 };
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
-pub use slide::{alloc_pixels, Rgba, Slide, SlideOptions};
+pub use slide::{alloc_pixels, Rgb, Rgba, Slide, SlideOptions};

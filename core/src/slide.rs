@@ -1,7 +1,10 @@
 //! [`Slide`]: an open whole-slide image. Opening and metadata are in `slide/open.rs`.
 
 mod open;
+mod reduced;
 mod region;
+
+pub use reduced::Rgb;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
@@ -14,7 +17,8 @@ use crate::index::{ImageIndex, SlideIndex};
 use crate::io::metrics::{IoCounters, MetricsSource};
 use crate::io::ByteSource;
 use crate::read::assemble::blit_tile;
-use crate::read::fetch::{fetch_tiles, Batch};
+use crate::read::fetch::Batch;
+use crate::read::waves::fetch_waves;
 
 /// Options for opening a slide. The defaults use the process-wide tile cache and the settings
 /// from the environment ([`Config::from_env`]).
@@ -134,23 +138,26 @@ impl Slide {
     ///
     /// # Errors
     /// [`Error::Usage`] for an unknown name; [`Error::Limits`] when larger than
-    /// `max_region_bytes`; decoding errors as [`read_region`](Self::read_region).
+    /// `max_region_bytes` or when one tile needs more than the working set
+    /// (`read_working_bytes`); decoding errors as [`read_region`](Self::read_region). Tiles are
+    /// read in waves within the working set, as every CPU read is.
     pub fn read_associated(&self, name: &str) -> Result<Rgba> {
         let img = self.associated_image(name)?;
         let at = Location::file(self.index.path()).with_image(ImageRef::Associated(name.to_string()));
         let bytes = self.region_bytes((img.width, img.height))?;
         let mut data = vec![0u8; bytes];
         let coords: Vec<(u64, u64)> = (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (c, r))).collect();
-        let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None, pool: self.pool.as_deref() };
+        let batch = Batch { src: &*self.src, image: img, at: &at, plan: &self.config.plan, cache: None, pool: self.pool.as_deref(), working_bytes: self.config.read_working_bytes, reduce: None };
         let rect = Rect { x: 0, y: 0, w: img.width, h: img.height };
-        for chunk in coords.chunks(64) {
-            let tiles = fetch_tiles(&batch, chunk, None)?;
-            for (&(col, row), tile) in chunk.iter().zip(&tiles) {
+        fetch_waves(&batch, &coords, None, |wave, tiles| {
+            for (&i, tile) in wave.iter().zip(tiles) {
                 if let Some(t) = tile {
+                    let (col, row) = coords[i];
                     blit_tile(t, col * img.tile_width as u64, row * img.tile_height as u64, &rect, &mut data);
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(Rgba { width: img.width, height: img.height, data })
     }
 }

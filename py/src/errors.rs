@@ -13,6 +13,7 @@
 //! | `Limits` | `LimitsExceededError` (also a `MemoryError`) |
 //! | `Usage` | `InvalidArgumentError` (also a `ValueError`) |
 //! | `Config` | `ConfigError` (also a `ValueError`) |
+//! | `Interrupted` | `KeyboardInterrupt` (Ctrl-C arrived during a long read) |
 //! | `Gpu(NotCompiled \| Unavailable)` | `GpuUnavailableError` |
 //! | `Gpu(Fork)` | `GpuForkError` |
 //! | other `Gpu` | `GpuError` |
@@ -20,7 +21,7 @@
 //!
 //! The message is the error's `Display` text (file, level, tile and what went wrong).
 
-use pyo3::exceptions::PyOSError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use slidestream::error::GpuError;
@@ -68,6 +69,9 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             }
             None => PyOSError::new_err(e.to_string()),
         };
+    }
+    if let Error::Interrupted = e {
+        return crate::interrupt::take_pending().unwrap_or_else(|| PyKeyboardInterrupt::new_err(e.to_string()));
     }
     let name = class_name(&e).unwrap_or("SlideError");
     match error_class(py, name) {

@@ -10,7 +10,8 @@
 //! * [`config`]: `slidestream.config`'s access to the settings table;
 //! * [`device_array`]: `DeviceArray` (CUDA Array Interface, DLPack export, host copies);
 //! * [`dlpack`]: the DLPack ABI and capsule;
-//! * [`gpu`]: the GPU module functions; [`stats`]: counters as dicts.
+//! * [`gpu`]: the GPU module functions; [`stats`]: counters as dicts;
+//! * [`interrupt`]: Ctrl-C between waves of a long read (`KeyboardInterrupt`).
 //!
 //! Every read releases the GIL and returns a numpy array that owns the Rust buffer (no copy).
 //! The core is always built with its `cuda` feature, whose CUDA libraries load at run time.
@@ -21,6 +22,7 @@ mod device_array;
 mod dlpack;
 mod errors;
 mod gpu;
+mod interrupt;
 mod locations;
 mod process;
 mod reads;
@@ -37,6 +39,7 @@ fn core_version() -> &'static str {
 
 #[pymodule]
 fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    interrupt::install(m.py())?;
     m.add_class::<slide::PySlide>()?;
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;

@@ -82,4 +82,23 @@ impl PySlide {
         let r = self.run(py, move |s| s.read_associated(&name))?;
         Ok(rgba_array(py, r)?.into_any())
     }
+
+    /// `Slide.read_level_reduced`: see its docs in [`crate::slide`].
+    pub(crate) fn read_level_reduced_impl<'py>(
+        &self,
+        py: Python<'py>,
+        level: &Bound<'py, PyAny>,
+        max_factor: i64,
+        background: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyArray3<u8>>, u32)> {
+        let Ok(max_factor @ 1..) = u32::try_from(max_factor.clamp(0, u32::MAX as i64)) else {
+            return Err(crate::errors::invalid_argument(py, format!("max_factor must be at least 1, got {max_factor}")));
+        };
+        let level = self.level(py, level)?;
+        let bg = args::background_rgb(background)?;
+        let (img, f) = self.run(py, move |s| s.read_level_reduced(level, max_factor, bg))?;
+        let arr = ndarray::Array3::from_shape_vec((img.height as usize, img.width as usize, 3), img.data)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((PyArray3::from_owned_array(py, arr), f))
+    }
 }

@@ -273,6 +273,24 @@ impl PySlide {
         self.read_regions_impl(py, locations, level, size, background, device)
     }
 
+    /// All of a level reduced by an integer factor, for thumbnails in bounded memory: numpy
+    /// uint8 array (ceil(h / f), ceil(w / f), 3), RGB, and the factor f used — the largest power
+    /// of two <= max_factor dividing the level's tile width and height. Each pixel is the mean
+    /// of the f x f level pixels it covers, each composited over background first (int or
+    /// (r, g, b); white by default); JPEG tiles are decoded at 1/2..1/8 scale by
+    /// libjpeg-turbo's DCT scaling. Tiles are read in waves within the working set and not
+    /// cached; the GIL is released.
+    #[pyo3(signature = (level, max_factor, *, background=None))]
+    fn read_level_reduced<'py>(
+        &self,
+        py: Python<'py>,
+        level: &Bound<'py, PyAny>,
+        max_factor: i64,
+        background: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, numpy::PyArray3<u8>>, u32)> {
+        self.read_level_reduced_impl(py, level, max_factor, background)
+    }
+
     /// The level to read for a wanted downsample (OpenSlide's rule).
     ///
     /// Raises TypeError for a downsample that is not a number.

@@ -304,6 +304,50 @@ fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8]
     Ok(())
 }
 
+/// Decode `stream` to RGBA (alpha 255) scaled by 1/`denom` (`denom` ∈ {1, 2, 4, 8}) into `dst`:
+/// libjpeg-turbo's DCT scaling (TurboJPEG `tj3SetScalingFactor`), which computes each output
+/// pixel from the low-frequency coefficients of its block (at 1/8, the block's DC term: its
+/// mean) and so skips most of the inverse DCT, the upsampling and the colour conversion of a
+/// full decode; entropy decoding is unchanged. The output is `ceil(width / denom) ×
+/// ceil(height / denom)` pixels (TurboJPEG's `TJSCALED`), rows `4 × that width` bytes apart.
+///
+/// `check` sees the header first and may refuse the stream. The handle's scaling factor is
+/// reset to 1/1 afterwards, also on error.
+///
+/// # Errors
+/// libjpeg-turbo's message; `check`'s; a message for another `denom`.
+pub fn decode_rgba_scaled(
+    stream: &[u8],
+    denom: u32,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+) -> Result<(JpegHeader, u32, u32), CodecError> {
+    if !matches!(denom, 1 | 2 | 4 | 8) {
+        return Err(format!("JPEG scaling 1/{denom} (1, 2, 4 or 8)").into());
+    }
+    with_handle(|h| {
+        let hdr = header_with(h, stream)?;
+        check(&hdr)?;
+        let (w, hh) = (hdr.width.div_ceil(denom), hdr.height.div_ceil(denom));
+        dst.clear();
+        dst.resize(w as usize * 4 * hh as usize, 0);
+        struct Reset<'a>(&'a Handle);
+        impl Drop for Reset<'_> {
+            fn drop(&mut self) {
+                // SAFETY: valid handle; 1/1 is always a supported factor.
+                unsafe { raw::tj3SetScalingFactor(self.0 .0, raw::tjscalingfactor { num: 1, denom: 1 }) };
+            }
+        }
+        let _reset = Reset(h);
+        // SAFETY: valid handle, header read just above.
+        if unsafe { raw::tj3SetScalingFactor(h.0, raw::tjscalingfactor { num: 1, denom: denom as libc_int }) } != 0 {
+            return Err(h.error());
+        }
+        decompress_with(h, stream, None, dst, w)?;
+        Ok((hdr, w, hh))
+    })
+}
+
 /// Component planes of a JPEG, as [`decode_planes`] returns them: the samples of each
 /// component (row-major, unpadded) and its (width, height).
 pub type ComponentPlanes = (Vec<Vec<u8>>, Vec<(usize, usize)>);

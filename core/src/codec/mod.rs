@@ -8,6 +8,7 @@
 
 pub mod jp2k;
 pub mod jpeg;
+pub mod reduce;
 
 use std::io::Read;
 

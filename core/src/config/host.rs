@@ -17,12 +17,15 @@ pub struct Config {
     /// Largest share (0..=1) of an uncached tile's area a region may need for the tile to be
     /// decoded partially instead of whole (JPEG only); 0 disables partial decoding.
     pub partial_decode_max_fraction: f64,
+    /// Bytes one CPU read call may hold at once while reading and decoding tiles (the wave
+    /// budget of [`crate::read`]'s fetch; `SLIDESTREAM_READ_WORKING_BYTES`).
+    pub read_working_bytes: u64,
 }
 
 impl Default for Config {
     /// The table's defaults (docs/settings.md).
     fn default() -> Self {
-        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5 }
+        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5, read_working_bytes: 192 << 20 }
     }
 }
 
@@ -34,6 +37,7 @@ impl Config {
             plan: PlanOptions { max_gap_bytes: s.plan_max_gap_bytes, max_request_bytes: s.plan_max_request_bytes },
             max_region_bytes: s.max_region_bytes,
             partial_decode_max_fraction: s.partial_decode_max_fraction,
+            read_working_bytes: s.read_working_bytes,
         }
     }
 

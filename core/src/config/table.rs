@@ -81,6 +81,11 @@ settings! {
         accepted: "an integer number of bytes, 1 or more", per_process: false,
         parse: |s: &str| parse_u64(s, 1, u64::MAX),
         doc: "largest output of one region or batch read; read at each open" }
+    /// Bytes one CPU read call holds at once while reading and decoding tiles (waves).
+    read_working_bytes: u64 = { name: "SLIDESTREAM_READ_WORKING_BYTES", default: "201326592", unit: "bytes",
+        accepted: "an integer number of bytes, 1048576 (1 MiB) or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 1 << 20, u64::MAX),
+        doc: "bytes one CPU read call holds at once while reading and decoding tiles (compressed bytes, decoded pixels and the decoder's buffers, estimated before reading): tiles are fetched in waves of at most this much and placed into the output as each wave ends; a single tile needing more is a limits error; read at each open" }
     /// Partial JPEG decoding threshold, as a share of a tile's area (0 disables).
     partial_decode_max_fraction: f64 = { name: "SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", default: "0.5", unit: "fraction",
         accepted: "a number from 0 to 1", per_process: false,

@@ -21,8 +21,16 @@ use crate::read::batch_plan::BatchPlan;
 /// [`BatchPlan::tiles`] (`None` = missing: transparent); `tile_size` is the level's tile
 /// (width, height).
 pub fn assemble_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], out: &mut [u8]) {
-    let rect = plan.patches[p].rect;
     out.fill(0);
+    place_rgba(plan, p, tile_size, tiles, out);
+}
+
+/// Copy the decoded tiles present in `tiles` (one entry per [`BatchPlan::tiles`]; `None` =
+/// missing or not in this wave) into patch `p`'s RGBA output, leaving the other pixels as they
+/// are: the per-wave step of a read whose tiles arrive in waves ([`assemble_rgba`] is the first
+/// wave: zero, then place).
+pub fn place_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], out: &mut [u8]) {
+    let rect = plan.patches[p].rect;
     for (k, key) in plan.patch_tiles(p) {
         if let Some(t) = &tiles[k] {
             blit_tile(t, key.col * tile_size.0 as u64, key.row * tile_size.1 as u64, &rect, out);
@@ -33,8 +41,16 @@ pub fn assemble_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &
 /// Assemble patch `p` of `plan` as RGB over `background` into `out` (`w × h × 3` bytes); as
 /// [`assemble_rgba`] otherwise.
 pub fn assemble_rgb(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], background: [u8; 3], out: &mut [u8]) {
-    let rect = plan.patches[p].rect;
     fill_rgb(out, background);
+    place_rgb(plan, p, tile_size, tiles, background, out);
+}
+
+/// Composite the decoded tiles present in `tiles` over `background` into patch `p`'s RGB
+/// output, leaving the other pixels as they are (the per-wave step; see [`place_rgba`]). Every
+/// pixel lies in one tile of a regular grid, so compositing over `background` rather than over
+/// the output's current value is exact.
+pub fn place_rgb(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], background: [u8; 3], out: &mut [u8]) {
+    let rect = plan.patches[p].rect;
     for (k, key) in plan.patch_tiles(p) {
         if let Some(t) = &tiles[k] {
             let (tx, ty) = (key.col * tile_size.0 as u64 + t.x as u64, key.row * tile_size.1 as u64 + t.y as u64);

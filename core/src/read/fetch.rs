@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::cache::{TileCache, TileKey};
+use crate::codec::reduce::decode_chunk_reduced;
 use crate::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::ImageIndex;
@@ -39,6 +40,12 @@ pub(crate) struct Batch<'a> {
     pub cache: Option<CacheSlot<'a>>,
     /// Pool for parallel work (`None` = rayon's global pool).
     pub pool: Option<&'a rayon::ThreadPool>,
+    /// Working-set budget of one call in bytes (the waves of [`super::waves`]).
+    pub working_bytes: u64,
+    /// Decode every tile reduced by this factor over this background
+    /// ([`decode_chunk_reduced`]; thumbnails) instead of at full size; such tiles bypass the
+    /// cache.
+    pub reduce: Option<(u32, [u8; 3])>,
 }
 
 /// Decode the tiles at `coords` (column, row; **each listed once**) of one image. Returns one
@@ -63,7 +70,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         if locate_tile(img, file_len, col, row, b.at)?.is_none() {
             continue; // missing → background
         }
-        if let Some(slot) = b.cache {
+        if let Some(slot) = b.cache.filter(|_| b.reduce.is_none()) {
             if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
                 out[i] = Some(t);
                 continue;
@@ -95,12 +102,13 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         let chunks = &slices[m * planes..(m + 1) * planes];
         let (vw, vh) = img.valid_tile_size(col, row);
         let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-        let t = match parts.and_then(|p| p[i]) {
-            Some(want) => decode_chunk_part(&img.codec, chunks, g, want, b.at),
-            None => decode_chunk(&img.codec, chunks, g, b.at),
+        let t = match (b.reduce, parts.and_then(|p| p[i])) {
+            (Some((factor, bg)), _) => decode_chunk_reduced(&img.codec, chunks, g, factor, bg, b.at),
+            (None, Some(want)) => decode_chunk_part(&img.codec, chunks, g, want, b.at),
+            (None, None) => decode_chunk(&img.codec, chunks, g, b.at),
         }
         .map_err(|e| e.with_tile(col, row))?;
-        let whole = t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
+        let whole = b.reduce.is_none() && t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
         let t = Arc::new(t);
         if let (Some(slot), true) = (b.cache, whole) {
             slot.cache.insert(TileKey { slide: slot.slide, level: slot.level, col, row }, t.clone());
@@ -170,7 +178,7 @@ mod tests {
         let cache = TileCache::new(1 << 20);
         let at = Location::file("t.tif");
         let plan = PlanOptions::default();
-        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None };
+        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None, working_bytes: 1 << 30, reduce: None };
         let got = fetch_tiles(&b, &[(1, 0), (0, 1), (0, 0)], None).unwrap();
         assert_eq!(got[0].as_ref().map(|t| t.rgba[0]), Some(20));
         assert!(got[1].is_none(), "missing tile = background");

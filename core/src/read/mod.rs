@@ -6,8 +6,9 @@
 //!                      tile the batch needs, each patch's tile grid)                 pure
 //!   ──▶ locate (level, output size, tile byte range: one error kind per failure)     pure
 //!   ──▶ partial (decode only the needed part? the CPU decode cost of a part)         pure
-//!   ──▶ fetch (CPU: cache → io::plan read plan → ReadPlan::read_into → parallel decode → cache)
-//!   ──▶ assemble (CPU: crop/place into RGBA or RGB-over-background; the GPU kernels' reference)
+//!   ──▶ waves (CPU: the tiles in file order, in waves within the working-set budget)
+//!   ──▶ fetch (CPU, per wave: cache → io::plan read plan → ReadPlan::read_into → parallel decode → cache)
+//!   ──▶ assemble (CPU, per wave: place into RGBA or RGB-over-background; the GPU kernels' reference)
 //! ```
 //!
 //! The [`crate::Slide`] read methods are thin wrappers over these functions; the GPU engine
@@ -19,6 +20,7 @@ pub mod batch_plan;
 pub(crate) mod fetch;
 pub mod locate;
 pub mod partial;
+pub(crate) mod waves;
 
 // The layer's interface in one place; a crate-private build without `cuda` uses only part of it
 // (the rest serves the GPU engine and `unstable` consumers).

@@ -6,15 +6,17 @@ use std::sync::Arc;
 use crate::codec::{DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::ImageIndex;
-use crate::read::assemble::{assemble_rgb, assemble_rgba};
+use crate::read::assemble::{assemble_rgb, assemble_rgba, place_rgb, place_rgba};
 use crate::read::batch_plan::{BatchPlan, LevelGeom, TileNeed};
-use crate::read::fetch::{dedup_coords, fetch_tiles, Batch, CacheSlot};
+use crate::read::fetch::{dedup_coords, Batch, CacheSlot};
+use crate::read::waves::fetch_waves;
 use crate::read::{batch_bytes, in_pool, locate, partial_part, pool_threads, region_bytes};
 
 use super::{alloc_pixels, Rgba, Slide};
 
 /// Patches of a batch are processed in groups needing at most this many distinct tiles, which
-/// bounds the decoded tiles held at once.
+/// bounds the plan's size; within a group, tiles are fetched in waves bounded in bytes
+/// (`read_working_bytes`).
 const MAX_GROUP_TILES: usize = 512;
 
 impl Slide {
@@ -29,10 +31,15 @@ impl Slide {
     ///
     /// # Errors
     /// [`Error::Usage`] for a level that does not exist; [`Error::Limits`] when the output
-    /// exceeds `max_region_bytes` or a tile claims more than [`crate::read::MAX_TILE_BYTES`];
+    /// exceeds `max_region_bytes`, a tile claims more than [`crate::read::MAX_TILE_BYTES`], or
+    /// one tile would need more than `read_working_bytes` to decode (before anything is read);
     /// [`Error::Format`] / [`Error::Io`] naming level and tile when a tile cannot be read or
-    /// decoded. The slide stays usable after any error. (The kinds are those of
-    /// [`crate::read::locate`].)
+    /// decoded; [`Error::Interrupted`] when the process's interrupt check ([`crate::interrupt`]) fires
+    /// between two waves of tiles. The slide stays usable after any error. (The kinds are
+    /// those of [`crate::read::locate`].)
+    ///
+    /// Memory: the output plus one wave of tiles (at most `read_working_bytes`, default
+    /// 192 MiB), plus what the shared tile cache holds (its own budget).
     pub fn read_region(&self, location: (i64, i64), level: usize, size: (u64, u64)) -> Result<Rgba> {
         let bytes = self.region_bytes(size)?;
         let mut data = alloc_pixels(bytes);
@@ -64,9 +71,20 @@ impl Slide {
             return Ok(());
         }
         let batch = self.level_batch(img, &at, level);
-        let tiles = self.fetch_planned(&batch, img, &plan.tiles)?;
-        assemble_rgba(&plan, 0, (img.tile_width, img.tile_height), &tiles, out);
-        Ok(())
+        let tile_size = (img.tile_width, img.tile_height);
+        // Tiles arrive in waves: the first zeroes the output, every wave places its tiles.
+        let mut wave_tiles: Vec<Option<Arc<DecodedTile>>> = vec![None; plan.tiles.len()];
+        let mut first = true;
+        self.fetch_planned(&batch, img, &plan.tiles, |wave, tiles| {
+            set_wave(&mut wave_tiles, wave, tiles);
+            if std::mem::take(&mut first) {
+                assemble_rgba(&plan, 0, tile_size, &wave_tiles, out);
+            } else {
+                place_rgba(&plan, 0, tile_size, &wave_tiles, out);
+            }
+            clear_wave(&mut wave_tiles, wave);
+            Ok(())
+        })
     }
 
     /// Read many same-sized patches of one level in one call, as RGB for ML pipelines.
@@ -79,8 +97,10 @@ impl Slide {
     ///   completely.
     ///
     /// Tiles shared by several patches are read and decoded once; patches are processed in
-    /// groups that need at most 512 distinct tiles (bounding memory), each group decoding its
-    /// tiles and assembling its patches in parallel.
+    /// groups that need at most 512 distinct tiles; each group's tiles are read and decoded in
+    /// waves that hold at most `read_working_bytes` ([`crate::config::Config`]) and are placed
+    /// into the group's patches (in parallel) as each wave ends, so the call's memory is its
+    /// output plus one wave (plus what the shared tile cache holds).
     ///
     /// # Errors
     /// As [`read_region`](Self::read_region), except that the limit applies to the whole output
@@ -115,15 +135,29 @@ impl Slide {
                 plan.push(&geom, locations[end], size);
                 end += 1;
             }
-            let tiles = self.fetch_planned(&batch, img, &plan.tiles)?;
-            let assemble = |(k, dst): (usize, &mut [u8])| assemble_rgb(&plan, k, tile_size, &tiles, background, dst);
             let group_out = &mut out[start * patch_bytes..end * patch_bytes];
-            if pool_threads(batch.pool) > 1 && end - start > 1 {
-                use rayon::prelude::*;
-                in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(assemble));
-            } else {
-                group_out.chunks_mut(patch_bytes).enumerate().for_each(assemble);
-            }
+            let mut wave_tiles: Vec<Option<Arc<DecodedTile>>> = vec![None; plan.tiles.len()];
+            let mut first = true;
+            self.fetch_planned(&batch, img, &plan.tiles, |wave, tiles| {
+                set_wave(&mut wave_tiles, wave, tiles);
+                // The first wave fills each patch with the background as it places its tiles.
+                let fill = std::mem::take(&mut first);
+                let place = |(k, dst): (usize, &mut [u8])| {
+                    if fill {
+                        assemble_rgb(&plan, k, tile_size, &wave_tiles, background, dst)
+                    } else {
+                        place_rgb(&plan, k, tile_size, &wave_tiles, background, dst)
+                    }
+                };
+                if pool_threads(batch.pool) > 1 && end - start > 1 {
+                    use rayon::prelude::*;
+                    in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(place));
+                } else {
+                    group_out.chunks_mut(patch_bytes).enumerate().for_each(place);
+                }
+                clear_wave(&mut wave_tiles, wave);
+                Ok(())
+            })?;
             start = end;
         }
         Ok(())
@@ -153,16 +187,29 @@ impl Slide {
         let (img, _, at) = locate::level(&self.index, level)?;
         let batch = self.level_batch(img, &at, level);
         let (unique, which) = dedup_coords(coords);
-        let tiles = fetch_tiles(&batch, &unique, None)?;
-        Ok(which.iter().filter(|&&k| tiles[k].is_some()).count())
+        let mut present = vec![false; unique.len()];
+        fetch_waves(&batch, &unique, None, |wave, tiles| {
+            for (&i, t) in wave.iter().zip(tiles) {
+                present[i] = t.is_some();
+            }
+            Ok(())
+        })?;
+        Ok(which.iter().filter(|&&k| present[k]).count())
     }
 
-    /// Fetch the planned tiles of one level, each decoded partially where the batch needs a
-    /// small part of it (`partial_decode_max_fraction`); one entry per `needs` entry.
-    fn fetch_planned(&self, batch: &Batch<'_>, img: &ImageIndex, needs: &[TileNeed]) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+    /// Fetch the planned tiles of one level wave by wave ([`fetch_waves`]), each decoded
+    /// partially where the batch needs a small part of it (`partial_decode_max_fraction`);
+    /// `place` gets each wave as (indices into `needs`, tiles).
+    fn fetch_planned(
+        &self,
+        batch: &Batch<'_>,
+        img: &ImageIndex,
+        needs: &[TileNeed],
+        place: impl FnMut(&[usize], &[Option<Arc<DecodedTile>>]) -> Result<()>,
+    ) -> Result<()> {
         let coords: Vec<(u64, u64)> = needs.iter().map(|t| (t.key.col, t.key.row)).collect();
         let parts: Vec<Option<PartRect>> = needs.iter().map(|t| self.part_if_small(img, (t.key.col, t.key.row), t.part)).collect();
-        fetch_tiles(batch, &coords, Some(&parts))
+        fetch_waves(batch, &coords, Some(&parts), place)
     }
 
     /// A fetch over one level, cached in this slide's tile cache.
@@ -174,6 +221,8 @@ impl Slide {
             plan: &self.config.plan,
             cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
             pool: self.pool.as_deref(),
+            working_bytes: self.config.read_working_bytes,
+            reduce: None,
         }
     }
 
@@ -181,5 +230,19 @@ impl Slide {
     /// `partial_decode_max_fraction` ([`crate::read::partial_part`]).
     pub(crate) fn part_if_small(&self, img: &ImageIndex, coord: (u64, u64), part: (u64, u64, u64, u64)) -> Option<PartRect> {
         partial_part(self.config.partial_decode_max_fraction, img.valid_tile_size(coord.0, coord.1), part)
+    }
+}
+
+/// Put a wave's tiles (indices `wave` into the plan's tiles) into the plan-sized `slots`.
+fn set_wave(slots: &mut [Option<Arc<DecodedTile>>], wave: &[usize], tiles: &[Option<Arc<DecodedTile>>]) {
+    for (&i, t) in wave.iter().zip(tiles) {
+        slots[i] = t.clone();
+    }
+}
+
+/// Drop a wave's tiles from `slots` once placed, so the next wave's memory replaces them.
+fn clear_wave(slots: &mut [Option<Arc<DecodedTile>>], wave: &[usize]) {
+    for &i in wave {
+        slots[i] = None;
     }
 }

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Tuple, TypeVar, Union
 import numpy as np
 
 from ._errors import CorruptDataError, InvalidArgumentError, LimitsExceededError, SlideError, UnsupportedFormatError
+from . import _thumbnail
 from ._batch import check_int, check_pair
 from ._slide import Slide, _check_thumbnail_size
 from ._slidestream import detect_vendor
@@ -335,6 +336,31 @@ class OpenSlide(AbstractSlide):
     def slide(self) -> Slide:
         """The underlying :class:`slidestream.Slide` (numpy arrays, batched reads)."""
         return self._slide
+
+    def get_thumbnail(self, size: Tuple[int, int]) -> "Image.Image":
+        """PIL ``RGB`` image fitting in ``size`` = (max_width, max_height), aspect ratio kept,
+        as openslide-python's: the best level for the downsample, composited over the
+        background colour (``openslide.background-color``, white when absent), reduced with
+        Lanczos. A level of more than 64 MiB of RGBA is reduced while it is read
+        (``Slide.read_level_reduced``) instead of read whole, so memory stays bounded; its
+        result can differ from OpenSlide's by a few levels."""
+        size = _check_thumbnail_size(size)
+        w0, h0 = self.dimensions
+        downsample = max(w0 / size[0], h0 / size[1])
+        level = self.get_best_level_for_downsample(downsample)
+        lsize = self.level_dimensions[level]
+        final = _thumbnail.pil_thumbnail_size(lsize[0], lsize[1], size)
+        if final is None or not _thumbnail.is_large(lsize):
+            return super().get_thumbnail(size)
+        pil = _pil_image()
+        hexa = self.properties.get(PROPERTY_NAME_BACKGROUND_COLOR, "ffffff")
+        background = tuple(int(hexa[i : i + 2], 16) for i in (0, 2, 4))
+        arr = _thumbnail.reduced_level(self._slide, level, lsize, final, background)
+        thumb = pil.fromarray(arr, "RGB").resize(final, pil.Resampling.LANCZOS, reducing_gap=2.0)
+        icc = self._icc_bytes()
+        if icc is not None:
+            thumb.info["icc_profile"] = icc
+        return thumb
 
     @classmethod
     def detect_format(cls, filename: Filename) -> Optional[str]:

@@ -9,6 +9,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
+from . import _thumbnail
 from ._slidestream import Slide as _CoreSlide
 
 
@@ -100,7 +101,9 @@ class Slide(_CoreSlide):
         """A thumbnail fitting in ``size`` = (max_width, max_height) pixels, aspect ratio kept:
         numpy uint8 array (height, width, 3), RGB, transparent pixels composited over
         ``background``. Reads the best level for the downsample, then resizes (Pillow's
-        Lanczos when Pillow is installed, else area averaging).
+        Lanczos when Pillow is installed, else area averaging). A level of more than 64 MiB of
+        RGBA is reduced while it is read (:meth:`read_level_reduced`) instead of read whole:
+        memory stays bounded whatever the level's size.
 
         Raises :class:`TypeError` when ``size`` is not a pair of ints and
         :class:`~slidestream.InvalidArgumentError` (a ValueError) when the width or height is
@@ -111,9 +114,14 @@ class Slide(_CoreSlide):
         downsample = max(w0 / size[0], h0 / size[1])
         level = self.get_best_level_for_downsample(downsample)
         lw, lh = self.level_dimensions[level]
-        region = self.read_regions([(0, 0)], level, (lw, lh), background=background)[0]
         tw = max(1, min(size[0], round(w0 / downsample)))
         th = max(1, min(size[1], round(h0 / downsample)))
+        if _thumbnail.is_large((lw, lh)):
+            # Bounded memory: reduced while read, to at least twice the thumbnail.
+            region = _thumbnail.reduced_level(self, level, (lw, lh), (tw, th), background)
+            lh, lw = region.shape[:2]
+        else:
+            region = self.read_regions([(0, 0)], level, (lw, lh), background=background)[0]
         try:
             from PIL import Image
 

@@ -1,0 +1,210 @@
+//! Bounded-memory fetching: the tiles one call needs, read and decoded in **waves** whose held
+//! bytes stay within the slide's working-set budget (`SLIDESTREAM_READ_WORKING_BYTES`,
+//! [`crate::config::Config::read_working_bytes`]), each wave placed into the output and dropped
+//! before the next is read.
+//!
+//! The budget is charged per tile *before* anything is read, from the index alone
+//! ([`tile_charge`]): the tile's compressed bytes, its decoded RGBA pixels and an upper estimate
+//! of the decoder's own buffers. A call's peak memory is then its output, plus what the shared
+//! tile cache holds (its own byte budget), plus at most one wave. A tile whose charge alone
+//! exceeds the budget — a 16384² zstd tile asked for one pixel, say — is an [`Error::Limits`]
+//! naming the tile and the setting, raised before any byte is read.
+//!
+//! Waves take tiles in file order (first byte range), so each wave's read plan coalesces as the
+//! whole call's would. Between waves the process's interrupt check runs
+//! ([`crate::interrupt`]): a long call stops with [`Error::Interrupted`] at the next wave.
+
+use std::sync::Arc;
+
+use crate::codec::{DecodedTile, PartRect};
+use crate::error::{Error, Result};
+use crate::index::{Compression, ImageIndex};
+use crate::read::fetch::{fetch_tiles, Batch};
+use crate::read::locate::locate_tile;
+
+/// Bytes held while tile (`col`, `row`) of `img` — or the part `part` of it — is read and
+/// decoded: its compressed bytes, the decoded RGBA (4 bytes per pixel of the tile's valid
+/// region, or of the part widened by one JPEG iMCU), and the decoder's transient buffers per
+/// pixel of the whole stored tile: JPEG 4 (libjpeg-turbo decodes into a tile-sized RGBA buffer
+/// that is then cropped; decoded reduced by `reduce` > 1, a buffer 1/s² of that, s being the
+/// DCT scale), uncompressed / deflate / LZW / zstd 2 × samples (the inflated samples,
+/// and a copy when planes are interleaved), JPEG 2000 5 × samples (OpenJPEG's 32-bit component
+/// planes, then 8-bit samples), WebP 4. An upper estimate, computed from the index alone.
+pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>, reduce: u32) -> u64 {
+    let compressed: u64 = img.tile_locs(col, row).map(|l| l.length).sum();
+    let (vw, vh) = img.valid_tile_size(col, row);
+    let stored = img.tile_width as u64 * img.tile_height as u64;
+    let spp = img.codec.samples_per_pixel as u64;
+    let s = crate::codec::reduce::jpeg_scale(reduce, (vw, vh)) as u64;
+    if img.codec.compression == Compression::Jpeg && s > 1 {
+        // DCT-scaled decode into a tile-sized / s² buffer, then the reduced output.
+        return compressed.saturating_add((stored / (s * s) + 1).saturating_mul(8));
+    }
+    let (out_px, transient_px) = match (img.codec.compression, part) {
+        (Compression::Jpeg, Some(p)) => {
+            let px = (p.w as u64 + 32).min(vw as u64) * p.h as u64;
+            (px, px)
+        }
+        (Compression::Jpeg, None) => (vw as u64 * vh as u64, stored),
+        _ => (vw as u64 * vh as u64, stored),
+    };
+    let transient_per_px = match img.codec.compression {
+        Compression::Jpeg | Compression::WebP => 4,
+        Compression::Jpeg2000 { .. } => 5 * spp,
+        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => 2 * spp,
+    };
+    compressed.saturating_add(out_px.saturating_mul(4)).saturating_add(transient_px.saturating_mul(transient_per_px))
+}
+
+/// Split the tiles `coords` (each listed once; `parts` as for [`fetch_tiles`]) into waves of at
+/// most `budget` charged bytes, in file order. Missing tiles cost nothing and go in the first
+/// wave. Returns the waves as lists of indices into `coords`.
+///
+/// # Errors
+/// Tile location errors ([`locate_tile`]); [`Error::Limits`] naming the tile when one tile's
+/// [`tile_charge`] exceeds `budget`. Nothing has been read then.
+pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Vec<usize>>> {
+    let img = b.image;
+    let budget = b.working_bytes;
+    let mut order: Vec<(u64, usize, u64)> = Vec::with_capacity(coords.len());
+    for (i, &(col, row)) in coords.iter().enumerate() {
+        if locate_tile(img, b.src.len(), col, row, b.at)?.is_none() {
+            order.push((0, i, 0));
+            continue;
+        }
+        let charge = tile_charge(img, col, row, parts.and_then(|p| p[i]), b.reduce.map_or(1, |r| r.0));
+        if charge > budget {
+            let (vw, vh) = img.valid_tile_size(col, row);
+            return Err(Error::limits(
+                &b.at.clone().with_tile(col, row),
+                format!(
+                    "decoding this {vw}x{vh} tile ({:?}) would hold about {} MiB, more than one read's working set \
+                     (SLIDESTREAM_READ_WORKING_BYTES = {} MiB)",
+                    img.codec.compression,
+                    charge >> 20,
+                    budget >> 20
+                ),
+            ));
+        }
+        let first = img.tile_locs(col, row).map(|l| l.offset).min().unwrap_or(0);
+        order.push((first, i, charge));
+    }
+    order.sort_unstable();
+    let mut waves: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut held = 0u64;
+    for (_, i, charge) in order {
+        if !current.is_empty() && held + charge > budget {
+            waves.push(std::mem::take(&mut current));
+            held = 0;
+        }
+        current.push(i);
+        held += charge;
+    }
+    if !current.is_empty() {
+        waves.push(current);
+    }
+    Ok(waves)
+}
+
+/// Fetch the tiles `coords` (each listed once; `parts` as for [`fetch_tiles`]) wave by wave
+/// ([`plan_waves`]) and hand each wave to `place` as (indices into `coords`, decoded tiles in
+/// the same order, `None` = missing). The wave's tiles are dropped when `place` returns; the
+/// interrupt check runs before every wave but the first.
+///
+/// # Errors
+/// As [`plan_waves`] (before anything is read) and [`fetch_tiles`]; [`Error::Interrupted`]
+/// when the interrupt check fires; `place`'s error. Tiles of finished waves stay cached.
+pub(crate) fn fetch_waves(
+    b: &Batch<'_>,
+    coords: &[(u64, u64)],
+    parts: Option<&[Option<PartRect>]>,
+    mut place: impl FnMut(&[usize], &[Option<Arc<DecodedTile>>]) -> Result<()>,
+) -> Result<()> {
+    let waves = plan_waves(b, coords, parts)?;
+    let mut wave_coords = Vec::new();
+    let mut wave_parts = Vec::new();
+    for (n, wave) in waves.iter().enumerate() {
+        // Between waves only: a call of one wave (most small reads) never pays for the check.
+        if n > 0 {
+            crate::interrupt::check()?;
+        }
+        wave_coords.clear();
+        wave_coords.extend(wave.iter().map(|&i| coords[i]));
+        let tiles = match parts {
+            Some(p) => {
+                wave_parts.clear();
+                wave_parts.extend(wave.iter().map(|&i| p[i]));
+                fetch_tiles(b, &wave_coords, Some(&wave_parts))?
+            }
+            None => fetch_tiles(b, &wave_coords, None)?,
+        };
+        place(wave, &tiles)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::TileCache;
+    use crate::error::Location;
+    use crate::index::TileLoc;
+    use crate::io::metrics::MetricsSource;
+    use crate::io::plan::PlanOptions;
+    use crate::io::MemSource;
+    use crate::read::fetch::CacheSlot;
+    use crate::read::test_image;
+
+    #[test]
+    fn waves_respect_the_budget_in_file_order_and_refuse_an_oversized_tile() {
+        // Four uncompressed 4 × 4 RGB tiles (48 bytes each), stored in reverse order.
+        let mut file = vec![0u8; 400];
+        for (k, v) in [40u8, 30, 20, 10].iter().enumerate() {
+            file[100 + 48 * k..148 + 48 * k].fill(*v);
+        }
+        let locs = (0..4).map(|k| TileLoc::primary(100 + 48 * (3 - k), 48)).collect();
+        let img = test_image(16, 4, 4, 4, 1, locs);
+        let one = tile_charge(&img, 0, 0, None, 1);
+        assert_eq!(one, 48 + 16 * 4 + 16 * 6, "compressed + RGBA + 2 × samples");
+        let src = MetricsSource::new(MemSource::new(file));
+        let cache = TileCache::new(1 << 20);
+        let at = Location::file("t.tif");
+        let plan = PlanOptions::default();
+        let mut b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None, working_bytes: 2 * one, reduce: None };
+        let coords = [(0, 0), (1, 0), (2, 0), (3, 0)];
+        let waves = plan_waves(&b, &coords, None).unwrap();
+        assert_eq!(waves, vec![vec![3, 2], vec![1, 0]], "two tiles a wave, lowest offset first");
+        let mut seen = Vec::new();
+        fetch_waves(&b, &coords, None, |idx, tiles| {
+            assert!(idx.len() <= 2);
+            for (&i, t) in idx.iter().zip(tiles) {
+                seen.push((i, t.as_ref().map(|t| t.rgba[0])));
+            }
+            Ok(())
+        })
+        .unwrap();
+        seen.sort();
+        assert_eq!(seen, vec![(0, Some(10)), (1, Some(20)), (2, Some(30)), (3, Some(40))]);
+        // A budget below one tile: a limits error naming the tile, before any read.
+        let before = src.counters().requests;
+        b.working_bytes = one - 1;
+        cache.purge_slide(1);
+        let e = fetch_waves(&b, &coords, None, |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.kind_name(), "limits", "{e}");
+        assert!(e.to_string().contains("tile (0, 0)") && e.to_string().contains("SLIDESTREAM_READ_WORKING_BYTES"), "{e}");
+        assert_eq!(src.counters().requests, before);
+        // The interrupt check runs between waves: the first wave is placed, the second never read.
+        b.working_bytes = 2 * one;
+        crate::interrupt::testing::interrupt_this_thread(true);
+        let mut placed = 0;
+        let e = fetch_waves(&b, &coords, None, |idx, _| {
+            placed += idx.len();
+            Ok(())
+        })
+        .unwrap_err();
+        crate::interrupt::testing::interrupt_this_thread(false);
+        assert_eq!((e.kind_name(), placed), ("interrupted", 2));
+        assert_eq!(src.counters().requests, before + 1);
+    }
+}
