@@ -21,10 +21,29 @@ thread_local! {
     static PENDING: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Test builds: the number of checks still to pass before the check itself raises SIGINT's
+/// flag (`PyErr_SetInterrupt`, what Ctrl-C does), so a test interrupts a read between two given
+/// waves through the real signal path; negative = off.
+#[cfg(feature = "test-hooks")]
+static SIGINT_AFTER: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(-1);
+
+/// `_test_sigint_after_checks(n)`: the `n`-th interrupt check from now (0 = the next) raises
+/// SIGINT's flag first (test builds only).
+#[cfg(feature = "test-hooks")]
+#[pyfunction]
+pub(crate) fn test_sigint_after_checks(n: i64) {
+    SIGINT_AFTER.store(n, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The check installed into the core.
 fn python_signalled() -> bool {
     if MAIN.get() != Some(&std::thread::current().id()) {
         return false;
+    }
+    #[cfg(feature = "test-hooks")]
+    if SIGINT_AFTER.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        // SAFETY: callable from any thread, with or without the GIL (Python's C API docs).
+        unsafe { pyo3::ffi::PyErr_SetInterrupt() };
     }
     match Python::attach(|py| py.check_signals()) {
         Ok(()) => false,

@@ -61,6 +61,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.setattr("_test_cpu_dlpack", wrap_pyfunction!(dlpack::test_cpu_dlpack, m)?)?;
         m.setattr("_test_cpu_dlpack_releases", wrap_pyfunction!(dlpack::test_cpu_dlpack_releases, m)?)?;
+        m.setattr("_test_sigint_after_checks", wrap_pyfunction!(interrupt::test_sigint_after_checks, m)?)?;
     }
     Ok(())
 }
