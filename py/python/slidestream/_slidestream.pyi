@@ -195,6 +195,17 @@ class Slide:
         (height, width, 4), RGBA, non-premultiplied. Raises InvalidArgumentError for an
         unknown name, CorruptDataError when it cannot be decoded."""
 
+    def read_level_reduced(
+        self, level: int, max_factor: int, *, background: Optional[Union[int, Tuple[int, int, int]]] = None
+    ) -> Tuple[npt.NDArray[np.uint8], int]:
+        """All of ``level`` reduced by f, the largest power of two <= ``max_factor`` dividing
+        the level's tile width and height: (uint8 array (ceil(h / f), ceil(w / f), 3), RGB, f).
+        Each pixel is the mean of the f x f level pixels it covers, composited over
+        ``background`` (white by default); JPEG tiles decode at 1/2..1/8 scale. Tiles are read
+        in waves within the working set and not cached (bounded-memory thumbnails).
+        InvalidArgumentError for a bad level or max_factor < 1; LimitsExceededError when the
+        output exceeds max_region_bytes or one tile exceeds the working set."""
+
     @property
     def color_profile(self) -> Optional[bytes]:
         """The slide's ICC profile (raw bytes), or None."""
