@@ -15,6 +15,7 @@ use std::ffi::CStr;
 
 use turbojpeg::raw;
 
+use super::jpeg_scans::{backstop_mib, check_scans, MAX_SCANS};
 use crate::error::CodecError;
 
 /// JPEG colour coding decided by the TIFF photometric tag.
@@ -110,6 +111,12 @@ impl Handle {
         // Warnings (e.g. premature end of data) are errors: never return filler pixels.
         // SAFETY: valid handle.
         unsafe { raw::tj3Set(h, raw::TJPARAM_TJPARAM_STOPONWARNING as libc_int, 1) };
+        // Backstops for `jpeg_scans::check_scans`, which refuses such streams first.
+        // SAFETY: valid handle.
+        unsafe {
+            raw::tj3Set(h, raw::TJPARAM_TJPARAM_SCANLIMIT as libc_int, MAX_SCANS as libc_int);
+            raw::tj3Set(h, raw::TJPARAM_TJPARAM_MAXMEMORY as libc_int, backstop_mib());
+        }
         Ok(handle)
     }
 
@@ -137,7 +144,8 @@ fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, CodecError>) -> Result<T,
     })
 }
 
-/// Dimensions of a JPEG stream, from its SOF (via `tj3DecompressHeader`).
+/// Dimensions of a JPEG stream, from its SOF (via `tj3DecompressHeader`), and its scan
+/// structure ([`check_scans`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JpegHeader {
     /// Width in pixels.
@@ -146,6 +154,10 @@ pub struct JpegHeader {
     pub height: u32,
     /// TurboJPEG subsampling code (TJSAMP_*; -1 unknown).
     pub subsamp: i32,
+    /// `true` for multi-scan (progressive or non-interleaved) streams: libjpeg-turbo
+    /// entropy-decodes every scan of the whole image before the first output row, so
+    /// decoding part of such a tile costs as much as the whole.
+    pub multi_scan: bool,
 }
 
 /// A sub-rectangle to decode, in pixels of the JPEG image. `x` and `width` are widened by the
@@ -162,10 +174,11 @@ pub struct Crop {
     pub height: u32,
 }
 
-/// Read the header of a complete JPEG stream.
+/// Read the header of a complete JPEG stream and check its scans.
 ///
 /// # Errors
-/// libjpeg-turbo's message.
+/// libjpeg-turbo's message; [`CodecError::TooManyScans`] or [`CodecError::DecoderMemory`] for
+/// multi-scan streams over the limits of [`super::jpeg_scans`].
 pub fn read_header(stream: &[u8]) -> Result<JpegHeader, CodecError> {
     with_handle(|h| header_with(h, stream))
 }
@@ -191,7 +204,8 @@ fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, CodecError> {
     if w <= 0 || hgt <= 0 {
         return Err(format!("JPEG of size {w}x{hgt}").into());
     }
-    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss })
+    let scans = check_scans(stream)?;
+    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss, multi_scan: scans.multi_scan })
 }
 
 /// iMCU width and height in pixels for a TurboJPEG subsampling code.

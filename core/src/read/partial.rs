@@ -2,7 +2,9 @@
 //!
 //! A batch that needs only part of an uncached tile may decode only that part (JPEG: iMCU
 //! columns outside it skipped, rows below it not decoded; [`crate::codec::decode_chunk_part`]);
-//! such a partial tile is not cached, since a random patch rarely reuses it.
+//! such a partial tile is not cached, since a random patch rarely reuses it. The codec declines
+//! the crop for multi-scan (progressive) JPEG streams, where a part costs a whole decode
+//! (every scan is entropy-decoded first): those tiles are decoded whole, and cached.
 
 use crate::codec::PartRect;
 use crate::read::batch_plan::TilePart;
