@@ -84,3 +84,163 @@ fn a_progressive_tile_read_in_part_is_decoded_whole_and_cached() {
         assert_eq!(&small[y * 32..(y + 1) * 32], &whole[row * 4..(row + 8) * 4], "row {y}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// F9: partial decodes of damaged tiles
+// ---------------------------------------------------------------------------------------------
+
+use common::tiffwriter::Rng;
+use slidestream::codec::{decode_chunk, decode_chunk_part, decode_jpeg_into, ChunkGeometry, DecodedTile, PartRect};
+use slidestream::error::Location;
+use slidestream::index::CodecInfo;
+
+/// One JPEG tile to check: its codec (tables, colour), geometry and bytes.
+struct Case {
+    name: String,
+    codec: CodecInfo,
+    g: ChunkGeometry,
+    bytes: Vec<u8>,
+}
+
+/// Every tile of level 0 of `path`, with its bytes as stored.
+fn tiles_of(path: &Path) -> Vec<Case> {
+    let slide = open_private(path);
+    let file = std::fs::read(path).unwrap();
+    let img = &slide.index().levels[0].image;
+    let mut out = Vec::new();
+    for row in 0..img.tiles_down() {
+        for col in 0..img.tiles_across() {
+            let l = img.tile_locs(col, row).next().unwrap();
+            let (vw, vh) = img.valid_tile_size(col, row);
+            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            let bytes = file[l.offset as usize..(l.offset + l.length) as usize].to_vec();
+            out.push(Case { name: format!("{} tile ({col}, {row})", path.display()), codec: (*img.codec).clone(), g, bytes });
+        }
+    }
+    out
+}
+
+/// `n` entropy-coded bytes of a JPEG tile replaced by other values, never creating or touching
+/// a 0xFF (the marker structure stays intact; only Huffman-coded data is wrong), as
+/// `make_hostile.py`'s `damage_scan` does.
+fn damage_scan(tile: &[u8], rng: &mut Rng, n: usize) -> Vec<u8> {
+    let (_, sos) = common::jpeg::segments(tile);
+    let scan = sos + 2 + u16::from_be_bytes([tile[sos + 2], tile[sos + 3]]) as usize;
+    let mut t = tile.to_vec();
+    let mut done = 0;
+    while done < n {
+        let i = rng.range(scan as i64 + 1, t.len() as i64 - 3) as usize;
+        let v = rng.range(0, 255) as u8;
+        if t[i - 1] != 0xFF && t[i] != 0xFF && v != t[i] {
+            t[i] = v;
+            done += 1;
+        }
+    }
+    t
+}
+
+/// Pixels `p` of the decode `t` (which covers at least `p`), RGBA rows.
+fn crop(t: &DecodedTile, p: PartRect) -> Vec<u8> {
+    let mut out = Vec::with_capacity((p.w * p.h * 4) as usize);
+    for y in p.y..p.y + p.h {
+        let row = ((y - t.y) * t.width + (p.x - t.x)) as usize * 4;
+        out.extend_from_slice(&t.rgba[row..row + p.w as usize * 4]);
+    }
+    out
+}
+
+/// A random part of a `vw × vh` region: 32 × 32 (clipped) half of the time, else any size.
+fn random_part(rng: &mut Rng, vw: u32, vh: u32) -> PartRect {
+    let (x, y) = (rng.range(0, vw as i64) as u32, rng.range(0, vh as i64) as u32);
+    if rng.next_u64() % 2 == 0 {
+        PartRect { x, y, w: 32.min(vw - x), h: 32.min(vh - y) }
+    } else {
+        PartRect { x, y, w: rng.range(1, (vw - x) as i64 + 1) as u32, h: rng.range(1, (vh - y) as i64 + 1) as u32 }
+    }
+}
+
+/// Tallies of [`check_parts`].
+#[derive(Default, Debug)]
+struct Tally {
+    parts: usize,
+    whole_failed: usize,
+    wrong: Vec<String>,
+}
+
+/// Every part of `case` through both partial decoders must give the whole-tile decode's
+/// outcome: its pixels, or an error of its kind.
+fn check_parts(case: &Case, parts: usize, rng: &mut Rng, tally: &mut Tally) {
+    let at = Location::file("f9.tif");
+    let g = case.g;
+    let whole = decode_chunk(&case.codec, &[&case.bytes], g, &at);
+    let mut dst = vec![0u8; (g.tile_width * g.tile_height * 4) as usize];
+    for _ in 0..parts {
+        let p = random_part(rng, g.valid_width, g.valid_height);
+        let got = decode_chunk_part(&case.codec, &[&case.bytes], g, p, &at).map(|t| crop(&t, p));
+        let into = decode_jpeg_into(&case.codec, &case.bytes, g, Some(p), &at, &mut dst).map(|pl| {
+            let mut out = Vec::new();
+            for y in 0..p.h as usize {
+                let o = pl.offset + ((p.y - pl.y) as usize + y) * pl.pitch as usize * 4 + (p.x - pl.x) as usize * 4;
+                out.extend_from_slice(&dst[o..o + p.w as usize * 4]);
+            }
+            out
+        });
+        tally.parts += 1;
+        tally.whole_failed += usize::from(whole.is_err());
+        for (how, r) in [("decode_chunk_part", got), ("decode_jpeg_into", into)] {
+            let same = match (&whole, &r) {
+                (Ok(w), Ok(px)) => crop(w, p) == *px,
+                (Err(a), Err(b)) => a.kind_name() == b.kind_name(),
+                _ => false,
+            };
+            if !same {
+                let say = |r: Result<(), String>| r.map_or_else(|e| format!("error {e}"), |_| "pixels".to_string());
+                tally.wrong.push(format!(
+                    "{}: {how} {p:?}: whole gives {}, part gives {}",
+                    case.name,
+                    say(whole.as_ref().map(|_| ()).map_err(|e| e.to_string())),
+                    say(r.as_ref().map(|_| ()).map_err(|e| e.to_string())),
+                ));
+            }
+        }
+    }
+}
+
+/// Parts per tile: `SLIDESTREAM_F9_PARTS` (total, spread over the tiles) or `default`.
+fn parts_per_tile(tiles: usize, default: usize) -> usize {
+    let total = std::env::var("SLIDESTREAM_F9_PARTS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    total.div_ceil(tiles).max(1)
+}
+
+#[test]
+fn parts_of_damaged_tiles_give_the_whole_tiles_outcome() {
+    // The corpus files (four CMU-1 tiles with three damaged scan bytes each; a CMU-1 tile whose
+    // SOF says 4×1 for a 1×1 component), then every CMU-1 tile damaged the same way in memory.
+    let mut cases = tiles_of(&corrupt("wrong-pixels/jpeg-scan-bytes-damaged.tif"));
+    cases.extend(tiles_of(&corrupt("wrong-pixels/jpeg-sof-component-4x1.tif")));
+    if let Some(td) = common::testdata() {
+        let mut rng = Rng::new(9);
+        for (k, mut c) in tiles_of(&td.join("CMU-1-Small-Region.svs")).into_iter().enumerate() {
+            if k % 4 != 3 {
+                c.bytes = damage_scan(&c.bytes, &mut rng, 1 + k % 4);
+                c.name += " (damaged)";
+            }
+            cases.push(c);
+        }
+    }
+    let per_tile = parts_per_tile(cases.len(), 2000);
+    let mut rng = Rng::new(13);
+    let mut tally = Tally::default();
+    for c in &cases {
+        check_parts(c, per_tile, &mut rng, &mut tally);
+    }
+    eprintln!(
+        "{} tiles, {} parts ({} of tiles whose whole decode fails), {} part decodes differing from the whole decode's outcome",
+        cases.len(),
+        tally.parts,
+        tally.whole_failed,
+        tally.wrong.len()
+    );
+    assert!(tally.whole_failed > 0 && tally.whole_failed < tally.parts, "both outcomes are exercised: {tally:?}");
+    assert!(tally.wrong.is_empty(), "{} of {} parts differ:\n{}", tally.wrong.len(), 2 * tally.parts, tally.wrong.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
+}

@@ -190,8 +190,9 @@ pub struct PartRect {
 }
 
 /// Decode only the part `want` of a chunk (inside its valid region). For JPEG, libjpeg-turbo
-/// decodes just the iMCU columns covering `want` and skips the rows outside it, and the result
-/// is exactly `want`; other codecs, and multi-scan (progressive) JPEG streams, whose every scan
+/// decodes just the iMCU columns covering `want`, skips the rows above it and reads the scan
+/// to its end (so a damaged tile fails as its whole decode does; see `part_crop`), and the
+/// result is exactly `want`; other codecs, and multi-scan (progressive) JPEG streams, whose every scan
 /// must be read before the first row, decode the whole chunk and return it whole (which the
 /// fetch then caches). The result's `x`/`y` say where it sits in the tile.
 ///
@@ -215,10 +216,10 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
         .map_err(|e| Error::decode(at, e))?;
         Ok(match crop_used {
             Some(c) => {
-                // Keep exactly the wanted columns.
+                // Keep exactly the wanted columns and rows (the crop runs to the bottom).
                 let (skip, row_in, row_out) = (((want.x - c.x) * 4) as usize, (c.width * 4) as usize, (want.w * 4) as usize);
                 let mut out = Vec::with_capacity(row_out * want.h as usize);
-                for row in px.chunks_exact(row_in) {
+                for row in px.chunks_exact(row_in).take(want.h as usize) {
                     out.extend_from_slice(&row[skip..skip + row_out]);
                 }
                 DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, opaque: true, rgba: out }
@@ -241,9 +242,21 @@ fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
 /// The crop that decodes `want` exactly: widened by at least one pixel on each side, on iMCU
 /// boundaries, because libjpeg-turbo's chroma upsampling treats the crop's outer columns as an
 /// image edge, so only columns with a real neighbour on both sides equal a whole-tile decode.
-/// Rows need no margin (skipped scanlines keep their context). `None` (decode whole) for an
-/// unknown subsampling and for multi-scan streams: libjpeg-turbo entropy-decodes all their
-/// scans before the first row, so a part costs as much as the whole tile, which is then cached.
+/// Rows need no margin (skipped scanlines keep their context).
+///
+/// The crop runs from `want.y` to the bottom of the stream, whatever `want.h`: TurboJPEG
+/// (`tj3Decompress8`) skips a crop's rows below with `jpeg_skip_scanlines`, which for a skip
+/// to the last row marks the input finished without reading it (libjpeg-turbo 3.1
+/// `jdapistd.c`), so damage in the unread rows, and the end-of-scan checks that report damage
+/// anywhere in the scan ("premature end of data segment", "extraneous bytes before marker"),
+/// never happen and damaged tiles return pixels that differ from the whole decode, without
+/// error. Rows above a crop are skipped by entropy-decoding them (`decode_mcu` without
+/// output), as in a whole decode; the rows below cost their entropy decoding and the inverse
+/// DCT of the crop's columns. So a part fails exactly when the whole tile fails.
+///
+/// `None` (decode whole) for an unknown subsampling and for multi-scan streams: libjpeg-turbo
+/// entropy-decodes all their scans before the first row, so a part costs as much as the whole
+/// tile, which is then cached.
 fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
     if hdr.multi_scan {
         return None;
@@ -251,7 +264,7 @@ fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
     jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
         let x = want.x.saturating_sub(1) / mw * mw;
         let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
-        jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
+        jpeg::Crop { x, y: want.y, width: end - x, height: hdr.height - want.y }
     })
 }
 
@@ -276,7 +289,7 @@ pub struct Placed {
 
 /// Decode a JPEG chunk (tables spliced from `codec`) to RGBA straight into `dst`, without
 /// allocating: the whole tile, or with `want` only that part (libjpeg-turbo skips the rows
-/// above and below it and the iMCU columns outside its widened crop, as
+/// above it and the iMCU columns outside its widened crop and reads the scan to its end, as
 /// [`decode_chunk_part`]; a multi-scan stream is decoded whole, and placed whole). The pixels at the returned [`Placed`] equal those of
 /// [`decode_chunk`] for the same tile; the buffer may hold more (padding beyond the image
 /// edge, the crop's margin columns), which callers must not use. `dst` needs at most
