@@ -298,13 +298,14 @@ fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
     }
 }
 
-/// Set the cropping region (none = whole image) and decompress into `dst`, which holds exactly
-/// `width × 4 × rows` bytes; the header was read on `h` just before.
+/// Decompress into `dst`, which holds exactly `width × 4 × rows` bytes: the whole image with
+/// TurboJPEG (the header was read on `h` just before), a crop with [`super::jpeg_part`].
 fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), CodecError> {
-    let region = match crop {
-        Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
-        None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
-    };
+    if let Some(c) = crop {
+        // Not TurboJPEG's cropping region, which leaves the scan below the crop unread.
+        return super::jpeg_part::decode_part(stream, c, dst);
+    }
+    let region = raw::tjregion { x: 0, y: 0, w: 0, h: 0 };
     // SAFETY: valid handle, header read just before.
     if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
         return Err(h.error());

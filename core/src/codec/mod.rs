@@ -8,6 +8,7 @@
 
 pub mod jp2k;
 pub mod jpeg;
+pub mod jpeg_part;
 pub mod jpeg_scans;
 
 use std::io::Read;
@@ -216,10 +217,10 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
         .map_err(|e| Error::decode(at, e))?;
         Ok(match crop_used {
             Some(c) => {
-                // Keep exactly the wanted columns and rows (the crop runs to the bottom).
+                // Keep exactly the wanted columns.
                 let (skip, row_in, row_out) = (((want.x - c.x) * 4) as usize, (c.width * 4) as usize, (want.w * 4) as usize);
                 let mut out = Vec::with_capacity(row_out * want.h as usize);
-                for row in px.chunks_exact(row_in).take(want.h as usize) {
+                for row in px.chunks_exact(row_in) {
                     out.extend_from_slice(&row[skip..skip + row_out]);
                 }
                 DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, opaque: true, rgba: out }
@@ -242,17 +243,8 @@ fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
 /// The crop that decodes `want` exactly: widened by at least one pixel on each side, on iMCU
 /// boundaries, because libjpeg-turbo's chroma upsampling treats the crop's outer columns as an
 /// image edge, so only columns with a real neighbour on both sides equal a whole-tile decode.
-/// Rows need no margin (skipped scanlines keep their context).
-///
-/// The crop runs from `want.y` to the bottom of the stream, whatever `want.h`: TurboJPEG
-/// (`tj3Decompress8`) skips a crop's rows below with `jpeg_skip_scanlines`, which for a skip
-/// to the last row marks the input finished without reading it (libjpeg-turbo 3.1
-/// `jdapistd.c`), so damage in the unread rows, and the end-of-scan checks that report damage
-/// anywhere in the scan ("premature end of data segment", "extraneous bytes before marker"),
-/// never happen and damaged tiles return pixels that differ from the whole decode, without
-/// error. Rows above a crop are skipped by entropy-decoding them (`decode_mcu` without
-/// output), as in a whole decode; the rows below cost their entropy decoding and the inverse
-/// DCT of the crop's columns. So a part fails exactly when the whole tile fails.
+/// Rows need no margin (skipped scanlines keep their context). The decode of a crop reads the
+/// scan to its end ([`jpeg_part`]), so a part fails exactly when the whole tile fails.
 ///
 /// `None` (decode whole) for an unknown subsampling and for multi-scan streams: libjpeg-turbo
 /// entropy-decodes all their scans before the first row, so a part costs as much as the whole
@@ -264,7 +256,7 @@ fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
     jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
         let x = want.x.saturating_sub(1) / mw * mw;
         let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
-        jpeg::Crop { x, y: want.y, width: end - x, height: hdr.height - want.y }
+        jpeg::Crop { x, y: want.y, width: end - x, height: want.h }
     })
 }
 

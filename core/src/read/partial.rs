@@ -1,7 +1,9 @@
 //! The partial-decode rule and the CPU decode cost model.
 //!
 //! A batch that needs only part of an uncached tile may decode only that part (JPEG: iMCU
-//! columns outside it skipped, rows below it not decoded; [`crate::codec::decode_chunk_part`]);
+//! columns outside it and rows above and below it get no inverse DCT, but the whole scan is
+//! entropy-decoded, so a damaged tile fails as its whole decode does;
+//! [`crate::codec::decode_chunk_part`]);
 //! such a partial tile is not cached, since a random patch rarely reuses it. The codec declines
 //! the crop for multi-scan (progressive) JPEG streams, where a part costs a whole decode
 //! (every scan is entropy-decoded first): those tiles are decoded whole, and cached.
@@ -22,16 +24,18 @@ pub fn partial_part(max_fraction: f64, valid: (u32, u32), (x0, y0, x1, y1): Tile
 /// Estimated CPU (libjpeg-turbo) cost of decoding `part` of a tile of valid size `valid`, as a
 /// fraction of a whole-tile decode (1.0 for `None`, the whole tile).
 ///
-/// libjpeg-turbo entropy-decodes every row down to the part's bottom and runs the inverse DCT
-/// only inside it; measured on CMU-1's 240² tiles (GPU engine, docs/gpu.md): cost ≈
-/// 0.05 + 0.5 × bottom / height + 0.45 × part area / tile area. The GPU engine orders its work
-/// queue by it ([`cost_rank`]).
+/// libjpeg-turbo entropy-decodes every row of the tile (issue 13: the rows below a part too,
+/// so that damage anywhere fails the part as it fails the whole tile) and runs the inverse DCT
+/// only inside the part. From the split measured on CMU-1's 240² tiles (GPU engine,
+/// docs/gpu.md: 0.05 fixed, 0.5 entropy decoding, 0.45 inverse DCT and colour conversion):
+/// cost ≈ 0.55 + 0.45 × part area / tile area. The GPU engine orders its work queue by it
+/// ([`cost_rank`]).
 pub fn decode_cost(part: Option<PartRect>, valid: (u32, u32)) -> f64 {
     match part {
         None => 1.0,
         Some(p) => {
             let (vw, vh) = (valid.0 as f64, valid.1 as f64);
-            0.05 + 0.5 * (p.y + p.h) as f64 / vh + 0.45 * (p.w as f64 * p.h as f64) / (vw * vh)
+            0.55 + 0.45 * (p.w as f64 * p.h as f64) / (vw * vh)
         }
     }
 }
@@ -60,13 +64,13 @@ mod tests {
         assert_eq!(decode_cost(None, (240, 240)), 1.0);
         let whole = PartRect { x: 0, y: 0, w: 240, h: 240 };
         assert!((decode_cost(Some(whole), (240, 240)) - 1.0).abs() < 1e-12);
-        // Top-left quarter: 0.05 + 0.5 × 0.5 + 0.45 × 0.25.
+        // Top-left quarter: 0.55 + 0.45 × 0.25.
         let q = PartRect { x: 0, y: 0, w: 120, h: 120 };
-        assert!((decode_cost(Some(q), (240, 240)) - 0.4125).abs() < 1e-12);
-        // The same area at the bottom costs more (rows above it are entropy-decoded).
+        assert!((decode_cost(Some(q), (240, 240)) - 0.6625).abs() < 1e-12);
+        // The same area at the bottom costs the same (every row is entropy-decoded).
         let bottom = PartRect { x: 0, y: 120, w: 120, h: 120 };
-        assert!(decode_cost(Some(bottom), (240, 240)) > decode_cost(Some(q), (240, 240)));
-        assert_eq!(cost_rank(decode_cost(Some(q), (240, 240))), 3);
+        assert_eq!(decode_cost(Some(bottom), (240, 240)), decode_cost(Some(q), (240, 240)));
+        assert_eq!(cost_rank(decode_cost(Some(q), (240, 240))), 5);
         assert_eq!(cost_rank(1.0), 8);
         assert_eq!(cost_rank(0.0), 0);
         assert_eq!(cost_rank(7.0), 8);
