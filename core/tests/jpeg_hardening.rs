@@ -228,6 +228,27 @@ fn parts_of_damaged_tiles_give_the_whole_tiles_outcome() {
             cases.push(c);
         }
     }
+    // Synthetic tiles in the other codings (greyscale, 4:2:0, 4:2:2, 4:4:0, 4:1:1; 2 × 2 tiles
+    // of 64², an edge row of 40 px), one in two damaged.
+    use common::tiffwriter::{Chunk, Ifd, TempPath, Tiff, Variant};
+    use turbojpeg::Subsamp;
+    let mut files = Vec::new();
+    let mut rng = Rng::new(21);
+    for (k, ss) in [Subsamp::Gray, Subsamp::Sub2x2, Subsamp::Sub2x1, Subsamp::Sub1x2, Subsamp::Sub4x1].into_iter().enumerate() {
+        let streams: Vec<Vec<u8>> = (0..4u64)
+            .map(|i| {
+                let rgb: Vec<u8> = (0..64 * 64).flat_map(|p| common::jpeg::smooth_noise(p % 64, p / 64, 10 * k as u64 + i)).collect();
+                let s = common::jpeg::compress(&rgb, 64, 64, 85, ss, false);
+                if i % 2 == 1 { damage_scan(&s, &mut rng, 2) } else { s }
+            })
+            .collect();
+        let (spp, photometric) = if ss == Subsamp::Gray { (1, 1) } else { (3, 6) };
+        let ifd = Ifd::tiled(128, 104, 64, 64, streams.into_iter().map(Chunk::Data).collect()).compression(7).color(spp, photometric);
+        let file = TempPath::new("f9.tif");
+        Tiff::new(Variant::Classic, vec![ifd]).write(file.path());
+        cases.extend(tiles_of(file.path()));
+        files.push(file);
+    }
     let per_tile = parts_per_tile(cases.len(), 2000);
     let mut rng = Rng::new(13);
     let mut tally = Tally::default();
