@@ -265,3 +265,36 @@ fn parts_of_damaged_tiles_give_the_whole_tiles_outcome() {
     assert!(tally.whole_failed > 0 && tally.whole_failed < tally.parts, "both outcomes are exercised: {tally:?}");
     assert!(tally.wrong.is_empty(), "{} of {} parts differ:\n{}", tally.wrong.len(), 2 * tally.parts, tally.wrong.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
 }
+
+#[test]
+fn repeated_region_reads_of_damaged_tiles_keep_the_whole_tiles_outcome() {
+    // Through the slide: the first part of a tile reads its whole scan; the outcome is
+    // remembered, so later parts of a cleanly decoding tile take TurboJPEG's crop and parts of
+    // a failing tile fail at once. Every read must give the whole tile's outcome. Tile (1, 0)
+    // of the corpus file decodes without error despite its damage; the other three fail.
+    let path = corrupt("wrong-pixels/jpeg-scan-bytes-damaged.tif");
+    let reference = open_private(&path);
+    let whole: Vec<Result<Vec<u8>, String>> = (0..4)
+        .map(|k| reference.read_region(((k % 2) * 240, (k / 2) * 240), 0, (240, 240)).map(|r| r.data).map_err(|e| e.kind_name().to_string()))
+        .collect();
+    assert_eq!(whole.iter().filter(|w| w.is_ok()).count(), 1, "one tile decodes");
+    let slide = open_private(&path);
+    let mut rng = Rng::new(5);
+    for i in 0..400 {
+        let k = (i % 4) as usize;
+        let (w, h) = (rng.range(1, 120) as u64, rng.range(1, 120) as u64);
+        let (x, y) = (rng.range(0, 240 - w as i64), rng.range(0, 240 - h as i64));
+        let r = slide.read_region(((k as i64 % 2) * 240 + x, (k as i64 / 2) * 240 + y), 0, (w, h));
+        match (&whole[k], r) {
+            (Ok(px), Ok(got)) => {
+                for row in 0..h as usize {
+                    let o = ((y as usize + row) * 240 + x as usize) * 4;
+                    assert_eq!(&got.data[row * w as usize * 4..(row + 1) * w as usize * 4], &px[o..o + w as usize * 4], "tile {k} read {i}");
+                }
+            }
+            (Err(kind), Err(e)) => assert_eq!(kind, e.kind_name(), "tile {k} read {i}: {e}"),
+            (w, r) => panic!("tile {k} read {i}: whole {:?}, part {:?}", w.as_ref().map(|_| "pixels"), r.map(|_| "pixels")),
+        }
+    }
+    assert_eq!(slide.cache_stats().entries, 0, "all parts were partial decodes");
+}

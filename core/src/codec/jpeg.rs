@@ -224,8 +224,9 @@ pub fn mcu_size(subsamp: i32) -> Option<(u32, u32)> {
 /// Decode `stream` to RGBA (alpha 255) into `dst`, rows `pitch` bytes apart.
 ///
 /// Without `crop`, the whole image is decoded and `dst` must hold `pitch × height` bytes.
-/// With `crop`, only that rectangle is decoded: libjpeg-turbo skips the rows above and below
-/// and decodes only the iMCU columns covering it; `crop.x` must be a multiple of the iMCU width
+/// With `crop`, only that rectangle gets the inverse DCT: libjpeg-turbo entropy-decodes the
+/// rows above and below without output (to the end of the scan, [`super::jpeg_part`]) and
+/// decodes only the iMCU columns covering it; `crop.x` must be a multiple of the iMCU width
 /// and `dst` receives `crop.width × crop.height` pixels.
 ///
 /// `check` sees the header before any pixel work and may refuse the stream (size limits).
@@ -238,6 +239,31 @@ pub fn decode_rgba(
     dst: &mut Vec<u8>,
     check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
 ) -> Result<JpegHeader, CodecError> {
+    decode_rgba_with(stream, crop, dst, check, true)
+}
+
+/// [`decode_rgba`] for a stream already known to decode whole without error: a crop is
+/// decoded with TurboJPEG's cropping region, which leaves the rows below the crop unread (its
+/// pixels equal the whole decode's; damage below it would go unseen, hence the precondition).
+///
+/// # Errors
+/// As [`decode_rgba`].
+pub fn decode_rgba_known_good(
+    stream: &[u8],
+    crop: Option<Crop>,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+) -> Result<JpegHeader, CodecError> {
+    decode_rgba_with(stream, crop, dst, check, false)
+}
+
+fn decode_rgba_with(
+    stream: &[u8],
+    crop: Option<Crop>,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+    full_scan: bool,
+) -> Result<JpegHeader, CodecError> {
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         check(&hdr)?;
@@ -245,7 +271,7 @@ pub fn decode_rgba(
         let (w, hh) = out_size(&hdr, crop);
         dst.clear();
         dst.resize(w as usize * 4 * hh as usize, 0);
-        decompress_with(h, stream, crop, dst, w)?;
+        decompress_with(h, stream, crop, dst, w, full_scan)?;
         Ok(hdr)
     })
 }
@@ -274,7 +300,7 @@ pub fn decode_rgba_into(
         if dst.len() < need {
             return Err(CodecError::BufferTooSmall { have: dst.len(), need, width: w, height: hh });
         }
-        decompress_with(h, stream, crop, &mut dst[..need], w)?;
+        decompress_with(h, stream, crop, &mut dst[..need], w, true)?;
         Ok((hdr, crop))
     })
 }
@@ -299,13 +325,15 @@ fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
 }
 
 /// Decompress into `dst`, which holds exactly `width × 4 × rows` bytes: the whole image with
-/// TurboJPEG (the header was read on `h` just before), a crop with [`super::jpeg_part`].
-fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), CodecError> {
-    if let Some(c) = crop {
+/// TurboJPEG (the header was read on `h` just before), a crop with [`super::jpeg_part`]
+/// (`full_scan`) or TurboJPEG's cropping region.
+fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32, full_scan: bool) -> Result<(), CodecError> {
+    let region = match crop {
         // Not TurboJPEG's cropping region, which leaves the scan below the crop unread.
-        return super::jpeg_part::decode_part(stream, c, dst);
-    }
-    let region = raw::tjregion { x: 0, y: 0, w: 0, h: 0 };
+        Some(c) if full_scan => return super::jpeg_part::decode_part(stream, c, dst),
+        Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
+        None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
+    };
     // SAFETY: valid handle, header read just before.
     if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
         return Err(h.error());

@@ -200,6 +200,16 @@ pub struct PartRect {
 /// # Errors
 /// As [`decode_chunk`]; [`Error::Usage`] when `want` is empty or not inside the valid region.
 pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location) -> Result<DecodedTile> {
+    decode_chunk_part_with(codec, planes, g, want, at, false)
+}
+
+/// [`decode_chunk_part`]; with `scan_known_good` (an earlier decode of this tile read its whole
+/// scan without error: [`crate::read::partial::ScanMemory`]) a JPEG part is cropped by
+/// TurboJPEG, which leaves the rows below it unread ([`jpeg::decode_rgba_known_good`]).
+///
+/// # Errors
+/// As [`decode_chunk_part`].
+pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
     if codec.compression != Compression::Jpeg {
         return decode_chunk(codec, planes, g, at);
@@ -212,7 +222,11 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
             check_dims(hdr.width, hdr.height, g)?;
             let crop = part_crop(&hdr, want);
             crop_used = crop;
-            jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+            if scan_known_good {
+                jpeg::decode_rgba_known_good(stream, crop, px, |_| Ok(()))
+            } else {
+                jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+            }
         })
         .map_err(|e| Error::decode(at, e))?;
         Ok(match crop_used {

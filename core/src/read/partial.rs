@@ -8,8 +8,52 @@
 //! the crop for multi-scan (progressive) JPEG streams, where a part costs a whole decode
 //! (every scan is entropy-decoded first): those tiles are decoded whole, and cached.
 
+use std::sync::Mutex;
+
 use crate::codec::PartRect;
+use crate::error::Error;
 use crate::read::batch_plan::TilePart;
+
+/// What earlier decodes of a slide learnt about its tiles' JPEG scans, keyed by (level, column,
+/// row): `None` = read to its end without error, `Some(e)` = the decode fails with `e`. A part
+/// of a tile whose scan is known good may use TurboJPEG's crop, which leaves the rows below
+/// unread (the pixels equal the whole decode's when the whole scan decodes cleanly); a known
+/// failure is returned again without decoding; an unknown tile's part reads the whole scan
+/// ([`crate::codec::decode_chunk_part`]). At most [`ScanMemory::ENTRIES`] tiles (least
+/// recently used dropped first); empty until the first decode.
+pub(crate) struct ScanMemory(Mutex<lru::LruCache<(u32, u64, u64), Option<Box<Error>>>>);
+
+impl std::fmt::Debug for ScanMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map(|m| m.len()).unwrap_or(0);
+        write!(f, "ScanMemory({n} tiles)")
+    }
+}
+
+impl ScanMemory {
+    /// Tiles remembered (about 60 bytes each, plus an error's text).
+    pub const ENTRIES: usize = 16_384;
+
+    /// An empty memory (nothing allocated).
+    pub fn new() -> Self {
+        ScanMemory(Mutex::new(lru::LruCache::unbounded()))
+    }
+
+    /// The outcome remembered for `key`, if any.
+    pub fn get(&self, key: (u32, u64, u64)) -> Option<Option<Error>> {
+        self.0.lock().ok()?.get(&key).map(|o| o.as_deref().cloned())
+    }
+
+    /// Remember `outcome` for `key`.
+    pub fn put(&self, key: (u32, u64, u64), outcome: Option<Error>) {
+        if let Ok(mut m) = self.0.lock() {
+            m.put(key, outcome.map(Box::new));
+            if m.len() > Self::ENTRIES {
+                m.pop_lru();
+            }
+        }
+    }
+}
 
 /// The part to decode of a tile whose valid (inside-the-image) size is `valid` (width, height)
 /// when the batch needs only `part` of it: `Some` when `part`'s area is at most
@@ -57,6 +101,22 @@ mod tests {
         assert_eq!(partial_part(1.0, (240, 240), (0, 0, 240, 240)), Some(PartRect { x: 0, y: 0, w: 240, h: 240 }));
         // Edge tiles compare with their valid area.
         assert_eq!(partial_part(0.5, (100, 240), (50, 0, 100, 240)), Some(PartRect { x: 50, y: 0, w: 50, h: 240 }));
+    }
+
+    #[test]
+    fn scan_memory_is_bounded_and_keeps_outcomes() {
+        let m = ScanMemory::new();
+        assert!(m.get((0, 1, 2)).is_none());
+        m.put((0, 1, 2), None);
+        let e = Error::Usage("x".into());
+        m.put((0, 3, 4), Some(e.clone()));
+        assert!(matches!(m.get((0, 1, 2)), Some(None)));
+        assert_eq!(m.get((0, 3, 4)).map(|o| o.map(|e| e.to_string())), Some(Some(e.to_string())));
+        for i in 0..ScanMemory::ENTRIES as u64 + 10 {
+            m.put((1, i, 0), None);
+        }
+        assert_eq!(m.0.lock().unwrap().len(), ScanMemory::ENTRIES);
+        assert!(m.get((0, 1, 2)).is_none(), "least recently used dropped");
     }
 
     #[test]

@@ -74,6 +74,7 @@ impl Slide {
             },
             pool: opts.pool,
             icc: OnceLock::new(),
+            scans: crate::read::partial::ScanMemory::new(),
         })
     }
 
