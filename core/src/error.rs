@@ -127,6 +127,24 @@ pub enum CodecError {
         /// Height of the decode in pixels.
         height: u32,
     },
+    /// A multi-scan (progressive) JPEG stream with more scans than
+    /// [`crate::codec::jpeg_scans::MAX_SCANS`]: each scan revisits every block of its
+    /// components, so the work grows with scans × image size, not with the stream's bytes.
+    #[error("JPEG stream of more than {limit} scans")]
+    TooManyScans {
+        /// Most scans decoded.
+        limit: u32,
+    },
+    /// A multi-scan (progressive) JPEG stream whose whole-image coefficient buffer (libjpeg's
+    /// `jdcoefct.c`: 128 bytes per 8 × 8 block of every component) exceeds the limit
+    /// ([`crate::codec::jpeg_scans::MAX_COEF_BYTES`]). Checked from the markers, before decoding.
+    #[error("JPEG stream needs a {bytes}-byte coefficient buffer (limit {limit} bytes)")]
+    DecoderMemory {
+        /// Bytes the decoder would allocate.
+        bytes: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// The data is damaged or uses a coding the decoder refuses, in the codec's words
     /// (e.g. "malformed JPEG marker at byte 812", "12-bit JPEG (only 8-bit is read)").
     #[error("{0}")]
@@ -137,7 +155,7 @@ impl CodecError {
     /// `true` for failures that are limits (the stream or the output would exceed a size
     /// bound: [`Error::Limits`]), `false` for damaged data ([`Error::Format`]).
     pub fn is_limit(&self) -> bool {
-        matches!(self, CodecError::LargerThanTile { .. } | CodecError::BufferTooSmall { .. })
+        matches!(self, CodecError::LargerThanTile { .. } | CodecError::BufferTooSmall { .. } | CodecError::TooManyScans { .. } | CodecError::DecoderMemory { .. })
     }
 
     /// The same error with `prefix` in front of its text (e.g. "plane 1: ", "WebP: "); only

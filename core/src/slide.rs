@@ -71,6 +71,9 @@ pub struct Slide {
     pool: Option<Arc<rayon::ThreadPool>>,
     /// The pyramid's ICC profile once read ([`Slide::icc_profile`]).
     icc: OnceLock<Option<Arc<[u8]>>>,
+    /// Outcomes of earlier tile decodes (a failure is returned again; a clean scan lets later
+    /// parts of the tile skip reading the rows below them).
+    scans: crate::read::partial::ScanMemory,
 }
 
 impl Drop for Slide {

@@ -15,6 +15,7 @@ use std::ffi::CStr;
 
 use turbojpeg::raw;
 
+use super::jpeg_scans::{backstop_mib, check_scans, MAX_SCANS};
 use crate::error::CodecError;
 
 /// JPEG colour coding decided by the TIFF photometric tag.
@@ -110,6 +111,12 @@ impl Handle {
         // Warnings (e.g. premature end of data) are errors: never return filler pixels.
         // SAFETY: valid handle.
         unsafe { raw::tj3Set(h, raw::TJPARAM_TJPARAM_STOPONWARNING as libc_int, 1) };
+        // Backstops for `jpeg_scans::check_scans`, which refuses such streams first.
+        // SAFETY: valid handle.
+        unsafe {
+            raw::tj3Set(h, raw::TJPARAM_TJPARAM_SCANLIMIT as libc_int, MAX_SCANS as libc_int);
+            raw::tj3Set(h, raw::TJPARAM_TJPARAM_MAXMEMORY as libc_int, backstop_mib());
+        }
         Ok(handle)
     }
 
@@ -137,7 +144,8 @@ fn with_handle<T>(f: impl FnOnce(&Handle) -> Result<T, CodecError>) -> Result<T,
     })
 }
 
-/// Dimensions of a JPEG stream, from its SOF (via `tj3DecompressHeader`).
+/// Dimensions of a JPEG stream, from its SOF (via `tj3DecompressHeader`), and its scan
+/// structure ([`check_scans`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JpegHeader {
     /// Width in pixels.
@@ -146,6 +154,10 @@ pub struct JpegHeader {
     pub height: u32,
     /// TurboJPEG subsampling code (TJSAMP_*; -1 unknown).
     pub subsamp: i32,
+    /// `true` for multi-scan (progressive or non-interleaved) streams: libjpeg-turbo
+    /// entropy-decodes every scan of the whole image before the first output row, so
+    /// decoding part of such a tile costs as much as the whole.
+    pub multi_scan: bool,
 }
 
 /// A sub-rectangle to decode, in pixels of the JPEG image. `x` and `width` are widened by the
@@ -162,10 +174,11 @@ pub struct Crop {
     pub height: u32,
 }
 
-/// Read the header of a complete JPEG stream.
+/// Read the header of a complete JPEG stream and check its scans.
 ///
 /// # Errors
-/// libjpeg-turbo's message.
+/// libjpeg-turbo's message; [`CodecError::TooManyScans`] or [`CodecError::DecoderMemory`] for
+/// multi-scan streams over the limits of [`super::jpeg_scans`].
 pub fn read_header(stream: &[u8]) -> Result<JpegHeader, CodecError> {
     with_handle(|h| header_with(h, stream))
 }
@@ -191,7 +204,8 @@ fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, CodecError> {
     if w <= 0 || hgt <= 0 {
         return Err(format!("JPEG of size {w}x{hgt}").into());
     }
-    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss })
+    let scans = check_scans(stream)?;
+    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss, multi_scan: scans.multi_scan })
 }
 
 /// iMCU width and height in pixels for a TurboJPEG subsampling code.
@@ -210,8 +224,9 @@ pub fn mcu_size(subsamp: i32) -> Option<(u32, u32)> {
 /// Decode `stream` to RGBA (alpha 255) into `dst`, rows `pitch` bytes apart.
 ///
 /// Without `crop`, the whole image is decoded and `dst` must hold `pitch × height` bytes.
-/// With `crop`, only that rectangle is decoded: libjpeg-turbo skips the rows above and below
-/// and decodes only the iMCU columns covering it; `crop.x` must be a multiple of the iMCU width
+/// With `crop`, only that rectangle gets the inverse DCT: libjpeg-turbo entropy-decodes the
+/// rows above and below without output (to the end of the scan, [`super::jpeg_part`]) and
+/// decodes only the iMCU columns covering it; `crop.x` must be a multiple of the iMCU width
 /// and `dst` receives `crop.width × crop.height` pixels.
 ///
 /// `check` sees the header before any pixel work and may refuse the stream (size limits).
@@ -224,6 +239,31 @@ pub fn decode_rgba(
     dst: &mut Vec<u8>,
     check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
 ) -> Result<JpegHeader, CodecError> {
+    decode_rgba_with(stream, crop, dst, check, true)
+}
+
+/// [`decode_rgba`] for a stream already known to decode whole without error: a crop is
+/// decoded with TurboJPEG's cropping region, which leaves the rows below the crop unread (its
+/// pixels equal the whole decode's; damage below it would go unseen, hence the precondition).
+///
+/// # Errors
+/// As [`decode_rgba`].
+pub fn decode_rgba_known_good(
+    stream: &[u8],
+    crop: Option<Crop>,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+) -> Result<JpegHeader, CodecError> {
+    decode_rgba_with(stream, crop, dst, check, false)
+}
+
+fn decode_rgba_with(
+    stream: &[u8],
+    crop: Option<Crop>,
+    dst: &mut Vec<u8>,
+    check: impl FnOnce(&JpegHeader) -> Result<(), CodecError>,
+    full_scan: bool,
+) -> Result<JpegHeader, CodecError> {
     with_handle(|h| {
         let hdr = header_with(h, stream)?;
         check(&hdr)?;
@@ -231,7 +271,7 @@ pub fn decode_rgba(
         let (w, hh) = out_size(&hdr, crop);
         dst.clear();
         dst.resize(w as usize * 4 * hh as usize, 0);
-        decompress_with(h, stream, crop, dst, w)?;
+        decompress_with(h, stream, crop, dst, w, full_scan)?;
         Ok(hdr)
     })
 }
@@ -260,7 +300,7 @@ pub fn decode_rgba_into(
         if dst.len() < need {
             return Err(CodecError::BufferTooSmall { have: dst.len(), need, width: w, height: hh });
         }
-        decompress_with(h, stream, crop, &mut dst[..need], w)?;
+        decompress_with(h, stream, crop, &mut dst[..need], w, true)?;
         Ok((hdr, crop))
     })
 }
@@ -284,10 +324,13 @@ fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
     }
 }
 
-/// Set the cropping region (none = whole image) and decompress into `dst`, which holds exactly
-/// `width × 4 × rows` bytes; the header was read on `h` just before.
-fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32) -> Result<(), CodecError> {
+/// Decompress into `dst`, which holds exactly `width × 4 × rows` bytes: the whole image with
+/// TurboJPEG (the header was read on `h` just before), a crop with [`super::jpeg_part`]
+/// (`full_scan`) or TurboJPEG's cropping region.
+fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32, full_scan: bool) -> Result<(), CodecError> {
     let region = match crop {
+        // Not TurboJPEG's cropping region, which leaves the scan below the crop unread.
+        Some(c) if full_scan => return super::jpeg_part::decode_part(stream, c, dst),
         Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
         None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
     };
@@ -343,7 +386,7 @@ pub fn decode_rgba_scaled(
         if unsafe { raw::tj3SetScalingFactor(h.0, raw::tjscalingfactor { num: 1, denom: denom as libc_int }) } != 0 {
             return Err(h.error());
         }
-        decompress_with(h, stream, None, dst, w)?;
+        decompress_with(h, stream, None, dst, w, false)?;
         Ok((hdr, w, hh))
     })
 }

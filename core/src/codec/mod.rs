@@ -8,6 +8,8 @@
 
 pub mod jp2k;
 pub mod jpeg;
+pub mod jpeg_part;
+pub mod jpeg_scans;
 pub mod reduce;
 
 use std::io::Read;
@@ -190,13 +192,25 @@ pub struct PartRect {
 }
 
 /// Decode only the part `want` of a chunk (inside its valid region). For JPEG, libjpeg-turbo
-/// decodes just the iMCU columns covering `want` and skips the rows outside it, so the result
-/// may start left of `want.x` (at the iMCU boundary) and be wider; other codecs decode the whole
-/// chunk and return it whole. The result's `x`/`y` say where it sits in the tile.
+/// decodes just the iMCU columns covering `want`, skips the rows above it and reads the scan
+/// to its end (so a damaged tile fails as its whole decode does; see `part_crop`), and the
+/// result is exactly `want`; other codecs, and multi-scan (progressive) JPEG streams, whose every scan
+/// must be read before the first row, decode the whole chunk and return it whole (which the
+/// fetch then caches). The result's `x`/`y` say where it sits in the tile.
 ///
 /// # Errors
 /// As [`decode_chunk`]; [`Error::Usage`] when `want` is empty or not inside the valid region.
 pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location) -> Result<DecodedTile> {
+    decode_chunk_part_with(codec, planes, g, want, at, false)
+}
+
+/// [`decode_chunk_part`]; with `scan_known_good` (an earlier decode of this tile read its whole
+/// scan without error: [`crate::read::partial::ScanMemory`]) a JPEG part is cropped by
+/// TurboJPEG, which leaves the rows below it unread ([`jpeg::decode_rgba_known_good`]).
+///
+/// # Errors
+/// As [`decode_chunk_part`].
+pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
     if codec.compression != Compression::Jpeg {
         return decode_chunk(codec, planes, g, at);
@@ -209,7 +223,11 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
             check_dims(hdr.width, hdr.height, g)?;
             let crop = part_crop(&hdr, want);
             crop_used = crop;
-            jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+            if scan_known_good {
+                jpeg::decode_rgba_known_good(stream, crop, px, |_| Ok(()))
+            } else {
+                jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+            }
         })
         .map_err(|e| Error::decode(at, e))?;
         Ok(match crop_used {
@@ -240,9 +258,16 @@ fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
 /// The crop that decodes `want` exactly: widened by at least one pixel on each side, on iMCU
 /// boundaries, because libjpeg-turbo's chroma upsampling treats the crop's outer columns as an
 /// image edge, so only columns with a real neighbour on both sides equal a whole-tile decode.
-/// Rows need no margin (skipped scanlines keep their context). `None` for an unknown
-/// subsampling (decode whole).
+/// Rows need no margin (skipped scanlines keep their context). The decode of a crop reads the
+/// scan to its end ([`jpeg_part`]), so a part fails exactly when the whole tile fails.
+///
+/// `None` (decode whole) for an unknown subsampling and for multi-scan streams: libjpeg-turbo
+/// entropy-decodes all their scans before the first row, so a part costs as much as the whole
+/// tile, which is then cached.
 fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
+    if hdr.multi_scan {
+        return None;
+    }
     jpeg::mcu_size(hdr.subsamp).map(|(mw, _)| {
         let x = want.x.saturating_sub(1) / mw * mw;
         let end = (want.x + want.w + 1).div_ceil(mw).saturating_mul(mw).min(hdr.width);
@@ -271,8 +296,8 @@ pub struct Placed {
 
 /// Decode a JPEG chunk (tables spliced from `codec`) to RGBA straight into `dst`, without
 /// allocating: the whole tile, or with `want` only that part (libjpeg-turbo skips the rows
-/// above and below it and the iMCU columns outside its widened crop, as
-/// [`decode_chunk_part`]). The pixels at the returned [`Placed`] equal those of
+/// above it and the iMCU columns outside its widened crop and reads the scan to its end, as
+/// [`decode_chunk_part`]; a multi-scan stream is decoded whole, and placed whole). The pixels at the returned [`Placed`] equal those of
 /// [`decode_chunk`] for the same tile; the buffer may hold more (padding beyond the image
 /// edge, the crop's margin columns), which callers must not use. `dst` needs at most
 /// `tile_width × tile_height × 4` bytes.

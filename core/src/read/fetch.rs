@@ -8,12 +8,13 @@ use rayon::prelude::*;
 
 use crate::cache::{TileCache, TileKey};
 use crate::codec::reduce::decode_chunk_reduced;
-use crate::codec::{decode_chunk, decode_chunk_part, ChunkGeometry, DecodedTile, PartRect};
+use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::ImageIndex;
 use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
 use crate::read::locate::locate_tile;
+use crate::read::partial::ScanMemory;
 
 /// Where decoded tiles may be cached: the cache and the key prefix (slide id, level).
 #[derive(Clone, Copy)]
@@ -24,6 +25,8 @@ pub(crate) struct CacheSlot<'a> {
     pub slide: u64,
     /// Level of the keys.
     pub level: u32,
+    /// What earlier decodes learnt of the slide's tiles' scans.
+    pub scans: &'a ScanMemory,
 }
 
 /// Inputs shared by one fetch: one image (level or associated image) of one slide.
@@ -52,8 +55,10 @@ pub(crate) struct Batch<'a> {
 /// entry per coordinate: `None` for a missing tile, else the decoded tile.
 ///
 /// `parts`, when given (one entry per coordinate), asks for only a sub-rectangle of a tile that
-/// is not cached: such tiles are decoded partially ([`decode_chunk_part`]) and not cached;
-/// whole tiles are cached.
+/// is not cached: such tiles are decoded partially ([`crate::codec::decode_chunk_part`]) and
+/// not cached; whole tiles are cached. With a cache slot, each decode's outcome is remembered
+/// ([`ScanMemory`]): a tile that failed fails again at once, and a part of a tile whose scan
+/// was read cleanly is cropped the cheap way.
 ///
 /// # Errors
 /// Tile location errors as [`locate_tile`] documents (before anything is read); an I/O error
@@ -102,12 +107,25 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         let chunks = &slices[m * planes..(m + 1) * planes];
         let (vw, vh) = img.valid_tile_size(col, row);
         let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-        let t = match (b.reduce, parts.and_then(|p| p[i])) {
+        let memory = b.cache.filter(|_| b.reduce.is_none()).map(|s| (s.scans, (s.level, col, row)));
+        let known = memory.and_then(|(m, k)| m.get(k));
+        if let Some(Some(e)) = known {
+            return Err(e);
+        }
+        let r = match (b.reduce, parts.and_then(|p| p[i])) {
             (Some((factor, bg)), _) => decode_chunk_reduced(&img.codec, chunks, g, factor, bg, b.at),
-            (None, Some(want)) => decode_chunk_part(&img.codec, chunks, g, want, b.at),
+            (None, Some(want)) => decode_chunk_part_with(&img.codec, chunks, g, want, b.at, known.is_some()),
             (None, None) => decode_chunk(&img.codec, chunks, g, b.at),
         }
-        .map_err(|e| e.with_tile(col, row))?;
+        .map_err(|e| e.with_tile(col, row));
+        if let (Some((m, k)), None) = (memory, known) {
+            match &r {
+                Ok(_) => m.put(k, None),
+                Err(e @ (Error::Format { .. } | Error::Limits { .. })) => m.put(k, Some(e.clone())),
+                Err(_) => {}
+            }
+        }
+        let t = r?;
         let whole = b.reduce.is_none() && t.x == 0 && t.y == 0 && t.width == vw && t.height == vh;
         let t = Arc::new(t);
         if let (Some(slot), true) = (b.cache, whole) {
@@ -178,7 +196,8 @@ mod tests {
         let cache = TileCache::new(1 << 20);
         let at = Location::file("t.tif");
         let plan = PlanOptions::default();
-        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None, working_bytes: 1 << 30, reduce: None };
+        let scans = ScanMemory::new();
+        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0, scans: &scans }), pool: None, working_bytes: 1 << 30, reduce: None };
         let got = fetch_tiles(&b, &[(1, 0), (0, 1), (0, 0)], None).unwrap();
         assert_eq!(got[0].as_ref().map(|t| t.rgba[0]), Some(20));
         assert!(got[1].is_none(), "missing tile = background");

@@ -171,7 +171,8 @@ mod tests {
         let cache = TileCache::new(1 << 20);
         let at = Location::file("t.tif");
         let plan = PlanOptions::default();
-        let mut b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0 }), pool: None, working_bytes: 2 * one, reduce: None };
+        let scans = crate::read::partial::ScanMemory::new();
+        let mut b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0, scans: &scans }), pool: None, working_bytes: 2 * one, reduce: None };
         let coords = [(0, 0), (1, 0), (2, 0), (3, 0)];
         let waves = plan_waves(&b, &coords, None).unwrap();
         assert_eq!(waves, vec![vec![3, 2], vec![1, 0]], "two tiles a wave, lowest offset first");

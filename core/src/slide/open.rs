@@ -79,6 +79,7 @@ impl Slide {
             },
             pool: opts.pool,
             icc: OnceLock::new(),
+            scans: crate::read::partial::ScanMemory::new(),
         })
     }
 

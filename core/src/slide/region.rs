@@ -219,7 +219,7 @@ impl Slide {
             image: img,
             at,
             plan: &self.config.plan,
-            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32 }),
+            cache: Some(CacheSlot { cache: &self.cache, slide: self.id, level: level as u32, scans: &self.scans }),
             pool: self.pool.as_deref(),
             working_bytes: self.config.read_working_bytes,
             reduce: None,

@@ -248,6 +248,162 @@ def jpeg_tile_tiff(w, h, tw, th, size) -> bytes:
     return one_tile_tiff(buf.getvalue(), w, h, tw, th, compression=7, photometric=6)
 
 
+# ------------------------------------------------------------------------------------------
+# Progressive JPEG written to the JPEG spec's limits (ITU-T T.81 G.1.1.1: Al and Ah <= 13)
+# ------------------------------------------------------------------------------------------
+
+
+class BitWriter:
+    """Entropy-coded segment bits, MSB first, padded with 1-bits, 0xFF stuffed (T.81 F.1.2.3)."""
+
+    def __init__(self):
+        self.out = bytearray()
+        self.acc = 0
+        self.n = 0
+
+    def put(self, value: int, bits: int) -> None:
+        for b in range(bits - 1, -1, -1):
+            self.acc = (self.acc << 1) | ((value >> b) & 1)
+            self.n += 1
+            if self.n == 8:
+                self.out.append(self.acc)
+                if self.acc == 0xFF:
+                    self.out.append(0)
+                self.acc, self.n = 0, 0
+
+    def zeros(self, bits: int) -> None:
+        """`bits` zero bits, fast (whole zero bytes once aligned)."""
+        while bits and self.n:
+            self.put(0, 1)
+            bits -= 1
+        self.out += bytes(bits // 8)
+        self.put(0, bits % 8)
+
+    def finish(self) -> bytes:
+        if self.n:
+            self.put((1 << (8 - self.n)) - 1, 8 - self.n)
+        return bytes(self.out)
+
+
+def segment(marker: int, body: bytes) -> bytes:
+    return bytes([0xFF, marker]) + struct.pack(">H", len(body) + 2) + body
+
+
+def progressive_jpeg(w: int, h: int, comps: int, refine: bool) -> bytes:
+    """A valid progressive (SOF2) JPEG whose every coefficient is 0 (a flat image), with one
+    non-interleaved scan per component, coefficient and bit plane: DC first (Al = 13) and 13
+    DC refinements, then for each AC coefficient k = 1..63 a first scan Ss = Se = k (Al = 13)
+    and 13 refinements (Ah = a, Al = a - 1), i.e. 64 x 14 = 896 scans a component, the most
+    T.81 allows without repeating a scan (libjpeg-turbo flags any repeat as a bogus
+    progression). With `refine` False: one DC and 63 AC first scans with Al = 0 (64 scans a
+    component). All blocks of an AC scan are one end-of-band run (EOB14 runs of 32767 blocks,
+    then one EOBn for the rest), so a scan costs a few bytes while a decoder visits every
+    block of the component in it."""
+    blocks = -(-w // 8) * -(-h // 8)
+    runs = [32767] * (blocks // 32767) + ([blocks % 32767] if blocks % 32767 else [])
+    eob_n = sorted({r.bit_length() - 1 for r in runs}, reverse=True)  # EOBn symbols used
+    # DC table 0: category 0 -> code '0'. AC table 0: EOBn symbols (n << 4), codes '0', '10',
+    # '110', ... (never all ones).
+    dht = bytes([0x00]) + bytes([1] + [0] * 15) + bytes([0])
+    # Code lengths 1, 2, ..., k for k symbols: '0', '10', ..., k-1 ones then '0'.
+    counts = [0] * 16
+    for ln in range(1, len(eob_n) + 1):
+        counts[ln - 1] += 1
+    dht += bytes([0x10]) + bytes(counts) + bytes(n << 4 for n in eob_n)
+    codes = {n: ((1 << i) - 1) << 1 for i, n in enumerate(eob_n)}  # i ones then a zero
+    out = bytearray(b"\xff\xd8")
+    out += segment(0xDB, bytes([0]) + bytes([1] * 64))
+    out += segment(0xC2, struct.pack(">BHHB", 8, h, w, comps) + b"".join(bytes([c, 0x11, 0]) for c in range(comps)))
+    out += segment(0xC4, dht)
+    top = 13 if refine else 0
+
+    def scan(c, ss, se, ah, al, data):
+        out.extend(segment(0xDA, bytes([1, c, 0x00, ss, se, (ah << 4) | al])))
+        out.extend(data)
+
+    def eob_runs():
+        bw = BitWriter()
+        for r in runs:
+            n = r.bit_length() - 1
+            bw.put(codes[n], eob_n.index(n) + 1)
+            bw.put(r - (1 << n), n)
+        return bw.finish()
+
+    ac = eob_runs()
+    for c in range(comps):
+        bw = BitWriter()
+        bw.zeros(blocks)  # DC difference category 0 ('0') for every block
+        scan(c, 0, 0, 0, top, bw.finish())
+        for a in range(top, 0, -1):  # DC refinement: one raw bit a block
+            bw = BitWriter()
+            bw.zeros(blocks)
+            scan(c, 0, 0, a, a - 1, bw.finish())
+        for k in range(1, 64):
+            scan(c, k, k, 0, top, ac)
+            for a in range(top, 0, -1):
+                scan(c, k, k, a, a - 1, ac)
+    return bytes(out + b"\xff\xd9")
+
+
+# ------------------------------------------------------------------------------------------
+# Real CMU-1 tiles, damaged
+# ------------------------------------------------------------------------------------------
+
+
+def cmu1_tiles():
+    """(JPEGTables, [tile bytes]) of CMU-1-Small-Region.svs level 0 (240x240 JPEG tiles,
+    Photometric RGB, 10 x 13 tiles)."""
+    with open(os.path.join(TD, "CMU-1-Small-Region.svs"), "rb") as f:
+        d = f.read()
+    off = struct.unpack("<I", d[4:8])[0]
+    tags = {}
+    for i in range(struct.unpack("<H", d[off : off + 2])[0]):
+        tag, typ, cnt, val = struct.unpack("<HHII", d[off + 2 + 12 * i : off + 14 + 12 * i])
+        tags[tag] = (cnt, val)
+    n, o = tags[324]
+    offs = struct.unpack(f"<{n}I", d[o : o + 4 * n])
+    cnts = struct.unpack(f"<{n}I", d[tags[325][1] : tags[325][1] + 4 * n])
+    tables = d[tags[347][1] : tags[347][1] + tags[347][0]]
+    return tables, [d[a : a + b] for a, b in zip(offs, cnts)]
+
+
+def scan_start(tile: bytes) -> int:
+    """Offset of the first entropy-coded byte (after the SOS header)."""
+    i = 2
+    while tile[i + 1] != 0xDA:
+        i += 2 + struct.unpack(">H", tile[i + 2 : i + 4])[0]
+    return i + 2 + struct.unpack(">H", tile[i + 2 : i + 4])[0]
+
+
+def damage_scan(tile: bytes, rng, n: int) -> bytes:
+    """`n` entropy-coded bytes of `tile` replaced by other values, never creating or touching a
+    0xFF (so the marker structure stays intact: only the Huffman-coded data is wrong)."""
+    t = bytearray(tile)
+    s, e = scan_start(tile), len(tile) - 2
+    done = 0
+    while done < n:
+        i = rng.randrange(s + 1, e - 1)
+        if 0xFF in (t[i - 1], t[i]):
+            continue
+        v = rng.randrange(0, 255)
+        if v != t[i]:
+            t[i] = v
+            done += 1
+    return bytes(t)
+
+
+def jpeg_tiles_tiff(tiles, tables, w, h, tw, th) -> bytes:
+    t = Tiff()
+    offs = [t.add(x) for x in tiles]
+    extra = [(347, UNDEF, list(tables))] if tables else []
+    return t.finish([tiled(w, h, tw, th, offs, [len(x) for x in tiles], compression=7, photometric=2, extra=extra)])
+
+
+# The 2 x 2 CMU-1 tiles of wrong-pixels/jpeg-scan-bytes-damaged.tif (indices into the 130 tiles
+# of level 0: tissue-rich ones, 16-20 KB each) and the seed of their damage.
+DAMAGED_TILES, DAMAGE_SEED = (35, 36, 45, 46), 13
+
+
 def main() -> None:
     write("oom", "overlapping-ifds.tif", overlapping_ifds())
     write("oom", "shared-tile-arrays.svs", shared_tile_arrays())
@@ -269,6 +425,20 @@ def main() -> None:
     write("wrong-pixels", "jpeg-tile-truncated.svs", patched(sa, TILE0_OFF + TILE0_LEN // 2, bytes(TILE0_LEN // 2 - 2) + b"\xff\xd9"))
     write("wrong-pixels", "jpeg-sof-8x8-in-16x16-image.svs", sof_claiming(sa, 8, 8))
     write("wrong-pixels", "jpeg-32x32-in-64x64-tile.tif", jpeg_tile_tiff(64, 64, 64, 64, (32, 32)))
+    # Progressive JPEG: 3 x 896 = 2688 scans in a 256x256 tile (43 KB); and a 16384x16384 grey
+    # tile of 64 scans (0.5 MB) whose whole-image coefficient buffer is 512 MiB.
+    write("hang", "jpeg-progressive-2688-scans.tif", one_tile_tiff(progressive_jpeg(256, 256, 3, True), 256, 256, 256, 256, compression=7, photometric=2))
+    write("oom", "jpeg-progressive-16384x16384.tif", one_tile_tiff(progressive_jpeg(16384, 16384, 1, False), 16384, 16384, 16384, 16384, compression=7, photometric=1, spp=1))
+    import random
+
+    tables, tiles = cmu1_tiles()
+    rng = random.Random(DAMAGE_SEED)
+    damaged = [damage_scan(tiles[k], rng, 3) for k in DAMAGED_TILES]
+    write("wrong-pixels", "jpeg-scan-bytes-damaged.tif", jpeg_tiles_tiff(damaged, tables, 480, 480, 240, 240))
+    # SOF of a real tile claiming component 0 is sampled 4x1 (it is coded 1x1).
+    t = tiles[DAMAGED_TILES[0]]
+    sof = next(i for m, i in jpeg_segments(t, 0) if m == 0xC0)
+    write("wrong-pixels", "jpeg-sof-component-4x1.tif", jpeg_tiles_tiff([patched(t, sof + 11, b"\x41")], tables, 240, 240, 240, 240))
 
 
 if __name__ == "__main__":

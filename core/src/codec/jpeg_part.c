@@ -1,0 +1,122 @@
+/*
+ * Partial JPEG decoding through libjpeg's own API (the libjpeg-turbo that turbojpeg-sys
+ * builds; these are the calls TurboJPEG's tj3Decompress8 makes for a cropping region), with
+ * one difference: the rows below the part are skipped with jpeg_skip_scanlines up to the last
+ * row, which entropy-decodes them without output, and the last row is read, so the decoder
+ * reaches the end of the scan and jpeg_finish_decompress reads to EOI. TurboJPEG instead skips
+ * straight to the bottom, which libjpeg-turbo implements by marking the input finished without
+ * reading it (jdapistd.c, _jpeg_skip_scanlines), so a damaged tile's part returned pixels
+ * where its whole decode fails. Warnings are errors (TurboJPEG's TJPARAM_STOPONWARNING).
+ */
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+struct ss_err {
+  struct jpeg_error_mgr pub;
+  jmp_buf jump;
+  char *msg;
+  int msg_len;
+};
+
+static void ss_fail(j_common_ptr cinfo) {
+  struct ss_err *e = (struct ss_err *)cinfo->err;
+  char buf[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, buf);
+  snprintf(e->msg, (size_t)e->msg_len, "%s", buf);
+  longjmp(e->jump, 1);
+}
+
+/* Warnings (msg_level < 0) stop the decode, as TurboJPEG's stop-on-warning does; trace
+ * messages are ignored. */
+static void ss_emit(j_common_ptr cinfo, int msg_level) {
+  if (msg_level < 0) ss_fail(cinfo);
+}
+
+static void ss_output(j_common_ptr cinfo) { (void)cinfo; }
+
+/*
+ * Decode rows [y, y + h) of the columns [crop_x, crop_x + crop_w) of a complete single-scan
+ * JPEG stream to RGBA into dst (rows `pitch` bytes apart, crop_w * 4 bytes used), reading the
+ * scan to its end. crop_x must be on an iMCU boundary (libjpeg may not move it).
+ * `scratch` holds at least crop_w * 4 bytes (the discarded last row). Returns 0, or -1 with
+ * libjpeg's message in msg.
+ */
+int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, unsigned int crop_x, unsigned int crop_w,
+                                 unsigned int y, unsigned int h, unsigned char *dst, size_t pitch, unsigned char *scratch,
+                                 long max_memory, char *msg, int msg_len) {
+  struct jpeg_decompress_struct d;
+  struct ss_err err;
+  /* volatile: read after longjmp */
+  volatile int created = 0;
+  memset(&d, 0, sizeof(d));
+  d.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = ss_fail;
+  err.pub.emit_message = ss_emit;
+  err.pub.output_message = ss_output;
+  err.msg = msg;
+  err.msg_len = msg_len;
+  if (setjmp(err.jump)) {
+    if (created) jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  jpeg_create_decompress(&d);
+  created = 1;
+  d.mem->max_memory_to_use = max_memory;
+  jpeg_mem_src(&d, buf, len);
+  jpeg_read_header(&d, TRUE);
+  d.out_color_space = JCS_EXT_RGBA;
+  d.do_fancy_upsampling = TRUE;
+  d.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&d);
+  if (y >= d.output_height || h == 0 || h > d.output_height - y || crop_w == 0 || crop_x >= d.output_width ||
+      crop_w > d.output_width - crop_x) {
+    snprintf(msg, (size_t)msg_len, "part %ux%u at (%u, %u) outside the %ux%u image", crop_w, h, crop_x, y,
+             d.output_width, d.output_height);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  if (crop_x != 0 || crop_w != d.output_width) {
+    JDIMENSION x = crop_x, w = crop_w;
+    jpeg_crop_scanline(&d, &x, &w);
+    if (x != crop_x || w != crop_w) {
+      snprintf(msg, (size_t)msg_len, "libjpeg moved the crop %u+%u to %u+%u", crop_x, crop_w, (unsigned)x, (unsigned)w);
+      jpeg_destroy_decompress(&d);
+      return -1;
+    }
+  }
+  if (y > 0 && jpeg_skip_scanlines(&d, y) != y) {
+    snprintf(msg, (size_t)msg_len, "could not skip %u rows", y);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  while (d.output_scanline < y + h) {
+    JSAMPROW row = dst + (size_t)(d.output_scanline - y) * pitch;
+    if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+  }
+  /* Entropy-decode the rows below without output, stopping one row short of the bottom (a
+   * skip to the bottom would not read them), then read the last row. */
+  if (d.output_height - d.output_scanline > 1) {
+    JDIMENSION n = d.output_height - d.output_scanline - 1;
+    if (jpeg_skip_scanlines(&d, n) != n) {
+      snprintf(msg, (size_t)msg_len, "could not skip %u rows", (unsigned)n);
+      jpeg_destroy_decompress(&d);
+      return -1;
+    }
+  }
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = scratch;
+    if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+  }
+  if (d.output_scanline < d.output_height) {
+    snprintf(msg, (size_t)msg_len, "decoding stopped at row %u of %u", (unsigned)d.output_scanline, (unsigned)d.output_height);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_decompress(&d);
+  return 0;
+}

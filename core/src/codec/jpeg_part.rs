@@ -1,0 +1,88 @@
+//! Partial JPEG decoding that reads the whole scan: `jpeg_part.c`, libjpeg's API on the
+//! libjpeg-turbo that turbojpeg-sys builds.
+//!
+//! TurboJPEG's cropping region (`tj3SetCroppingRegion` + `tj3Decompress8`) skips the rows below
+//! a crop with `jpeg_skip_scanlines`, which for a skip to the bottom marks the input finished
+//! without reading it (libjpeg-turbo 3.1 `jdapistd.c`, `_jpeg_skip_scanlines`): damage in those
+//! rows, and the end-of-scan checks that report damage anywhere in the scan ("premature end of
+//! data segment", "N extraneous bytes before marker"), never happen, so a part of a damaged
+//! tile returned pixels where the whole tile fails. `jpeg_part.c` makes the same calls but
+//! skips only to the last row (which entropy-decodes the rows, without the inverse DCT or
+//! colour conversion), reads that row and finishes at EOI, as a whole decode does.
+
+use std::cell::RefCell;
+use std::os::raw::{c_char, c_int, c_long, c_uint, c_ulong};
+
+use super::jpeg::Crop;
+use super::jpeg_scans::backstop_mib;
+use crate::error::CodecError;
+
+extern "C" {
+    fn slidestream_jpeg_decode_part(
+        buf: *const u8,
+        len: c_ulong,
+        crop_x: c_uint,
+        crop_w: c_uint,
+        y: c_uint,
+        h: c_uint,
+        dst: *mut u8,
+        pitch: usize,
+        scratch: *mut u8,
+        max_memory: c_long,
+        msg: *mut c_char,
+        msg_len: c_int,
+    ) -> c_int;
+}
+
+thread_local! {
+    /// The discarded last row of each partial decode.
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Decode `crop` of the complete single-scan stream `stream` to RGBA (alpha 255) into `dst`,
+/// rows `crop.width × 4` bytes apart, reading the scan to its end: the outcome (pixels of the
+/// crop, or the error) is that of a whole decode. `crop.x` must be a multiple of the iMCU
+/// width; the caller has checked the crop against the header and multi-scan streams are
+/// decoded whole instead (their scans are all read before the first row anyway).
+///
+/// # Errors
+/// libjpeg-turbo's message (warnings included), or a message when `dst` is shorter than
+/// `crop.width × crop.height × 4` bytes.
+pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), CodecError> {
+    let pitch = crop.width as usize * 4;
+    let need = pitch * crop.height as usize;
+    if dst.len() < need {
+        return Err(CodecError::BufferTooSmall { have: dst.len(), need, width: crop.width, height: crop.height });
+    }
+    SCRATCH.with(|cell| {
+        let scratch = &mut *cell.borrow_mut();
+        scratch.resize(pitch.max(4), 0);
+        let mut msg = [0 as c_char; 200];
+        // SAFETY: `stream` is read-only input of its length; `dst` holds crop.height rows of
+        // `pitch` bytes (checked above) and the C side writes only rows [y, y + h) of the
+        // crop's width into it; `scratch` holds one row of that width; `msg` its length.
+        let rc = unsafe {
+            slidestream_jpeg_decode_part(
+                stream.as_ptr(),
+                stream.len() as c_ulong,
+                crop.x,
+                crop.width,
+                crop.y,
+                crop.height,
+                dst.as_mut_ptr(),
+                pitch,
+                scratch.as_mut_ptr(),
+                (backstop_mib() as c_long) << 20,
+                msg.as_mut_ptr(),
+                msg.len() as c_int,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            // SAFETY: the C side wrote a NUL-terminated message (snprintf) into `msg`.
+            let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
+            Err(CodecError::Data(text.to_string_lossy().into_owned()))
+        }
+    })
+}
