@@ -86,4 +86,4 @@ pub use index::{
 };
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
-pub use slide::{alloc_pixels, Rgb, Rgba, Slide, SlideOptions};
+pub use slide::{alloc_pixels, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};

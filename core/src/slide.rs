@@ -1,9 +1,11 @@
 //! [`Slide`]: an open whole-slide image. Opening and metadata are in `slide/open.rs`.
 
 mod open;
+mod patches;
 mod reduced;
 mod region;
 
+pub use patches::{read_patches, read_patches_into, PatchRequest, ReadOptions};
 pub use reduced::Rgb;
 
 use std::sync::atomic::AtomicU64;

@@ -61,3 +61,17 @@ fn batch_rejects_wrong_buffer() {
     let err = slide.read_regions_rgb_into(&[(0, 0)], 9, (4, 4), [0; 3], &mut [0u8; 48]).unwrap_err();
     assert!(matches!(err, slidestream::Error::Usage(_)), "{err}");
 }
+
+#[test]
+fn a_batch_wholly_outside_the_image_is_background() {
+    // Regression: with waves, a group of patches needing no tile got no first wave and kept
+    // the buffer's old bytes.
+    let Some(td) = testdata() else { return };
+    let slide = Slide::open(td.join("CMU-1-Small-Region.svs")).unwrap();
+    let bg = [255, 128, 0];
+    let mut out = vec![7u8; 2 * 8 * 8 * 3];
+    slide.read_regions_rgb_into(&[(-10_000, -10_000), (100_000, 5)], 0, (8, 8), bg, &mut out).unwrap();
+    assert!(out.chunks_exact(3).all(|p| p == bg));
+    let r = slide.read_region((-50_000, 0), 0, (4, 4)).unwrap();
+    assert!(r.data.iter().all(|&b| b == 0));
+}

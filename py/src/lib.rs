@@ -6,7 +6,7 @@
 //! * [`args`]: argument parsing (paths, ints, levels, sizes, backgrounds, devices);
 //!   [`locations`]: patch locations;
 //! * [`slide`]: the `Slide` class (lifetime, metadata) and `detect_vendor`;
-//! * [`reads`]: `read_region`, `read_regions`, `read_associated`;
+//! * [`reads`]: `read_region`, `read_regions`, `read_associated`; [`patches`]: cross-slide batches;
 //! * [`config`]: `slidestream.config`'s access to the settings table;
 //! * [`device_array`]: `DeviceArray` (CUDA Array Interface, DLPack export, host copies);
 //! * [`dlpack`]: the DLPack ABI and capsule;
@@ -24,6 +24,7 @@ mod errors;
 mod gpu;
 mod interrupt;
 mod locations;
+mod patches;
 mod process;
 mod reads;
 mod slide;
@@ -44,6 +45,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
+    m.add_function(wrap_pyfunction!(patches::read_patches_cpu, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_get, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_set, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_table, m)?)?;

@@ -58,7 +58,8 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
 
 /// Split the tiles `coords` (each listed once; `parts` as for [`fetch_tiles`]) into waves of at
 /// most `budget` charged bytes, in file order. Missing tiles cost nothing and go in the first
-/// wave. Returns the waves as lists of indices into `coords`.
+/// wave. Returns the waves as lists of indices into `coords`: at least one (empty when `coords`
+/// is), so a caller's first-wave work (filling its output) always runs.
 ///
 /// # Errors
 /// Tile location errors ([`locate_tile`]); [`Error::Limits`] naming the tile when one tile's
@@ -101,7 +102,8 @@ pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[O
         current.push(i);
         held += charge;
     }
-    if !current.is_empty() {
+    // At least one wave, empty when no tile is needed: callers fill their output in the first.
+    if !current.is_empty() || waves.is_empty() {
         waves.push(current);
     }
     Ok(waves)
@@ -109,7 +111,7 @@ pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[O
 
 /// Fetch the tiles `coords` (each listed once; `parts` as for [`fetch_tiles`]) wave by wave
 /// ([`plan_waves`]) and hand each wave to `place` as (indices into `coords`, decoded tiles in
-/// the same order, `None` = missing). The wave's tiles are dropped when `place` returns; the
+/// the same order, `None` = missing); `place` runs at least once, also for no tiles. The wave's tiles are dropped when `place` returns; the
 /// interrupt check runs before every wave but the first.
 ///
 /// # Errors
@@ -176,6 +178,7 @@ mod tests {
         let coords = [(0, 0), (1, 0), (2, 0), (3, 0)];
         let waves = plan_waves(&b, &coords, None).unwrap();
         assert_eq!(waves, vec![vec![3, 2], vec![1, 0]], "two tiles a wave, lowest offset first");
+        assert_eq!(plan_waves(&b, &[], None).unwrap(), vec![Vec::<usize>::new()], "one empty wave for no tiles");
         let mut seen = Vec::new();
         fetch_waves(&b, &coords, None, |idx, tiles| {
             assert!(idx.len() <= 2);

@@ -38,6 +38,7 @@ from ._errors import (
     SlideError,
     UnsupportedFormatError,
 )
+from ._patches import read_patches
 from ._slide import AssociatedImages, Slide
 from ._slidestream import (
     DeviceArray,
@@ -65,6 +66,7 @@ __version__ = core_version()
 
 __all__ = [
     "Slide",
+    "read_patches",
     "AssociatedImages",
     "SlideError",
     "UnsupportedFormatError",

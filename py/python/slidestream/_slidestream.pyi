@@ -30,6 +30,7 @@ __all__ = [
     "_config_get",
     "_config_set",
     "_config_table",
+    "_read_patches",
     "_test_hooks",
 ]
 
@@ -309,6 +310,12 @@ class Slide:
 
     def __exit__(self, *_args: object) -> Literal[False]:
         """Close the slide; exceptions propagate (returns False)."""
+
+def _read_patches(
+    slides: Sequence[Slide], requests: npt.NDArray[np.int64], size: Tuple[int, int], background: Optional[Union[int, Tuple[int, int, int]]] = None
+) -> npt.NDArray[np.uint8]:
+    """CPU batch across slides (called by ``slidestream.read_patches``): requests int64
+    (n, 4) rows of (slide index, level, x, y) → uint8 (n, h, w, 3) RGB."""
 
 def core_version() -> str:
     """Version of the Rust core (also ``slidestream.__version__``)."""

@@ -1,0 +1,208 @@
+//! One batch of patches across many slides and levels ([`read_patches`]): the CPU form of the
+//! cross-slide batch a training loop draws (issue 14). One [`BatchPlan`] holds every patch (its
+//! tiles keyed by slide, level, column, row); the tiles of all slides are cut into one sequence
+//! of waves within the working set, and each wave's tiles are read and decoded for all slides at
+//! once (the slides' fetches run side by side on the decode pool), then placed into their
+//! patches in parallel. A per-slide loop of `read_regions_rgb` calls waits for each slide's few
+//! tiles in turn; this keeps every decode thread busy across slides.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::codec::{DecodedTile, PartRect};
+use crate::error::{Error, Location, Result};
+use crate::index::ImageIndex;
+use crate::read::assemble::{assemble_rgb, place_rgb};
+use crate::read::batch_plan::{BatchPlan, LevelGeom};
+use crate::read::fetch::{fetch_tiles, Batch};
+use crate::read::waves::tile_charge;
+use crate::read::{batch_bytes, in_pool, locate, locate_tile, pool_threads};
+
+use super::{alloc_pixels, Slide};
+
+/// One patch of a cross-slide batch: which slide, which level, and the top-left corner in
+/// **level-0** pixels of that slide (may be negative). The patch size is the batch's
+/// ([`ReadOptions::size`]): one size per batch.
+#[derive(Debug, Clone, Copy)]
+pub struct PatchRequest<'a> {
+    /// The open slide.
+    pub slide: &'a Slide,
+    /// Pyramid level of that slide.
+    pub level: usize,
+    /// (x, y) of the top-left pixel in level-0 coordinates.
+    pub location: (i64, i64),
+}
+
+/// Options of a cross-slide batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// (width, height) of every patch, in pixels of its level.
+    pub size: (u64, u64),
+    /// RGB written outside the image and on missing tiles; partly transparent pixels are
+    /// composited over it, as [`Slide::read_regions_rgb_into`] does.
+    pub background: [u8; 3],
+}
+
+/// One (slide, level) of a batch.
+struct Group<'a> {
+    slide: &'a Slide,
+    level: usize,
+    image: &'a ImageIndex,
+    downsample: f64,
+    at: Location,
+}
+
+/// Read a batch of patches from any number of slides and levels: RGB `u8`, shape
+/// (n, height, width, 3), patch `k` from `requests[k]`, pixels equal to
+/// `requests[k].slide.read_regions_rgb(&[location], level, size, background)`.
+///
+/// Memory: the output plus one wave of tiles, at most the smallest `read_working_bytes` of the
+/// slides involved, plus what their tile caches hold.
+///
+/// # Errors
+/// [`Error::Limits`] when the output exceeds the smallest `max_region_bytes` of the slides
+/// involved or a tile needs more than the working set (before anything is read); otherwise
+/// as [`Slide::read_regions_rgb_into`] for the slide concerned (the first failing tile's
+/// error, naming its file, level and tile); [`Error::Interrupted`] between waves.
+pub fn read_patches(requests: &[PatchRequest<'_>], opts: &ReadOptions) -> Result<Vec<u8>> {
+    let total = output_bytes(requests, opts)?;
+    let mut out = alloc_pixels(total);
+    read_patches_into(requests, opts, &mut out)?;
+    Ok(out)
+}
+
+/// The output size of a batch, checked against the smallest `max_region_bytes` involved.
+fn output_bytes(requests: &[PatchRequest<'_>], opts: &ReadOptions) -> Result<usize> {
+    let Some(first) = requests.first() else { return Ok(0) };
+    let limit = requests.iter().map(|r| r.slide.config.max_region_bytes).min().unwrap_or(u64::MAX);
+    batch_bytes(requests.len(), opts.size, 3, limit, &Location::file(first.slide.index.path()))
+}
+
+/// [`read_patches`] into the caller's buffer of exactly `n × height × width × 3` bytes.
+///
+/// # Errors
+/// As [`read_patches`]; [`Error::Usage`] when `out` has the wrong length.
+pub fn read_patches_into(requests: &[PatchRequest<'_>], opts: &ReadOptions, out: &mut [u8]) -> Result<()> {
+    let total = output_bytes(requests, opts)?;
+    if out.len() != total {
+        return Err(Error::Usage(format!("output buffer holds {} bytes, {} patches of {}x{} RGB need {total}", out.len(), requests.len(), opts.size.0, opts.size.1)));
+    }
+    if total == 0 {
+        return Ok(());
+    }
+    // The (slide, level) groups in order of first use, and the one plan of every patch.
+    let mut groups: Vec<Group<'_>> = Vec::new();
+    let mut group_of: HashMap<(u64, u32), usize> = HashMap::new();
+    let mut patch_group = Vec::with_capacity(requests.len());
+    let mut plan = BatchPlan::new();
+    for r in requests {
+        let key = (r.slide.id, r.level as u32);
+        let g = match group_of.get(&key) {
+            Some(&g) => g,
+            None => {
+                let (image, downsample, at) = locate::level(&r.slide.index, r.level)?;
+                groups.push(Group { slide: r.slide, level: r.level, image, downsample, at });
+                group_of.insert(key, groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        let grp = &groups[g];
+        plan.push(&LevelGeom { slide: key.0, level: key.1, image: grp.image, downsample: grp.downsample }, r.location, opts.size);
+        patch_group.push(g);
+    }
+    let batches: Vec<Batch<'_>> = groups.iter().map(|g| g.slide.level_batch(g.image, &g.at, g.level)).collect();
+    let budget = batches.iter().map(|b| b.working_bytes).min().unwrap_or(u64::MAX);
+    // Every tile: its group, coordinates, part, charge; refused before any read if too large.
+    struct Need {
+        group: usize,
+        coord: (u64, u64),
+        part: Option<PartRect>,
+        charge: u64,
+        offset: u64,
+    }
+    let mut needs = Vec::with_capacity(plan.tiles.len());
+    for t in &plan.tiles {
+        let g = group_of[&(t.key.slide, t.key.level)];
+        let (grp, b) = (&groups[g], &batches[g]);
+        let coord = (t.key.col, t.key.row);
+        let (charge, offset, part) = match locate_tile(grp.image, b.src.len(), coord.0, coord.1, b.at)? {
+            None => (0, 0, None),
+            Some(_) => {
+                let part = grp.slide.part_if_small(grp.image, coord, t.part);
+                let offset = grp.image.tile_locs(coord.0, coord.1).map(|l| l.offset).min().unwrap_or(0);
+                (tile_charge(grp.image, coord.0, coord.1, part, 1), offset, part)
+            }
+        };
+        if charge > budget {
+            return Err(Error::limits(
+                &b.at.clone().with_tile(coord.0, coord.1),
+                format!("decoding this tile would hold about {} MiB, more than one read's working set (SLIDESTREAM_READ_WORKING_BYTES = {} MiB)", charge >> 20, budget >> 20),
+            ));
+        }
+        needs.push(Need { group: g, coord, part, charge, offset });
+    }
+    // Waves in (group, file offset) order.
+    let mut order: Vec<usize> = (0..needs.len()).collect();
+    order.sort_unstable_by_key(|&i| (needs[i].group, needs[i].offset));
+    let mut waves: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut held = 0u64;
+    for i in order {
+        if held + needs[i].charge > budget && !waves.last().is_some_and(|w| w.is_empty()) {
+            waves.push(Vec::new());
+            held = 0;
+        }
+        held += needs[i].charge;
+        waves.last_mut().expect("one wave at least").push(i);
+    }
+    let pool = requests[0].slide.pool.as_deref();
+    let patch_bytes = total / requests.len();
+    let mut slots: Vec<Option<Arc<DecodedTile>>> = vec![None; plan.tiles.len()];
+    for (n, wave) in waves.iter().enumerate() {
+        if n > 0 {
+            crate::interrupt::check()?;
+        }
+        // This wave's tiles per group, fetched side by side.
+        let mut per_group: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
+        for &i in wave {
+            per_group[needs[i].group].push(i);
+        }
+        let fetch = |g: usize| -> Result<Vec<Option<Arc<DecodedTile>>>> {
+            let idx = &per_group[g];
+            let coords: Vec<(u64, u64)> = idx.iter().map(|&i| needs[i].coord).collect();
+            let parts: Vec<Option<PartRect>> = idx.iter().map(|&i| needs[i].part).collect();
+            fetch_tiles(&batches[g], &coords, Some(&parts))
+        };
+        let active: Vec<usize> = (0..groups.len()).filter(|&g| !per_group[g].is_empty()).collect();
+        let fetched: Vec<Result<Vec<Option<Arc<DecodedTile>>>>> = if pool_threads(pool) > 1 && active.len() > 1 {
+            in_pool(pool, || active.par_iter().map(|&g| fetch(g)).collect())
+        } else {
+            active.iter().map(|&g| fetch(g)).collect()
+        };
+        for (&g, r) in active.iter().zip(fetched) {
+            for (&i, t) in per_group[g].iter().zip(r?) {
+                slots[i] = t;
+            }
+        }
+        let fill = n == 0;
+        let place = |(k, dst): (usize, &mut [u8])| {
+            let img = groups[patch_group[k]].image;
+            let tile_size = (img.tile_width, img.tile_height);
+            if fill {
+                assemble_rgb(&plan, k, tile_size, &slots, opts.background, dst)
+            } else {
+                place_rgb(&plan, k, tile_size, &slots, opts.background, dst)
+            }
+        };
+        if pool_threads(pool) > 1 && requests.len() > 1 {
+            in_pool(pool, || out.par_chunks_mut(patch_bytes).enumerate().for_each(place));
+        } else {
+            out.chunks_mut(patch_bytes).enumerate().for_each(place);
+        }
+        for &i in wave {
+            slots[i] = None;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,65 @@
+"""``slidestream.read_patches``: one batch of patches drawn from many slides (issue 14)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ._slide import Slide
+from ._slidestream import _read_patches
+
+
+def read_patches(
+    slides: Sequence[Slide],
+    requests: Any,
+    size: Tuple[int, int],
+    *,
+    background: Any = None,
+    device: Any = None,
+) -> np.ndarray:
+    """Read one batch of patches across slides and levels: numpy uint8 array
+    (n, height, width, 3), RGB, patch ``k`` equal to
+    ``slides[i].read_regions([(x, y)], level, size, background=background)[0]`` for
+    ``requests[k] = (i, level, x, y)``.
+
+    slides: sequence of :class:`Slide`. requests: sequence of ``(slide_index, level, x, y)``
+    (``x, y`` in level-0 pixels of that slide) or an integer array of shape (n, 4). size:
+    ``(width, height)`` of every patch in pixels of its level. background: int or (r, g, b)
+    (white by default) outside the image and on missing tiles.
+
+    The tiles of all slides are planned, read and decoded as one batch (waves within the
+    working set, the slides' reads side by side on the decode threads), which keeps the decode
+    threads busy where a loop of per-slide ``read_regions`` calls waits for each slide's few
+    tiles in turn. The GIL is released during the read.
+
+    Raises TypeError for requests that are not integer rows of four, InvalidArgumentError for a
+    slide index or level that does not exist, LimitsExceededError when the output exceeds the
+    smallest ``max_region_bytes`` of the slides involved, and each slide's read errors.
+    ``device`` other than None or "cpu" raises NotImplementedError: device batches across slides
+    are not built yet (use ``Slide.read_regions(..., device=...)`` per slide)."""
+    if device not in (None, "cpu"):
+        raise NotImplementedError("read_patches: device batches across slides are not built yet; use Slide.read_regions(..., device=...) per slide")
+    slides = list(slides)
+    for i, s in enumerate(slides):
+        if not isinstance(s, Slide):
+            raise TypeError(f"slides[{i}] must be a slidestream.Slide, not {type(s).__name__}")
+    if isinstance(requests, (str, bytes, dict, set)):
+        raise TypeError("requests must be a sequence of (slide_index, level, x, y) or an integer array of shape (n, 4)")
+    arr = np.asarray(requests, dtype=object if not isinstance(requests, np.ndarray) else None)
+    if arr.size == 0:
+        arr = np.zeros((0, 4), dtype=np.int64)
+    if arr.ndim != 2 or arr.shape[1] != 4:
+        raise TypeError(f"requests must have shape (n, 4) (rows of slide_index, level, x, y), got shape {arr.shape}")
+    if arr.dtype == object:
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr.flat):
+            raise TypeError("requests must hold ints (slide_index, level, x, y)")
+        vals = [int(v) for v in arr.flat]
+        if any(not (-(2**63) <= v < 2**63) for v in vals):
+            raise TypeError("requests values must fit in int64")
+        arr = np.array(vals, dtype=np.int64).reshape(-1, 4)
+    elif arr.dtype.kind not in "iu":
+        raise TypeError(f"requests must be integers, got dtype {arr.dtype}")
+    elif arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
+        raise TypeError("requests values must fit in int64")
+    return _read_patches(slides, np.ascontiguousarray(arr, dtype=np.int64), size, background)
