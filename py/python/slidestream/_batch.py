@@ -145,9 +145,10 @@ def read_patch_batch(
     size: Tuple[int, int],
     background: Any,
 ) -> np.ndarray:
-    """Read patches (rows of ``locs``: slide_index, x, y in level-0 pixels) with one
-    :meth:`Slide.read_regions` call per distinct slide. Returns uint8 (n, height, width, 3) RGB
-    in the order of ``locs``."""
+    """Read patches (rows of ``locs``: slide_index, x, y in level-0 pixels) as one batch:
+    one :meth:`Slide.read_regions` call when they come from one slide, else one cross-slide
+    :func:`slidestream.read_patches` call (the tiles of all slides decoded together). Returns
+    uint8 (n, height, width, 3) RGB in the order of ``locs``."""
     n = locs.shape[0]
     w, h = size
     if n == 0:
@@ -157,11 +158,15 @@ def read_patch_batch(
     if np.all(idx == first):
         # One slide: read_regions output is already in order, no copy.
         return get_slide(first).read_regions(np.ascontiguousarray(locs[:, 1:]), level, (w, h), background=background)
-    out = np.empty((n, h, w, 3), np.uint8)
-    for k in np.unique(idx):
-        sel = np.flatnonzero(idx == k)
-        out[sel] = get_slide(int(k)).read_regions(np.ascontiguousarray(locs[sel, 1:]), level, (w, h), background=background)
-    return out
+    from ._patches import read_patches
+
+    used = [int(k) for k in np.unique(idx)]
+    slot = {k: j for j, k in enumerate(used)}
+    rows = np.empty((n, 4), dtype=np.int64)
+    rows[:, 0] = [slot[int(k)] for k in idx]
+    rows[:, 1] = level
+    rows[:, 2:] = locs[:, 1:]
+    return read_patches([get_slide(k) for k in used], rows, (w, h), background=background)
 
 
 def level0_origin(p: int, downsample: float) -> int:
