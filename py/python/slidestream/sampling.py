@@ -233,8 +233,8 @@ class GridSampler:
         d = float(slide.level_downsamples[level])
         cols = max(1, -(-(lw - size[0]) // stride[0]) + 1) if lw > size[0] else 1
         rows = max(1, -(-(lh - size[1]) // stride[1]) + 1) if lh > size[1] else 1
-        gx, gy = np.meshgrid(np.arange(cols, dtype=np.int64), np.arange(rows, dtype=np.int64))
-        gx, gy = gx.ravel(), gy.ravel()
+        mesh_x, mesh_y = np.meshgrid(np.arange(cols, dtype=np.int64), np.arange(rows, dtype=np.int64))
+        gx, gy = mesh_x.ravel(), mesh_y.ravel()
         # Level-0 corners of the level-pixel grid (the inverse of floor(x / downsample)).
         x0 = np.ceil(gx * stride[0] * d).astype(np.int64)
         y0 = np.ceil(gy * stride[1] * d).astype(np.int64)
