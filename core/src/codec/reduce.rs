@@ -73,20 +73,10 @@ pub fn decode_chunk_reduced(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Alpha, Photometric, TileStream};
+    use crate::index::Alpha;
 
     fn raw_rgba_codec() -> CodecInfo {
-        CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 4,
-            alpha: Alpha::Unassociated,
-            predictor: 1,
-            planar_separate: false,
-            stream: TileStream::Plain,
-            ycbcr_subsampling: (1, 1),
-        }
+        CodecInfo { samples_per_pixel: 4, alpha: Alpha::Unassociated, ..CodecInfo::uncompressed_rgb() }
     }
 
     #[test]

@@ -1,20 +1,9 @@
 //! Decode failures are classified by type ([`CodecError`]), not by message text.
 
 use super::*;
-use crate::index::TileStream;
 
 fn jpeg_codec() -> CodecInfo {
-    CodecInfo {
-        compression: Compression::Jpeg,
-        compression_tag: 7,
-        photometric: Photometric::YCbCr,
-        samples_per_pixel: 3,
-        alpha: Alpha::None,
-        predictor: 1,
-        planar_separate: false,
-        stream: TileStream::Plain,
-        ycbcr_subsampling: (2, 2),
-    }
+    CodecInfo { compression: Compression::Jpeg, compression_tag: 7, photometric: Photometric::YCbCr, ..CodecInfo::uncompressed_rgb() }
 }
 
 fn jpeg(w: usize, h: usize) -> Vec<u8> {

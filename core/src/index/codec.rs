@@ -121,3 +121,22 @@ pub enum TileStream {
         tables: Arc<[u8]>,
     },
 }
+
+#[cfg(test)]
+impl CodecInfo {
+    /// Test images: uncompressed chunky 8-bit RGB, no alpha, no predictor (TIFF defaults for
+    /// the fields that do not apply).
+    pub(crate) fn uncompressed_rgb() -> Self {
+        CodecInfo {
+            compression: Compression::None,
+            compression_tag: 1,
+            photometric: Photometric::Rgb,
+            samples_per_pixel: 3,
+            alpha: Alpha::None,
+            predictor: 1,
+            planar_separate: false,
+            stream: TileStream::Plain,
+            ycbcr_subsampling: (2, 2),
+        }
+    }
+}

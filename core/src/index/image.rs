@@ -129,20 +129,10 @@ pub struct Level {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{Alpha, Compression, Photometric, PositionedTile, TileStream};
+    use crate::index::PositionedTile;
 
     fn image(grid: Grid) -> ImageIndex {
-        let codec = CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 3,
-            alpha: Alpha::None,
-            predictor: 1,
-            planar_separate: false,
-            stream: TileStream::Plain,
-            ycbcr_subsampling: (2, 2),
-        };
+        let codec = CodecInfo::uncompressed_rgb();
         ImageIndex { width: 100, height: 50, tile_width: 40, tile_height: 40, tiled: true, codec: Arc::new(codec), grid }
     }
 

@@ -37,18 +37,8 @@ pub use partial::{cost_rank, decode_cost, partial_part};
 /// `planes` sample planes (1 chunky, 3 planar-separate), chunks in TIFF order.
 #[cfg(test)]
 pub(crate) fn test_image(width: u64, height: u64, tile_w: u32, tile_h: u32, planes: usize, chunks: Vec<crate::index::TileLoc>) -> crate::index::ImageIndex {
-    use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, TileStream};
-    let codec = CodecInfo {
-        compression: Compression::None,
-        compression_tag: 1,
-        photometric: Photometric::Rgb,
-        samples_per_pixel: 3,
-        alpha: Alpha::None,
-        predictor: 1,
-        planar_separate: planes > 1,
-        stream: TileStream::Plain,
-        ycbcr_subsampling: (1, 1),
-    };
+    use crate::index::{CodecInfo, Grid, ImageIndex};
+    let codec = CodecInfo { planar_separate: planes > 1, ..CodecInfo::uncompressed_rgb() };
     let (cols, rows) = (width.div_ceil(tile_w as u64), height.div_ceil(tile_h as u64));
     let grid = Grid::regular(cols, rows, planes, chunks).expect("chunk count matches the grid");
     ImageIndex { width, height, tile_width: tile_w, tile_height: tile_h, tiled: true, codec: std::sync::Arc::new(codec), grid }

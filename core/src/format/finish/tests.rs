@@ -4,21 +4,11 @@ use std::sync::Arc;
 
 use super::*;
 use crate::format::{Bounds, LayoutLevel, QuickhashInput};
-use crate::index::{Alpha, CodecInfo, Compression, Grid, Photometric, PositionedTile, SourceId, TileStream};
+use crate::index::{CodecInfo, Grid, PositionedTile, SourceId};
 use crate::io::MemSource;
 
 fn codec() -> Arc<CodecInfo> {
-    Arc::new(CodecInfo {
-        compression: Compression::None,
-        compression_tag: 1,
-        photometric: Photometric::Rgb,
-        samples_per_pixel: 3,
-        alpha: Alpha::None,
-        predictor: 1,
-        planar_separate: false,
-        stream: TileStream::Plain,
-        ycbcr_subsampling: (2, 2),
-    })
+    Arc::new(CodecInfo::uncompressed_rgb())
 }
 
 fn image(w: u64, h: u64, t: u32) -> ImageIndex {
