@@ -65,32 +65,48 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
 /// Tile location errors ([`locate_tile`]); [`Error::Limits`] naming the tile when one tile's
 /// [`tile_charge`] exceeds `budget`. Nothing has been read then.
 pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Vec<usize>>> {
-    let img = b.image;
-    let budget = b.working_bytes;
     let mut order: Vec<(u64, usize, u64)> = Vec::with_capacity(coords.len());
     for (i, &(col, row)) in coords.iter().enumerate() {
-        if locate_tile(img, b.src.len(), col, row, b.at)?.is_none() {
-            order.push((0, i, 0));
-            continue;
-        }
-        let charge = tile_charge(img, col, row, parts.and_then(|p| p[i]), b.reduce.map_or(1, |r| r.0));
-        if charge > budget {
-            let (vw, vh) = img.valid_tile_size(col, row);
-            return Err(Error::limits(
-                &b.at.clone().with_tile(col, row),
-                format!(
-                    "decoding this {vw}x{vh} tile ({:?}) would hold about {} MiB, more than one read's working set \
-                     (SLIDESTREAM_READ_WORKING_BYTES = {} MiB)",
-                    img.codec.compression,
-                    charge >> 20,
-                    budget >> 20
-                ),
-            ));
-        }
-        let first = img.tile_locs(col, row).map(|l| l.offset).min().unwrap_or(0);
-        order.push((first, i, charge));
+        let (offset, charge) = charge_tile(b, col, row, parts.and_then(|p| p[i]))?.unwrap_or((0, 0));
+        order.push((offset, i, charge));
     }
-    order.sort_unstable();
+    Ok(pack_waves(order, b.working_bytes))
+}
+
+/// The first byte offset and the [`tile_charge`] of tile (`col`, `row`) of `b`'s image, or
+/// `None` for a missing tile.
+///
+/// # Errors
+/// Tile location errors ([`locate_tile`]); [`Error::Limits`] naming the tile and the setting
+/// when the charge exceeds `b.working_bytes`.
+pub(crate) fn charge_tile(b: &Batch<'_>, col: u64, row: u64, part: Option<PartRect>) -> Result<Option<(u64, u64)>> {
+    let img = b.image;
+    if locate_tile(img, b.src.len(), col, row, b.at)?.is_none() {
+        return Ok(None);
+    }
+    let charge = tile_charge(img, col, row, part, b.reduce.map_or(1, |r| r.0));
+    if charge > b.working_bytes {
+        let (vw, vh) = img.valid_tile_size(col, row);
+        return Err(Error::limits(
+            &b.at.clone().with_tile(col, row),
+            format!(
+                "decoding this {vw}x{vh} tile ({:?}) would hold about {} MiB, more than one read's working set \
+                 (SLIDESTREAM_READ_WORKING_BYTES = {} MiB)",
+                img.codec.compression,
+                charge >> 20,
+                b.working_bytes >> 20
+            ),
+        ));
+    }
+    let first = img.tile_locs(col, row).map(|l| l.offset).min().unwrap_or(0);
+    Ok(Some((first, charge)))
+}
+
+/// Cut `(order key, index, charge)` items, taken in key order, into waves of at most `budget`
+/// charged bytes (a wave holds at least one item); at least one wave, empty when there are no
+/// items, so a caller's first-wave work (filling its output) always runs.
+pub(crate) fn pack_waves<K: Ord>(mut order: Vec<(K, usize, u64)>, budget: u64) -> Vec<Vec<usize>> {
+    order.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     let mut waves: Vec<Vec<usize>> = Vec::new();
     let mut current: Vec<usize> = Vec::new();
     let mut held = 0u64;
@@ -102,11 +118,10 @@ pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[O
         current.push(i);
         held += charge;
     }
-    // At least one wave, empty when no tile is needed: callers fill their output in the first.
     if !current.is_empty() || waves.is_empty() {
         waves.push(current);
     }
-    Ok(waves)
+    waves
 }
 
 /// Fetch the tiles `coords` (each listed once; `parts` as for [`fetch_tiles`]) wave by wave

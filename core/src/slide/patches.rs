@@ -17,8 +17,8 @@ use crate::index::ImageIndex;
 use crate::read::assemble::{assemble_rgb, place_rgb};
 use crate::read::batch_plan::{BatchPlan, LevelGeom};
 use crate::read::fetch::{fetch_tiles, Batch};
-use crate::read::waves::tile_charge;
-use crate::read::{batch_bytes, in_pool, locate, locate_tile, pool_threads};
+use crate::read::waves::{charge_tile, pack_waves};
+use crate::read::{batch_bytes, in_pool, locate, pool_threads};
 
 use super::{alloc_pixels, Slide};
 
@@ -112,50 +112,31 @@ pub fn read_patches_into(requests: &[PatchRequest<'_>], opts: &ReadOptions, out:
         plan.push(&LevelGeom { slide: key.0, level: key.1, image: grp.image, downsample: grp.downsample }, r.location, opts.size);
         patch_group.push(g);
     }
-    let batches: Vec<Batch<'_>> = groups.iter().map(|g| g.slide.level_batch(g.image, &g.at, g.level)).collect();
+    let mut batches: Vec<Batch<'_>> = groups.iter().map(|g| g.slide.level_batch(g.image, &g.at, g.level)).collect();
+    // One budget for the whole batch: the smallest of the slides involved.
     let budget = batches.iter().map(|b| b.working_bytes).min().unwrap_or(u64::MAX);
-    // Every tile: its group, coordinates, part, charge; refused before any read if too large.
+    for b in &mut batches {
+        b.working_bytes = budget;
+    }
+    // Every tile: its group, coordinates, part and charge (refused before any read if too
+    // large), then waves in (group, file offset) order.
     struct Need {
         group: usize,
         coord: (u64, u64),
         part: Option<PartRect>,
-        charge: u64,
-        offset: u64,
     }
     let mut needs = Vec::with_capacity(plan.tiles.len());
-    for t in &plan.tiles {
+    let mut order = Vec::with_capacity(plan.tiles.len());
+    for (i, t) in plan.tiles.iter().enumerate() {
         let g = group_of[&(t.key.slide, t.key.level)];
-        let (grp, b) = (&groups[g], &batches[g]);
+        let grp = &groups[g];
         let coord = (t.key.col, t.key.row);
-        let (charge, offset, part) = match locate_tile(grp.image, b.src.len(), coord.0, coord.1, b.at)? {
-            None => (0, 0, None),
-            Some(_) => {
-                let part = grp.slide.part_if_small(grp.image, coord, t.part);
-                let offset = grp.image.tile_locs(coord.0, coord.1).map(|l| l.offset).min().unwrap_or(0);
-                (tile_charge(grp.image, coord.0, coord.1, part, 1), offset, part)
-            }
-        };
-        if charge > budget {
-            return Err(Error::limits(
-                &b.at.clone().with_tile(coord.0, coord.1),
-                format!("decoding this tile would hold about {} MiB, more than one read's working set (SLIDESTREAM_READ_WORKING_BYTES = {} MiB)", charge >> 20, budget >> 20),
-            ));
-        }
-        needs.push(Need { group: g, coord, part, charge, offset });
+        let part = grp.slide.part_if_small(grp.image, coord, t.part);
+        let (offset, charge) = charge_tile(&batches[g], coord.0, coord.1, part)?.unwrap_or((0, 0));
+        needs.push(Need { group: g, coord, part });
+        order.push(((g, offset), i, charge));
     }
-    // Waves in (group, file offset) order.
-    let mut order: Vec<usize> = (0..needs.len()).collect();
-    order.sort_unstable_by_key(|&i| (needs[i].group, needs[i].offset));
-    let mut waves: Vec<Vec<usize>> = vec![Vec::new()];
-    let mut held = 0u64;
-    for i in order {
-        if held + needs[i].charge > budget && !waves.last().is_some_and(|w| w.is_empty()) {
-            waves.push(Vec::new());
-            held = 0;
-        }
-        held += needs[i].charge;
-        waves.last_mut().expect("one wave at least").push(i);
-    }
+    let waves = pack_waves(order, budget);
     let pool = requests[0].slide.pool.as_deref();
     let patch_bytes = total / requests.len();
     let mut slots: Vec<Option<Arc<DecodedTile>>> = vec![None; plan.tiles.len()];
