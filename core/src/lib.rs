@@ -86,4 +86,5 @@ pub use index::{
 };
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
+pub use gpu::read_patches_device;
 pub use slide::{alloc_pixels, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};

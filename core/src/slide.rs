@@ -1,7 +1,7 @@
 //! [`Slide`]: an open whole-slide image. Opening and metadata are in `slide/open.rs`.
 
 mod open;
-mod patches;
+pub(crate) mod patches;
 mod reduced;
 mod region;
 

@@ -495,3 +495,131 @@ fn small_patches_decode_partially_on_cpu_workers_and_stay_out_of_the_cache() {
         assert!(diff <= TOLERANCE, "{name}: whole tiles after partial decodes differ by {diff}");
     }
 }
+
+/// The slides of the cross-slide tests: every test slide that opens (JPEG of several scanners,
+/// LZW, deflate, JPEG 2000, planar...) plus generated YCbCr JPEG pyramids of two tile sizes and
+/// subsamplings, so one batch mixes images whose tiles differ in size and codec.
+fn cross_slide_set() -> (Vec<Slide>, Vec<common::tiffwriter::TempPath>) {
+    let (a, _) = ycbcr_jpeg_tiff(3000, 2200, 240, turbojpeg::Subsamp::Sub2x2, 21);
+    let (b, _) = ycbcr_jpeg_tiff(2100, 1700, 256, turbojpeg::Subsamp::Sub2x1, 22);
+    let mut paths = vec![a.path().to_path_buf(), b.path().to_path_buf()];
+    if let Some(dir) = testdata() {
+        paths.extend(slides_in(&dir));
+    }
+    let slides: Vec<Slide> = paths.iter().filter_map(|p| Slide::open(p).ok()).collect();
+    (slides, vec![a, b])
+}
+
+/// `n` seeded requests over every slide and level of `slides`: level-0 locations in and around
+/// each level (edges and outside included).
+fn cross_slide_requests(slides: &[Slide], n: usize, seed: u64) -> Vec<slidestream::PatchRequest<'_>> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|_| {
+            let slide = &slides[rng.range(0, slides.len() as i64) as usize];
+            let level = rng.range(0, slide.level_count() as i64) as usize;
+            let (w, h) = slide.level_dimensions()[level];
+            let ds = slide.level_downsamples()[level];
+            let (x, y) = (rng.range(-60, w as i64 + 20), rng.range(-60, h as i64 + 20));
+            slidestream::PatchRequest { slide, level, location: ((x as f64 * ds) as i64, (y as f64 * ds) as i64) }
+        })
+        .collect()
+}
+
+/// The CPU result of each patch of a cross-slide batch: the batch (`read_patches`) when it
+/// succeeds, else each patch alone (`read_regions_rgb_into`), `None` where that fails (a slide
+/// with corrupt tiles, `unreadable.svs`).
+fn cpu_patches(requests: &[slidestream::PatchRequest<'_>], opts: &slidestream::ReadOptions) -> Vec<Option<Vec<u8>>> {
+    let per = (opts.size.0 * opts.size.1 * 3) as usize;
+    match slidestream::read_patches(requests, opts) {
+        Ok(all) => all.chunks(per.max(1)).map(|c| Some(c.to_vec())).collect(),
+        Err(_) => requests
+            .iter()
+            .map(|r| {
+                let mut one = vec![0u8; per];
+                r.slide.read_regions_rgb_into(&[r.location], r.level, opts.size, opts.background, &mut one).ok().map(|()| one)
+            })
+            .collect(),
+    }
+}
+
+/// Max abs difference of a device batch against [`cpu_patches`]; a patch must fail on both
+/// paths or on neither.
+fn compare_batch(batch: &gpu::DeviceBatch, cpu: &[Option<Vec<u8>>], per: usize, what: &str) -> u8 {
+    let dev = batch.array.to_host().expect("download");
+    let mut worst = 0u8;
+    for (k, (err, c)) in batch.errors.iter().zip(cpu).enumerate() {
+        match (err, c) {
+            (None, Some(c)) => worst = worst.max(max_abs_diff(&dev[k * per..(k + 1) * per], c)),
+            (Some(_), None) => {}
+            (e, c) => panic!("{what}: patch {k}: device error {e:?}, CPU {}", if c.is_some() { "ok" } else { "failed" }),
+        }
+    }
+    worst
+}
+
+/// Issue 14: one device batch across many slides and levels equals the CPU batch
+/// (`read_patches`) patch for patch, for a small batch (GPU lanes only) and a large one (CPU
+/// decode workers join), and its patches equal per-slide `read_regions_device` calls.
+#[test]
+fn cross_slide_device_batches_equal_the_cpu_batch() {
+    if !gpu_present("cross_slide_device_batches_equal_the_cpu_batch") {
+        return;
+    }
+    let (slides, _keep) = cross_slide_set();
+    assert!(slides.len() >= 3, "only {} slides opened", slides.len());
+    for (n, size, seed) in [(40usize, (96u64, 80u64), 1u64), (1500, (128, 128), 2)] {
+        gpu::clear_device_cache(0);
+        let requests = cross_slide_requests(&slides, n, seed);
+        let opts = slidestream::ReadOptions { size, background: [250, 10, 120] };
+        let cpu = cpu_patches(&requests, &opts);
+        let batch = slidestream::read_patches_device(&requests, &opts, 0).expect("device batch");
+        assert_eq!(batch.array.shape(), &[n, size.1 as usize, size.0 as usize, 3]);
+        // Slides with a corrupt tile fail the same patches on both paths: compare the others.
+        let per = (size.0 * size.1 * 3) as usize;
+        let worst = compare_batch(&batch, &cpu, per, &format!("batch of {n}"));
+        let dev = batch.array.to_host().expect("download");
+        eprintln!("{n} patches over {} slides: device vs CPU batch max abs diff {worst}, {} failed patches", slides.len(), batch.errors.iter().filter(|e| e.is_some()).count());
+        assert!(worst <= TOLERANCE, "max abs diff {worst}");
+        // The same patches per slide and level, one read_regions_device call each.
+        for (k, r) in requests.iter().enumerate().step_by(7).filter(|(k, _)| batch.errors[*k].is_none()) {
+            let dopts = DeviceOptions { device: 0, channels: 3, background: opts.background };
+            let one = r.slide.read_regions_device(&[r.location], r.level, size, &dopts).expect("per-slide").into_result().expect("patch");
+            assert_eq!(one.to_host().expect("download"), dev[k * per..(k + 1) * per], "patch {k}");
+        }
+    }
+}
+
+/// Issue 14 (torchvision #9606: nvJPEG's hardware batch decoder reported not to wait for the
+/// caller's stream on H100-class GPUs): many consecutive device batches reuse the lanes'
+/// bitstream, scratch and output memory; every batch must equal the CPU path, and batches kept
+/// alive must not change while later batches decode (checksums taken at once and at the end).
+#[test]
+fn reused_device_buffers_never_corrupt_a_later_or_earlier_batch() {
+    if !gpu_present("reused_device_buffers_never_corrupt_a_later_or_earlier_batch") {
+        return;
+    }
+    let (slides, _keep) = cross_slide_set();
+    let opts = slidestream::ReadOptions { size: (256, 256), background: [255, 255, 255] };
+    let checksum = |b: &[u8]| b.iter().enumerate().fold(0u64, |h, (i, &v)| h.wrapping_mul(1_000_003).wrapping_add(v as u64 ^ i as u64));
+    let mut kept = Vec::new();
+    for round in 0..48u64 {
+        if round % 4 == 0 {
+            // Cold device cache: the batch decodes again through nvJPEG.
+            gpu::clear_device_cache(0);
+        }
+        let requests = cross_slide_requests(&slides, 256, 100 + round);
+        let cpu = cpu_patches(&requests, &opts);
+        let batch = slidestream::read_patches_device(&requests, &opts, 0).expect("device batch");
+        let d = compare_batch(&batch, &cpu, 256 * 256 * 3, &format!("round {round}"));
+        assert!(d <= TOLERANCE, "round {round}: max abs diff {d}");
+        let dev = batch.array.to_host().expect("download");
+        if round % 3 == 0 {
+            kept.push((round, checksum(&dev), batch.array));
+        }
+    }
+    for (round, sum, array) in &kept {
+        assert_eq!(checksum(&array.to_host().expect("download")), *sum, "batch of round {round} changed after later batches");
+    }
+    eprintln!("48 batches of 256 patches over {} slides equal the CPU path; {} kept batches unchanged", slides.len(), kept.len());
+}

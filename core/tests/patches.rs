@@ -77,3 +77,24 @@ fn cross_slide_batch_errors() {
         assert!(e.to_string().contains("unreadable.svs"), "{e}");
     }
 }
+
+/// The device form checks its arguments like the CPU form before it needs a GPU (Limits for an
+/// output over `max_region_bytes`, Usage for a missing level), and without a usable GPU (CI, or
+/// a build without `cuda`) it is a typed `Gpu` error, never a panic.
+#[test]
+fn the_device_form_checks_arguments_and_reports_a_missing_gpu() {
+    let Some(td) = testdata() else { return };
+    let slide = open(td.join("CMU-1-Small-Region.svs"), 192 << 20);
+    let big = ReadOptions { size: (40_000, 40_000), background: [255; 3] };
+    let reqs = vec![PatchRequest { slide: &slide, level: 0, location: (0, 0) }; 4];
+    assert!(matches!(slidestream::read_patches_device(&reqs, &big, 0), Err(slidestream::Error::Limits { .. })));
+    let opts = ReadOptions { size: (16, 16), background: [255; 3] };
+    let bad_level = [PatchRequest { slide: &slide, level: 9, location: (0, 0) }];
+    let r = slidestream::read_patches_device(&bad_level, &opts, 0);
+    assert!(matches!(r, Err(slidestream::Error::Usage(_))), "{r:?}");
+    let empty = slidestream::read_patches_device(&[], &opts, 0);
+    if !slidestream::gpu::available() {
+        assert!(matches!(slidestream::read_patches_device(&reqs, &opts, 0), Err(slidestream::Error::Gpu(_))));
+        assert!(matches!(empty, Err(slidestream::Error::Gpu(_))), "{empty:?}");
+    }
+}

@@ -45,7 +45,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
-    m.add_function(wrap_pyfunction!(patches::read_patches_cpu, m)?)?;
+    m.add_function(wrap_pyfunction!(patches::read_patches_py, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_get, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_set, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_table, m)?)?;

@@ -1,31 +1,37 @@
-//! `slidestream._read_patches`: one CPU batch of patches across slides and levels
-//! ([`slidestream::read_patches`]), called by `slidestream.read_patches` (`_patches.py`, which
-//! checks and normalises the requests to an int64 array (n, 4)).
+//! `slidestream._read_patches`: one batch of patches across slides and levels, on the CPU
+//! ([`slidestream::read_patches`]) or into device memory ([`slidestream::read_patches_device`]),
+//! called by `slidestream.read_patches` (`_patches.py`, which checks and normalises the
+//! requests to an int64 array (n, 4)).
 
 use std::sync::Arc;
 
 use numpy::{PyArray4, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use slidestream::{read_patches, PatchRequest, ReadOptions, Slide};
+use slidestream::{read_patches, read_patches_device, PatchRequest, ReadOptions, Slide};
 
 use crate::args;
+use crate::device_array::PyDeviceArray;
 use crate::errors::{invalid_argument, OrRaise};
+use crate::process;
 use crate::slide::PySlide;
 
 /// Read `requests` ((slide index, level, x, y) rows, int64 (n, 4)) of `slides` as one batch:
-/// uint8 (n, h, w, 3) RGB over `background`; the GIL is released during the read.
+/// uint8 (n, h, w, 3) RGB over `background`, a numpy array, or a `DeviceArray` on `device`
+/// (None / "cpu" / "cuda[:N]" / int); the GIL is released during the read.
 #[pyfunction]
-#[pyo3(name = "_read_patches", signature = (slides, requests, size, background=None))]
-pub(crate) fn read_patches_cpu<'py>(
+#[pyo3(name = "_read_patches", signature = (slides, requests, size, background=None, device=None))]
+pub(crate) fn read_patches_py<'py>(
     py: Python<'py>,
     slides: Vec<PyRef<'py, PySlide>>,
     requests: PyReadonlyArray2<'py, i64>,
     size: &Bound<'py, PyAny>,
     background: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyArray4<u8>>> {
+    device: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let size = args::size(size)?;
     let background = args::background_rgb(background)?;
+    let device = args::device(device)?;
     let rows = requests.as_array();
     if rows.ncols() != 4 {
         return Err(PyValueError::new_err(format!("requests must have shape (n, 4), got (n, {})", rows.ncols())));
@@ -43,6 +49,16 @@ pub(crate) fn read_patches_cpu<'py>(
         reqs.push((slide, level, (r[2], r[3])));
     }
     let n = reqs.len();
+    if let Some(dev) = device {
+        process::fork_check().or_raise(py)?;
+        let r = py.detach(move || {
+            let batch: Vec<PatchRequest<'_>> = reqs.iter().map(|&(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
+            read_patches_device(&batch, &ReadOptions { size, background }, dev)?.into_result()
+        });
+        process::note_device_use(dev, &r);
+        let a = r.or_raise(py)?;
+        return Ok(Bound::new(py, PyDeviceArray::new(a))?.into_any());
+    }
     let data = py
         .detach(move || {
             let batch: Vec<PatchRequest<'_>> = reqs.iter().map(|&(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
@@ -50,5 +66,5 @@ pub(crate) fn read_patches_cpu<'py>(
         })
         .or_raise(py)?;
     let arr = ndarray::Array4::from_shape_vec((n, size.1 as usize, size.0 as usize, 3), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(PyArray4::from_owned_array(py, arr))
+    Ok(PyArray4::from_owned_array(py, arr).into_any())
 }

@@ -716,3 +716,70 @@ def test_patch_source_device_argument():
     assert _PatchSource(CMU, [(0, 0)], 0, 16, device="cuda:1").device == 1
     with pytest.raises(ValueError):
         _PatchSource(CMU, [(0, 0)], 0, 16, device="tpu")
+
+
+def _cross_slide_rows(slides: List[Slide], n: int, seed: int, size: Tuple[int, int]) -> np.ndarray:
+    """``n`` seeded (slide index, level, x, y) rows over every slide and level (level-0 x, y;
+    edges and outside included)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        i = int(rng.integers(len(slides)))
+        s = slides[i]
+        level = int(rng.integers(s.level_count))
+        W, H = s.level_dimensions[level]
+        ds = s.level_downsamples[level]
+        x, y = int(rng.integers(-size[0], W + 20)), int(rng.integers(-size[1], H + 20))
+        rows.append((i, level, int(x * ds), int(y * ds)))
+    return np.asarray(rows, dtype=np.int64)
+
+
+@requires_gpu
+def test_device_read_patches_across_slides_equals_cpu():
+    """Issue 14: one device batch over every readable test slide and level equals the CPU
+    batch; a small batch (GPU lanes only) and a large one (CPU decode workers join)."""
+    slides = [Slide(p) for p in SLIDES]
+    tol = max(tolerance(p) for p in SLIDES)
+    try:
+        for n, size in ((24, (96, 80)), (1200, (128, 128))):
+            slidestream.gpu_clear_cache()
+            rows = _cross_slide_rows(slides, n, n, size)
+            ref = slidestream.read_patches(slides, rows, size, background=(250, 10, 120))
+            d = slidestream.read_patches(slides, rows, size, background=(250, 10, 120), device="cuda")
+            assert isinstance(d, DeviceArray) and d.shape == ref.shape == (n, size[1], size[0], 3)
+            diff = max_diff(d.cpu(), ref)
+            assert diff <= tol, f"{n} patches over {len(slides)} slides: max abs diff {diff} > {tol}"
+    finally:
+        for s in slides:
+            s.close()
+
+
+@requires_gpu
+def test_many_device_batches_never_corrupt_earlier_or_later_ones():
+    """Issue 14 (torchvision #9606: nvJPEG's hardware batch decoder reported not to wait for
+    the caller's stream on H100-class GPUs): 40 consecutive cross-slide batches reuse the
+    engine's bitstream, scratch and output memory; each equals the CPU path, and the batches
+    kept alive as torch tensors (zero-copy) keep their pixels while later batches decode."""
+    torch = pytest.importorskip("torch")
+    slides = [Slide(p) for p in SLIDES]
+    tol = max(tolerance(p) for p in SLIDES)
+    kept = []
+    try:
+        for k in range(40):
+            if k % 4 == 0:
+                slidestream.gpu_clear_cache()
+            rows = _cross_slide_rows(slides, 256, 1000 + k, (256, 256))
+            ref = slidestream.read_patches(slides, rows, (256, 256))
+            d = slidestream.read_patches(slides, rows, (256, 256), device="cuda")
+            t = torch.from_dlpack(d)
+            got = t.cpu().numpy()
+            assert max_diff(got, ref) <= tol, f"batch {k}"
+            if k % 3 == 0:
+                kept.append((k, got, t))
+            del d
+        torch.cuda.synchronize()
+        for k, got, t in kept:
+            np.testing.assert_array_equal(t.cpu().numpy(), got, err_msg=f"batch {k} changed after later batches")
+    finally:
+        for s in slides:
+            s.close()

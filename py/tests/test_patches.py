@@ -56,5 +56,14 @@ def test_cross_slide_batch_errors():
         slidestream.read_patches([slides[0], "boxes.tiff"], [(0, 0, 0, 0)], (8, 8))
     with pytest.raises(LimitsExceededError):
         slidestream.read_patches(slides, [(0, 0, 0, 0)] * 4, (40000, 40000))
-    with pytest.raises(NotImplementedError):
-        slidestream.read_patches(slides, [(0, 0, 0, 0)], (8, 8), device="cuda")
+    with pytest.raises(ValueError, match="invalid device"):
+        slidestream.read_patches(slides, [(0, 0, 0, 0)], (8, 8), device="gpu")
+    assert slidestream.read_patches(slides, [(0, 0, 0, 0)], (8, 8), device="cpu").shape == (1, 8, 8, 3)
+    if not slidestream.cuda_available():
+        with pytest.raises(slidestream.GpuUnavailableError):
+            slidestream.read_patches(slides, [(0, 0, 0, 0)], (8, 8), device="cuda")
+    # Argument errors come before any GPU work, with or without a GPU.
+    with pytest.raises(InvalidArgumentError, match="slide index 2"):
+        slidestream.read_patches(slides, [(2, 0, 0, 0)], (8, 8), device="cuda")
+    with pytest.raises(LimitsExceededError):
+        slidestream.read_patches(slides, [(0, 0, 0, 0)] * 4, (40000, 40000), device="cuda")

@@ -43,7 +43,7 @@ pub use array::{DeviceArray, DeviceBatch, DeviceOptions};
 pub use stats::{CompatMode, GpuReport, GpuStats};
 
 use crate::error::{Error, Result};
-use crate::slide::Slide;
+use crate::slide::{PatchRequest, ReadOptions, Slide};
 
 /// Counters of the GPU path on `device` (process-wide, all slides). Does not start CUDA: a
 /// device not used yet reports zeros.
@@ -87,6 +87,35 @@ pub fn available() -> bool {
 /// `cuInit` fails.
 pub fn probe() -> Result<GpuReport> {
     backend::probe()
+}
+
+/// Read one batch of patches from any number of slides and levels into device memory: the
+/// device form of [`read_patches`](crate::read_patches). RGB `u8`, shape (n, height, width, 3)
+/// on CUDA device `device`, patch `k` from `requests[k]` (location in **level-0** pixels of its
+/// slide, `opts.size` pixels of its level), composited over `opts.background`, pixels equal to
+/// what [`read_patches`](crate::read_patches) returns on the host.
+///
+/// One engine call for the whole batch: one plan over every patch, the tiles of every slide
+/// deduplicated, looked up in the device tile cache and decoded through one work queue (GPU
+/// lanes from the front, CPU decode workers from the back; each lane chunk read with one
+/// coalesced read plan per slide), then one assembly launch. [`Slide::read_regions_device`] is
+/// the one-slide case of it.
+///
+/// A tile that cannot be read or decoded fails only the patches that need it
+/// ([`DeviceBatch::errors`]; [`DeviceBatch::into_result`] turns the first into an error).
+///
+/// # Errors
+/// [`Error::Usage`] for a level that does not exist; [`Error::Limits`] when the output exceeds
+/// the smallest `max_region_bytes` of the slides involved; [`Error::Gpu`] when CUDA is
+/// unavailable, the crate was built without `cuda`, or the process was forked after CUDA was
+/// initialised.
+pub fn read_patches_device(requests: &[PatchRequest<'_>], opts: &ReadOptions, device: usize) -> Result<DeviceBatch> {
+    crate::slide::patches::output_bytes(requests, opts)?;
+    if let Some(r) = requests.iter().find(|r| r.level >= r.slide.level_count()) {
+        r.slide.level_image(r.level)?; // the Usage error naming the level
+    }
+    let dev = DeviceOptions { device, channels: 3, background: opts.background };
+    backend::read_batch(requests, opts.size, &dev)
 }
 
 impl Slide {

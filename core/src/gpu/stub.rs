@@ -4,7 +4,7 @@
 
 use super::{DeviceArray, DeviceBatch, DeviceOptions, GpuReport, GpuStats};
 use crate::error::{GpuError, Result};
-use crate::slide::Slide;
+use crate::slide::{PatchRequest, Slide};
 
 pub(super) fn probe() -> Result<GpuReport> {
     Err(GpuError::NotCompiled.into())
@@ -23,6 +23,10 @@ pub(super) fn reset_stats(_device: usize) {}
 pub(super) fn clear_cache(_device: usize) {}
 
 pub(super) fn read_regions(_slide: &Slide, _locations: &[(i64, i64)], _level: usize, _size: (u64, u64), _opts: &DeviceOptions) -> Result<DeviceBatch> {
+    Err(GpuError::NotCompiled.into())
+}
+
+pub(super) fn read_batch(_requests: &[PatchRequest<'_>], _size: (u64, u64), _opts: &DeviceOptions) -> Result<DeviceBatch> {
     Err(GpuError::NotCompiled.into())
 }
 

@@ -74,7 +74,7 @@ pub fn read_patches(requests: &[PatchRequest<'_>], opts: &ReadOptions) -> Result
 }
 
 /// The output size of a batch, checked against the smallest `max_region_bytes` involved.
-fn output_bytes(requests: &[PatchRequest<'_>], opts: &ReadOptions) -> Result<usize> {
+pub(crate) fn output_bytes(requests: &[PatchRequest<'_>], opts: &ReadOptions) -> Result<usize> {
     let Some(first) = requests.first() else { return Ok(0) };
     let limit = requests.iter().map(|r| r.slide.config.max_region_bytes).min().unwrap_or(u64::MAX);
     batch_bytes(requests.len(), opts.size, 3, limit, &Location::file(first.slide.index.path()))

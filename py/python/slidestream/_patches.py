@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
 
 from ._slide import Slide
-from ._slidestream import _read_patches
+from ._slidestream import DeviceArray, _read_patches
 
 
 def read_patches(
@@ -17,9 +17,9 @@ def read_patches(
     *,
     background: Any = None,
     device: Any = None,
-) -> np.ndarray:
-    """Read one batch of patches across slides and levels: numpy uint8 array
-    (n, height, width, 3), RGB, patch ``k`` equal to
+) -> Union[np.ndarray, DeviceArray]:
+    """Read one batch of patches across slides and levels: uint8 array (n, height, width, 3),
+    RGB, patch ``k`` equal to
     ``slides[i].read_regions([(x, y)], level, size, background=background)[0]`` for
     ``requests[k] = (i, level, x, y)``.
 
@@ -28,18 +28,22 @@ def read_patches(
     ``(width, height)`` of every patch in pixels of its level. background: int or (r, g, b)
     (white by default) outside the image and on missing tiles.
 
-    The tiles of all slides are planned, read and decoded as one batch (waves within the
-    working set, the slides' reads side by side on the decode threads), which keeps the decode
-    threads busy where a loop of per-slide ``read_regions`` calls waits for each slide's few
-    tiles in turn. The GIL is released during the read.
+    device: None or "cpu" → a numpy array; "cuda", "cuda:N", an int N or a ``torch.device`` →
+    a :class:`DeviceArray` in that GPU's memory (``__dlpack__`` / ``__cuda_array_interface__``;
+    complete when the call returns, so usable on any stream), pixels equal to the CPU result.
+
+    The tiles of all slides are planned, read and decoded as one batch: on the CPU in waves
+    within the working set, the slides' reads side by side on the decode threads; on a GPU as
+    one engine call (one work queue for the tiles of every slide shared by the nvJPEG lanes and
+    the CPU decode workers, one read plan per file per chunk, one assembly launch). Either way
+    the decoders stay busy where a loop of per-slide ``read_regions`` calls waits for each
+    slide's few tiles in turn. The GIL is released during the read.
 
     Raises TypeError for requests that are not integer rows of four, InvalidArgumentError for a
     slide index or level that does not exist, LimitsExceededError when the output exceeds the
-    smallest ``max_region_bytes`` of the slides involved, and each slide's read errors.
-    ``device`` other than None or "cpu" raises NotImplementedError: device batches across slides
-    are not built yet (use ``Slide.read_regions(..., device=...)`` per slide)."""
-    if device not in (None, "cpu"):
-        raise NotImplementedError("read_patches: device batches across slides are not built yet; use Slide.read_regions(..., device=...) per slide")
+    smallest ``max_region_bytes`` of the slides involved, each slide's read errors (on a GPU, the
+    first patch whose tile failed), ValueError for an invalid ``device`` and GpuError when CUDA
+    is unavailable or this build has no GPU support."""
     slides = list(slides)
     for i, s in enumerate(slides):
         if not isinstance(s, Slide):
@@ -62,4 +66,4 @@ def read_patches(
         raise TypeError(f"requests must be integers, got dtype {arr.dtype}")
     elif arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
         raise TypeError("requests values must fit in int64")
-    return _read_patches(slides, np.ascontiguousarray(arr, dtype=np.int64), size, background)
+    return _read_patches(slides, np.ascontiguousarray(arr, dtype=np.int64), size, background, device)

@@ -312,10 +312,15 @@ class Slide:
         """Close the slide; exceptions propagate (returns False)."""
 
 def _read_patches(
-    slides: Sequence[Slide], requests: npt.NDArray[np.int64], size: Tuple[int, int], background: Optional[Union[int, Tuple[int, int, int]]] = None
-) -> npt.NDArray[np.uint8]:
-    """CPU batch across slides (called by ``slidestream.read_patches``): requests int64
-    (n, 4) rows of (slide index, level, x, y) → uint8 (n, h, w, 3) RGB."""
+    slides: Sequence[Slide],
+    requests: npt.NDArray[np.int64],
+    size: Tuple[int, int],
+    background: Optional[Union[int, Tuple[int, int, int]]] = None,
+    device: Any = None,
+) -> Union[npt.NDArray[np.uint8], DeviceArray]:
+    """Batch across slides (called by ``slidestream.read_patches``): requests int64
+    (n, 4) rows of (slide index, level, x, y) → uint8 (n, h, w, 3) RGB, numpy on the CPU
+    (``device`` None or "cpu") or a DeviceArray on ``device``."""
 
 def core_version() -> str:
     """Version of the Rust core (also ``slidestream.__version__``)."""

@@ -3,20 +3,19 @@
 
 use std::ffi::c_int;
 
-use super::batch::Need;
+use super::batch::{Need, Src};
 use super::engine::Engine;
 use super::kernels::{arg, launch, PatchDesc, TileRef};
 use super::lanes::Lane;
 use super::memory::{as_bytes, StreamAlloc};
 use super::sys::{CUdeviceptr, Res};
 use crate::gpu::DeviceOptions;
-use crate::index::ImageIndex;
 
 impl Engine {
-    /// Write the patches (`patches`, their tile grids `grids` indexing `needs`) of `size` into
-    /// `out` on the lane's first stream, and wait for it.
+    /// Write the patches (`patches`, their tile grids `grids` indexing `needs`, whose images are
+    /// `srcs`) of `size` into `out` on the lane's first stream, and wait for it.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn assemble(&self, lane: &mut Lane, img: &ImageIndex, needs: &[Need], grids: &[c_int], patches: &[PatchDesc], size: (u64, u64), opts: &DeviceOptions, out: CUdeviceptr) -> Res<()> {
+    pub(crate) fn assemble(&self, lane: &mut Lane, srcs: &[Src<'_>], needs: &[Need], grids: &[c_int], patches: &[PatchDesc], size: (u64, u64), opts: &DeviceOptions, out: CUdeviceptr) -> Res<()> {
         let n = patches.len();
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
@@ -24,6 +23,7 @@ impl Engine {
         let refs: Vec<TileRef> = needs
             .iter()
             .map(|nd| {
+                let img = srcs[nd.src as usize].img;
                 let (x, y) = nd.tile.as_ref().map_or((0, 0), |t| (t.x as u64, t.y as u64));
                 TileRef {
                     ptr: nd.tile.as_ref().map_or(0, |t| t.ptr),
@@ -47,7 +47,7 @@ impl Engine {
         while p0 < n && result.is_ok() {
             let pn = (n - p0).min(65535);
             let (mut a_refs, mut a_grids, mut a_patches, mut a_p0) = (d_refs.ptr(), d_grids.ptr(), d_patches.ptr(), p0 as c_int);
-            let (mut a_tw, mut a_th, mut a_w, mut a_h, mut a_ch) = (img.tile_width as c_int, img.tile_height as c_int, w as c_int, h as c_int, ch as c_int);
+            let (mut a_w, mut a_h, mut a_ch) = (w as c_int, h as c_int, ch as c_int);
             let [mut r, mut g, mut b] = opts.background.map(|v| v as c_int);
             let mut a_out = out;
             let mut params = [
@@ -55,8 +55,6 @@ impl Engine {
                 arg(&mut a_grids),
                 arg(&mut a_patches),
                 arg(&mut a_p0),
-                arg(&mut a_tw),
-                arg(&mut a_th),
                 arg(&mut a_w),
                 arg(&mut a_h),
                 arg(&mut a_ch),

@@ -1,7 +1,9 @@
-//! One device read (`Slide::read_regions_device`): the tiles of all patches deduplicated,
-//! looked up in the device cache, the misses decoded (scheduler), then every patch assembled
-//! by one kernel into one device array.
+//! One device read (`Slide::read_regions_device`, `read_patches_device`): the patches of any
+//! slides and levels planned together, their tiles deduplicated and looked up in the device
+//! cache, the misses of every slide decoded through one work queue (scheduler), then every
+//! patch assembled by one kernel into one device array.
 
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -14,14 +16,24 @@ use super::queue::Miss;
 use super::sys::{cu, cuda};
 use super::trace;
 use crate::cache::TileKey;
-use crate::error::{Error, GpuError, Result};
-use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
+use crate::error::{Error, GpuError, Location, Result};
 use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
+use crate::index::ImageIndex;
 use crate::io::ByteSource;
-use crate::slide::Slide;
+use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
+use crate::slide::{PatchRequest, Slide};
 
-/// Read `locations` (same-sized patches of one level) into one device array on `opts.device`.
+/// Read `locations` (same-sized patches of one level) into one device array on `opts.device`:
+/// the one-slide case of [`read_batch`].
 pub(crate) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+    let requests: Vec<PatchRequest<'_>> = locations.iter().map(|&location| PatchRequest { slide, level, location }).collect();
+    read_batch(&requests, size, opts)
+}
+
+/// Read a batch of same-sized patches of any slides and levels into one device array
+/// (n, height, width, `opts.channels`) on `opts.device`: one engine call (one plan, one work
+/// queue for the tiles of every slide, one assembly launch).
+pub(crate) fn read_batch(requests: &[PatchRequest<'_>], size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
     let e = engine(opts.device)?;
     if let Some(err) = &e.io.error {
         return Err(GpuError::Unavailable(err.clone()).into());
@@ -29,11 +41,29 @@ pub(crate) fn read_regions(slide: &Slide, locations: &[(i64, i64)], level: usize
     e.make_current()?;
     // Given back to the pool when dropped, a panic included.
     let mut lane = e.take_lane()?;
-    e.read_regions(&mut lane, slide, locations, level, size, opts)
+    e.read_batch(&mut lane, requests, size, opts)
+}
+
+/// One (slide, level) of a call: the image its tiles come from.
+pub(crate) struct Src<'a> {
+    pub(crate) slide: &'a Slide,
+    pub(crate) level: usize,
+    pub(crate) img: &'a ImageIndex,
+    pub(crate) downsample: f64,
+    pub(crate) at: Location,
+}
+
+impl Src<'_> {
+    /// The tile cache key of tile (col, row).
+    pub(crate) fn key(&self, col: u64, row: u64) -> TileKey {
+        TileKey { slide: self.slide.id(), level: self.level as u32, col, row }
+    }
 }
 
 /// One unique tile of a batch.
 pub(crate) struct Need {
+    /// Index into the call's sources.
+    pub(crate) src: u32,
     pub(crate) col: u64,
     pub(crate) row: u64,
     /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
@@ -44,11 +74,30 @@ pub(crate) struct Need {
 }
 
 impl Engine {
-    fn read_regions(&self, lane: &mut Lane, slide: &Slide, locations: &[(i64, i64)], level: usize, size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
+    fn read_batch(&self, lane: &mut Lane, requests: &[PatchRequest<'_>], size: (u64, u64), opts: &DeviceOptions) -> Result<DeviceBatch> {
         let t_entry = std::time::Instant::now();
         let cuda = cuda()?;
-        let (img, ds, at) = slide.level_image(level)?;
-        let n = locations.len();
+        // The (slide, level) sources in order of first use, and one plan of every patch.
+        let mut srcs: Vec<Src<'_>> = Vec::new();
+        let mut src_of: HashMap<(u64, u32), u32> = HashMap::new();
+        let mut plan = BatchPlan::new();
+        let mut patch_src: Vec<u32> = Vec::with_capacity(requests.len());
+        for r in requests {
+            let key = (r.slide.id(), r.level as u32);
+            let si = match src_of.get(&key) {
+                Some(&si) => si,
+                None => {
+                    let (img, downsample, at) = r.slide.level_image(r.level)?;
+                    srcs.push(Src { slide: r.slide, level: r.level, img, downsample, at });
+                    src_of.insert(key, srcs.len() as u32 - 1);
+                    srcs.len() as u32 - 1
+                }
+            };
+            let s = &srcs[si as usize];
+            plan.push(&LevelGeom { slide: key.0, level: key.1, image: s.img, downsample: s.downsample }, r.location, size);
+            patch_src.push(si);
+        }
+        let n = requests.len();
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
         let bytes = n * w * h * ch;
@@ -69,21 +118,24 @@ impl Engine {
         // the engine's free stream (declared after `array`, so dropped before it).
         let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
         // Tiles of every patch, deduplicated (the read layer's batch plan).
-        let geom = LevelGeom { slide: slide.id(), level: level as u32, image: img, downsample: ds };
-        let plan = BatchPlan::build(&geom, locations, size);
-        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { src: src_of[&(t.key.slide, t.key.level)], col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
         let patches: Vec<PatchDesc> = plan
             .patches
             .iter()
-            .map(|pg| PatchDesc { rx: pg.rect.x, ry: pg.rect.y, col0: pg.col0 as i64, row0: pg.row0 as i64, gcols: pg.cols as c_int, grows: pg.rows as c_int, grid: pg.cells.start as c_int, pad: 0 })
+            .zip(&patch_src)
+            .map(|(pg, &si)| {
+                let img = srcs[si as usize].img;
+                PatchDesc { rx: pg.rect.x, ry: pg.rect.y, col0: pg.col0 as i64, row0: pg.row0 as i64, gcols: pg.cols as c_int, grows: pg.rows as c_int, grid: pg.cells.start as c_int, tile_w: img.tile_width as c_int, tile_h: img.tile_height as c_int, pad: 0 }
+            })
             .collect();
         let grids: Vec<c_int> = plan.grid.iter().map(|&k| k as c_int).collect();
         // Cache lookups, then decode the misses.
         let mut misses: Vec<Miss> = Vec::new();
         for (k, need) in needs.iter_mut().enumerate() {
+            let s = &srcs[need.src as usize];
             // Tile location from the read layer: missing = background; over-large: Limits;
             // past the end of the file: Format.
-            let l = match locate_tile(img, slide.source().len(), need.col, need.row, &at) {
+            let l = match locate_tile(s.img, s.slide.source().len(), need.col, need.row, &s.at) {
                 Ok(Some(l)) => l,
                 Ok(None) => continue,
                 Err(e) => {
@@ -91,20 +143,19 @@ impl Engine {
                     continue;
                 }
             };
-            let key = TileKey { slide: slide.id(), level: level as u32, col: need.col, row: need.row };
-            if let Some(t) = self.cache.tiles.get(&key) {
+            if let Some(t) = self.cache.tiles.get(&s.key(need.col, need.row)) {
                 need.tile = Some(t);
                 continue;
             }
-            let part = slide.part_if_small(img, (need.col, need.row), need.part);
+            let part = s.slide.part_if_small(s.img, (need.col, need.row), need.part);
             // The CPU decode cost model of the read layer (8 = a whole tile).
-            let rank = cost_rank(decode_cost(part, img.valid_tile_size(need.col, need.row)));
-            misses.push(Miss { need: k, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
+            let rank = cost_rank(decode_cost(part, s.img.valid_tile_size(need.col, need.row)));
+            misses.push(Miss { need: k, src: need.src, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
         }
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();
         if !misses.is_empty() {
-            self.decode_misses(lane, slide, img, &at, level, &mut needs, misses)?;
+            self.decode_misses(lane, &srcs, &mut needs, misses)?;
         }
         let t_asm = std::time::Instant::now();
         // Per-patch errors.
@@ -114,7 +165,7 @@ impl Engine {
                 errors[p] = Some(err.clone());
             }
         }
-        self.assemble(lane, img, &needs, &grids, &patches, size, opts, out)?;
+        self.assemble(lane, &srcs, &needs, &grids, &patches, size, opts, out)?;
         sync_on_error.armed = false;
         drop(needs); // tiles not cached are freed now that the kernels are done
         self.cache.bound_held_bytes(0);
@@ -126,9 +177,9 @@ impl Engine {
     }
 
     /// Give a decoded tile to its need, and to the cache unless it is partial.
-    pub(crate) fn finish(&self, slide: &Slide, level: usize, needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
+    pub(crate) fn finish(&self, srcs: &[Src<'_>], needs: &mut [Need], m: Miss, t: Arc<DevTile>) {
         let nd = &mut needs[m.need];
-        self.cache_tile(TileKey { slide: slide.id(), level: level as u32, col: nd.col, row: nd.row }, &t);
+        self.cache_tile(srcs[m.src as usize].key(nd.col, nd.row), &t);
         nd.tile = Some(t);
     }
 }

@@ -12,10 +12,10 @@ use super::memory::{DeviceBuffer, DevTile, PinnedBuffer};
 use super::pool::{Pool, Pooled, Wait};
 use super::queue::{Miss, WorkQueue};
 use super::sys::Res;
+use super::batch::Src;
+use super::io::cufile::CuFileHandle;
 use super::trace;
-use crate::error::{Location, Result};
-use crate::index::ImageIndex;
-use crate::slide::Slide;
+use crate::error::Result;
 use std::sync::Arc;
 
 /// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
@@ -103,11 +103,11 @@ impl Engine {
         self.lanes.pool.take(self.lanes.workers, Wait::No, || self.new_lane())
     }
 
-    /// Decode JPEG tiles on the GPU: chunks of up to `chunk_tiles` tiles from the front of `q`,
-    /// alternating between the lane's two slots.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn gpu_decode(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>, chunk_tiles: usize, share: usize) -> Result<Vec<(Miss, GpuResult)>> {
-        let cufile = self.io.cufile_handle(slide, &self.counters);
+    /// Decode JPEG tiles on the GPU: chunks of up to `chunk_tiles` tiles (of any of the call's
+    /// sources `srcs`) from the front of `q`, alternating between the lane's two slots. A chunk
+    /// is read by cuFile when every slide it touches has a cuFile handle, else by POSIX.
+    pub(crate) fn gpu_decode(&self, lane: &mut Lane, srcs: &[Src<'_>], q: &WorkQueue<'_>, chunk_tiles: usize, share: usize) -> Result<Vec<(Miss, GpuResult)>> {
+        let handles: Vec<Option<Arc<CuFileHandle>>> = srcs.iter().map(|s| self.io.cufile_handle(s.slide, &self.counters)).collect();
         let mut out = Vec::new();
         let mut pending: [Vec<(Miss, Arc<DevTile>)>; 2] = [Vec::new(), Vec::new()];
         let mut failure = None;
@@ -126,9 +126,10 @@ impl Engine {
                 break;
             }
             out.extend(pending[si].drain(..).map(|(m, t)| (m, Ok(t))));
-            let r = match &cufile {
-                Some(fh) => self.chunk_cufile(slot, fh, slide, img, at, chunk),
-                None => self.chunk_posix(slot, slide, img, at, chunk),
+            let r = if chunk.iter().all(|m| handles[m.src as usize].is_some()) {
+                self.chunk_cufile(slot, &handles, srcs, chunk)
+            } else {
+                self.chunk_posix(slot, srcs, chunk)
             };
             match r {
                 Ok((done, settled)) => {

@@ -30,7 +30,7 @@ mod warmup;
 
 use std::ffi::c_int;
 
-pub(super) use batch::read_regions;
+pub(super) use batch::{read_batch, read_regions};
 pub(super) use memory::{download, free_array};
 
 use super::{GpuReport, GpuStats};

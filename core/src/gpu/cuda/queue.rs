@@ -11,6 +11,8 @@ use crate::codec::PartRect;
 pub(crate) struct Miss {
     /// Index into the batch's `needs`.
     pub(crate) need: usize,
+    /// Index into the call's sources (its (slide, level) pairs, [`Src`](super::batch::Src)).
+    pub(crate) src: u32,
     pub(crate) col: u64,
     pub(crate) row: u64,
     pub(crate) offset: u64,
@@ -72,7 +74,7 @@ mod tests {
     use crate::gpu::cuda::scheduler::CHUNK_TILES;
 
     fn misses(n: usize) -> Vec<Miss> {
-        (0..n).map(|i| Miss { need: i, col: i as u64, row: 0, offset: 100 * i as u64, len: 10, part: None, rank: 8 }).collect()
+        (0..n).map(|i| Miss { need: i, src: 0, col: i as u64, row: 0, offset: 100 * i as u64, len: 10, part: None, rank: 8 }).collect()
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::batch::Need;
+use super::batch::{Need, Src};
 use super::decode::bitstream::MAX_GPU_TILE_EDGE;
 use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
 use super::decode::GpuResult;
@@ -17,9 +17,8 @@ use super::pool::Pooled;
 use super::queue::{Miss, WorkQueue};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
-use crate::error::{GpuError, Location, Result};
-use crate::index::{Compression, ImageIndex};
-use crate::slide::Slide;
+use crate::error::{GpuError, Result};
+use crate::index::Compression;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 pub(crate) const CHUNK_TILES: usize = 256;
@@ -50,32 +49,34 @@ impl Engine {
         Ok(taken)
     }
 
-    /// Decode `misses` into device tiles (`needs[m.need].tile`), or record their errors.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn decode_misses(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, level: usize, needs: &mut [Need], mut misses: Vec<Miss>) -> Result<()> {
-        let c = &img.codec;
-        let gpu_level = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+    /// Decode `misses` (tiles of any of the call's sources `srcs`) into device tiles
+    /// (`needs[m.need].tile`), or record their errors.
+    pub(crate) fn decode_misses(&self, lane: &mut Lane, srcs: &[Src<'_>], needs: &mut [Need], mut misses: Vec<Miss>) -> Result<()> {
         self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
         // Cost order only matters when CPU workers will take the back of the queue; otherwise
-        // offset order keeps the lanes' reads coalesced.
+        // (source, offset) order keeps the lanes' reads coalesced.
         if self.cpu.split_by_cost && misses.len() >= MIN_CPU_SHARE_TILES && self.cpu.workers > 0 {
-            misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.offset));
+            misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.src, m.offset));
         } else {
-            misses.sort_by_key(|m| m.offset);
+            misses.sort_by_key(|m| (m.src, m.offset));
         }
-        // JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding from the
-        // other end of the same queue); the rest to the CPU decoders.
-        let (gpu, cpu) = if gpu_level {
-            (misses, Vec::new())
-        } else {
-            if c.compression == Compression::Jpeg {
-                self.note_cpu(format!("{at}: JPEG with {} samples (planar {}) goes to the CPU decoder", c.samples_per_pixel, c.planar_separate));
-            }
-            (Vec::new(), misses)
-        };
+        // Tiles of JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding
+        // from the other end of the same queue); the rest to the CPU decoders.
+        let gpu_src: Vec<bool> = srcs
+            .iter()
+            .map(|s| {
+                let (img, c) = (s.img, &s.img.codec);
+                let ok = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+                if !ok && c.compression == Compression::Jpeg {
+                    self.note_cpu(format!("{}: JPEG with {} samples (planar {}) goes to the CPU decoder", s.at, c.samples_per_pixel, c.planar_separate));
+                }
+                ok
+            })
+            .collect();
+        let (gpu, cpu): (Vec<Miss>, Vec<Miss>) = misses.into_iter().partition(|m| gpu_src[m.src as usize]);
         let ctx = self.ctx.raw();
-        let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, slide, img, at, &gpu) };
-        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(slide, img, at, &cpu)) };
+        let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
+        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(srcs, &cpu)) };
         // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
         // run on this thread).
         let _ = unsafe { cuda()?.cuCtxSetCurrent(ctx) };
@@ -84,14 +85,14 @@ impl Engine {
         let mut retry = Vec::new();
         for (m, r) in gpu_done {
             match r {
-                Ok(t) => self.finish(slide, level, needs, m, t),
+                Ok(t) => self.finish(srcs, needs, m, t),
                 Err(None) => retry.push(m),
                 Err(Some(err)) => needs[m.need].err = Some(err),
             }
         }
         let mut cpu_done = cpu_done;
         if !retry.is_empty() {
-            cpu_done.extend(self.cpu_decode(slide, img, at, &retry));
+            cpu_done.extend(self.cpu_decode(srcs, &retry));
         }
         // Upload CPU-decoded tiles.
         let stream = lane.slots[0].stream.raw();
@@ -111,7 +112,7 @@ impl Engine {
             lane.slots[0].stream.sync()?;
             self.counters.cpu.fetch_add(uploaded.len() as u64, Relaxed);
             for (m, t) in uploaded {
-                self.finish(slide, level, needs, m, t);
+                self.finish(srcs, needs, m, t);
             }
         }
         Ok(())
@@ -125,7 +126,7 @@ impl Engine {
     /// `CPU_RUN_BYTES` of pixels) from the back, until the two ends meet, so each kind
     /// decodes as much as its speed allows (the issue's "CPU decoder threads take a share of a
     /// batch").
-    pub(crate) fn gpu_decode_parallel(&self, lane: &mut Lane, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
+    pub(crate) fn gpu_decode_parallel(&self, lane: &mut Lane, srcs: &[Src<'_>], misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
         let n = misses.len();
         let want = n.div_ceil(CHUNK_TILES).clamp(1, self.lanes.workers);
         let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu.workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
@@ -151,7 +152,7 @@ impl Engine {
                     let q = &q;
                     s.spawn(move || {
                         self.make_current()?;
-                        let r = self.gpu_decode(l, slide, img, at, q, chunk, 2 * lanes_n);
+                        let r = self.gpu_decode(l, srcs, q, chunk, 2 * lanes_n);
                         done_at(t_start, "lane");
                         r
                     })
@@ -162,13 +163,13 @@ impl Engine {
                 .map(|cs| {
                     let q = &q;
                     s.spawn(move || {
-                        let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, slide, img, at, q));
+                        let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, srcs, q));
                         done_at(t_start, "cpu");
                         r
                     })
                 })
                 .collect();
-            let mut out = vec![self.gpu_decode(lane, slide, img, at, &q, chunk, 2 * lanes_n)];
+            let mut out = vec![self.gpu_decode(lane, srcs, &q, chunk, 2 * lanes_n)];
             done_at(t_start, "lane");
             let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()));
             out.extend(lanes.into_iter().map(joined));

@@ -4,21 +4,23 @@
 //! kernels over the staging buffer, with a copy to the host path when no device-bitstream
 //! backend works).
 
+use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 use super::nvjpeg::{geo_of, sub_of, Geo};
 use super::ChunkOut;
-use crate::error::{Error, Location};
+use crate::error::Error;
+use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::io::cufile::CuFileHandle;
 use crate::gpu::cuda::kernels::{arg, launch, SpliceDesc};
 use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
 use crate::gpu::cuda::queue::Miss;
-use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, Res};
+use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, CUdeviceptr, Res};
 use crate::gpu::cuda::trace;
-use crate::index::{ImageIndex, Photometric};
-use crate::slide::Slide;
+use crate::index::Photometric;
 
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
 pub(crate) const MAX_GPU_TILE_EDGE: u32 = 16384;
@@ -26,16 +28,15 @@ pub(crate) const MAX_GPU_TILE_EDGE: u32 = 16384;
 impl Engine {
     /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
     /// host-bitstream nvJPEG.
-    pub(crate) fn chunk_posix(&self, slot: &mut Slot, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
-        let read = self.read_chunk_posix(slot, slide, at, chunk)?;
+    pub(crate) fn chunk_posix(&self, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
+        let read = self.read_chunk_posix(slot, srcs, chunk)?;
         let t_prep = std::time::Instant::now();
         let (total, place, mut settled) = (read.total, read.place, read.failed);
         let buf = slot.pinned.as_mut_slice(total);
         // Splice tables, check geometry with nvJPEG's own parser.
         let nvj = nvjpeg()?;
-        let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
-        let tables_len = img.codec.jpeg_tables().map_or(0, <[u8]>::len);
-        let bound: usize = place.iter().flatten().map(|&(_, len)| len + tables_len + 32).sum();
+        let tables_len = |m: &Miss| srcs[m.src as usize].img.codec.jpeg_tables().map_or(0, <[u8]>::len);
+        let bound: usize = chunk.iter().zip(&place).filter_map(|(m, p)| p.map(|(_, len)| len + tables_len(m) + 32)).sum();
         slot.arena.ensure(bound)?;
         let arena = slot.arena.as_mut_slice(bound);
         let mut cursor = 0usize;
@@ -43,6 +44,8 @@ impl Engine {
         let mut tmp = Vec::new();
         for (i, m) in chunk.iter().enumerate() {
             let Some((off, len)) = place[i] else { continue };
+            let Src { img, at, .. } = &srcs[m.src as usize];
+            let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
             let tile_at = || at.clone().with_tile(m.col, m.row);
             if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables(), &buf[off..off + len], color, &mut tmp) {
                 settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
@@ -77,43 +80,56 @@ impl Engine {
         let streams: Vec<(*const u8, usize)> = items.iter().map(|&(_, off, len, _)| (arena[off..].as_ptr(), len)).collect();
         self.counters.trace.since(trace::SPLICE, t_prep);
         let todo: Vec<(Miss, Geo)> = items.iter().map(|&(m, _, _, g)| (m, g)).collect();
-        let (done, more) = self.decode_convert(slot, false, img, &streams, &todo)?;
+        let (done, more) = self.decode_convert(slot, false, srcs, &streams, &todo)?;
         settled.extend(more);
         Ok((done, settled))
     }
 
     /// cuFile: coalesced `cuFileRead`s into the slot's device staging buffer, tables spliced and
     /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
-    pub(crate) fn chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, img: &ImageIndex, at: &Location, chunk: &[Miss]) -> Res<ChunkOut> {
+    pub(crate) fn chunk_cufile(&self, slot: &mut Slot, handles: &[Option<Arc<CuFileHandle>>], srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
         let cuda = cuda()?;
-        let placed = self.read_chunk_cufile(slot, fh, slide, chunk)?;
+        let placed = self.read_chunk_cufile(slot, handles, srcs, chunk)?;
         let mut settled = Vec::new();
-        // Tables prefix: SOI + the JPEGTables body (tile streams follow after their own SOI).
-        let prefix: Vec<u8> = match img.codec.jpeg_tables() {
-            Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
-                let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
-                body.to_vec()
-            }
-            Some(t) if !t.is_empty() => {
-                self.note_cpu(format!("{at}: JPEGTables does not start with SOI"));
-                return Ok((Vec::new(), chunk.iter().map(|&m| (m, Err(None))).collect()));
-            }
-            _ => vec![0xFF, 0xD8],
-        };
-        let mut descs = Vec::new();
-        let mut accepted = Vec::new();
-        let mut spliced_total = 0usize;
+        // Tables prefix of each source: SOI + the JPEGTables body (tile streams follow after
+        // their own SOI); `None` sends the source's tiles to the CPU.
+        let prefixes: Vec<Option<Vec<u8>>> = srcs
+            .iter()
+            .map(|s| match s.img.codec.jpeg_tables() {
+                Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
+                    let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
+                    Some(body.to_vec())
+                }
+                Some(t) if !t.is_empty() => {
+                    self.note_cpu(format!("{}: JPEGTables does not start with SOI", s.at));
+                    None
+                }
+                _ => Some(vec![0xFF, 0xD8]),
+            })
+            .collect();
+        // Splice descriptors grouped by source (one `splice` launch per tables prefix).
+        let mut by_src: BTreeMap<u32, Vec<(Miss, CUdeviceptr, u64)>> = BTreeMap::new();
         for (id, res, len) in placed {
             let m = chunk[id];
+            let at = &srcs[m.src as usize].at;
             match res {
                 Err(msg) => settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::other(msg)))))),
-                Ok(_) if len < 4 => settled.push((m, Err(None))),
-                Ok(src) => {
-                    let dst_len = prefix.len() + len as usize - 2;
-                    descs.push(SpliceDesc { src, dst: spliced_total as u64, len: len as c_int, pad: 0 });
-                    accepted.push((m, spliced_total, dst_len));
-                    spliced_total += dst_len;
-                }
+                Ok(_) if len < 4 || prefixes[m.src as usize].is_none() => settled.push((m, Err(None))),
+                Ok(src) => by_src.entry(m.src).or_default().push((m, src, len)),
+            }
+        }
+        let mut descs = Vec::new();
+        let mut groups = Vec::new();
+        let mut accepted = Vec::new();
+        let mut spliced_total = 0usize;
+        for (si, tiles) in &by_src {
+            let prefix = prefixes[*si as usize].as_deref().unwrap_or_default();
+            groups.push((*si, descs.len(), tiles.len()));
+            for &(m, src, len) in tiles {
+                let dst_len = prefix.len() + len as usize - 2;
+                descs.push(SpliceDesc { src, dst: spliced_total as u64, len: len as c_int, pad: 0 });
+                accepted.push((m, spliced_total, dst_len));
+                spliced_total += dst_len;
             }
         }
         if accepted.is_empty() {
@@ -125,23 +141,30 @@ impl Engine {
         }
         let stream = slot.stream.raw();
         let d_descs = StreamAlloc::upload(as_bytes(&descs), stream)?;
-        let d_prefix = StreamAlloc::upload(&prefix, stream)?;
         let n = descs.len();
         let info_dev = StreamAlloc::new(n * 8 * 4, stream)?;
-        let (mut a_d, mut a_p, mut a_pl, mut a_n, mut a_i) = (d_descs.ptr(), d_prefix.ptr(), prefix.len() as c_int, n as c_int, info_dev.ptr());
-        launch(self.kernels.splice, (n as u32, 1, 1), (256, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)], "cuLaunchKernel(splice)")?;
+        let mut d_prefixes = Vec::with_capacity(groups.len());
+        for &(si, first, count) in &groups {
+            let prefix = prefixes[si as usize].as_deref().unwrap_or_default();
+            let d_prefix = StreamAlloc::upload(prefix, stream)?;
+            let (mut a_d, mut a_p, mut a_pl) = (d_descs.ptr() + (first * size_of::<SpliceDesc>()) as u64, d_prefix.ptr(), prefix.len() as c_int);
+            launch(self.kernels.splice, (count as u32, 1, 1), (256, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)], "cuLaunchKernel(splice)")?;
+            d_prefixes.push(d_prefix);
+        }
+        let (mut a_d, mut a_n, mut a_i) = (d_descs.ptr(), n as c_int, info_dev.ptr());
         launch(self.kernels.sof_scan, ((n as u32).div_ceil(64), 1, 1), (64, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)], "cuLaunchKernel(sof_scan)")?;
         let mut info = vec![0 as c_int; n * 8];
         // SAFETY: n*8 ints on both sides; synchronised below before `info` is read.
         cu(unsafe { cuda.cuMemcpyDtoHAsync(info.as_mut_ptr() as *mut c_void, info_dev.ptr(), n * 32, stream) }, "cuMemcpyDtoHAsync")?;
         // Freed stream-ordered after their last use.
-        drop((d_descs, d_prefix, info_dev));
+        drop((d_descs, d_prefixes, info_dev));
         slot.stream.sync()?;
         let mut todo = Vec::new();
         let mut streams = Vec::new();
         for (k, &(m, off, len)) in accepted.iter().enumerate() {
             let o = &info[k * 8..k * 8 + 8];
-            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let at = &srcs[m.src as usize].at;
+            let (vw, vh) = srcs[m.src as usize].img.valid_tile_size(m.col, m.row);
             let (hgt, wid, nc) = (o[1], o[2], o[3]);
             let hv0 = o[4];
             let sub = (hv0 >> 4, hv0 & 15);
@@ -165,7 +188,7 @@ impl Engine {
             }
         }
         if self.nvjpeg.device.is_some() {
-            match self.decode_convert(slot, true, img, &streams, &todo) {
+            match self.decode_convert(slot, true, srcs, &streams, &todo) {
                 Ok((done, more)) => {
                     settled.extend(more);
                     return Ok((done, settled));
@@ -187,7 +210,7 @@ impl Engine {
                 (unsafe { slot.pinned.ptr().add(off) } as *const u8, len)
             })
             .collect();
-        let (done, more) = self.decode_convert(slot, false, img, &host, &todo)?;
+        let (done, more) = self.decode_convert(slot, false, srcs, &host, &todo)?;
         settled.extend(more);
         Ok((done, settled))
     }

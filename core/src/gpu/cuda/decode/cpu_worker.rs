@@ -9,8 +9,10 @@ use std::sync::Arc;
 use super::GpuResult;
 use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile};
 use crate::error::{Error, Location, Result};
+use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::context::Stream;
 use crate::gpu::cuda::engine::Engine;
+use crate::gpu::cuda::io::posix::plans_by_source;
 use crate::gpu::cuda::memory::{DevBlock, DevTile, PinnedBuffer};
 use crate::gpu::cuda::pool::{Pool, Pooled, Wait};
 use crate::gpu::cuda::queue::{Miss, WorkQueue};
@@ -87,11 +89,12 @@ impl Engine {
     /// [`Slide::read_region`]; only the tile's needed part when `Miss::part` is set) and
     /// uploads the run in one copy into one device block, while it decodes the next run into
     /// its other buffer.
-    pub(crate) fn cpu_worker(&self, cs: &mut CpuSlot, slide: &Slide, img: &ImageIndex, at: &Location, q: &WorkQueue<'_>) -> Result<Vec<(Miss, GpuResult)>> {
+    pub(crate) fn cpu_worker(&self, cs: &mut CpuSlot, srcs: &[Src<'_>], q: &WorkQueue<'_>) -> Result<Vec<(Miss, GpuResult)>> {
         let cuda = cuda()?;
         self.make_current()?;
-        // Room for one decoded tile (a whole one is the most `decode_jpeg_into` writes).
-        let tile_room = (img.tile_width as usize * img.tile_height as usize * 4).next_multiple_of(256);
+        // Room for one decoded tile of the largest tile size of the call's sources (a whole one
+        // is the most `decode_jpeg_into` writes).
+        let tile_room = srcs.iter().map(|s| (s.img.tile_width as usize * s.img.tile_height as usize * 4).next_multiple_of(256)).max().unwrap_or(256);
         let run_tiles = (CPU_RUN_BYTES / tile_room).clamp(1, CPU_RUN_TILES);
         let mut out = Vec::new();
         let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
@@ -106,21 +109,27 @@ impl Engine {
                 if run.is_empty() {
                     return Ok(());
                 }
-                // Read: the run's tiles into `raw`, one request per coalesced span.
-                let wants: Vec<Want> = run.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
-                let plan = plan_reads(&wants, &slide.config().plan);
-                raw.resize(plan.read_bytes() as usize, 0);
-                // The read layer's plan-to-bytes loop, on this worker's thread.
-                let results = plan.read_into_serial(slide.source(), &mut raw);
+                // Read: the run's tiles into `raw`, one plan per slide, one request per coalesced
+                // span.
+                let plans = plans_by_source(srcs, run);
+                raw.resize(plans.iter().map(|(_, p)| p.read_bytes() as usize).sum(), 0);
                 let mut src: Vec<std::result::Result<std::ops::Range<usize>, Error>> = (0..run.len()).map(|_| Err(Error::Usage(String::new()))).collect();
-                for sp in plan.spans() {
-                    src[sp.id] = match &results[sp.request] {
-                        Ok(()) => Ok(sp.start..sp.start + sp.len),
-                        Err(e) => Err(Error::io_shared(&at.clone().with_tile(run[sp.id].col, run[sp.id].row), e)),
-                    };
+                let mut base = 0usize;
+                for (si, plan) in &plans {
+                    let s = &srcs[*si as usize];
+                    let part = &mut raw[base..base + plan.read_bytes() as usize];
+                    // The read layer's plan-to-bytes loop, on this worker's thread.
+                    let results = plan.read_into_serial(s.slide.source(), part);
+                    for sp in plan.spans() {
+                        src[sp.id] = match &results[sp.request] {
+                            Ok(()) => Ok(base + sp.start..base + sp.start + sp.len),
+                            Err(e) => Err(Error::io_shared(&s.at.clone().with_tile(run[sp.id].col, run[sp.id].row), e)),
+                        };
+                    }
+                    base += plan.read_bytes() as usize;
+                    self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+                    self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
                 }
-                self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
-                self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
                 // Decode into the pinned buffer of copy k; copy k - 2 (the previous one from this
                 // buffer) finished at the synchronisation before copy k - 1 was issued. `k`
                 // advances only when a copy is issued: a run whose every tile failed issues none,
@@ -138,6 +147,7 @@ impl Engine {
                             continue;
                         }
                     };
+                    let Src { img, at, .. } = &srcs[m.src as usize];
                     let (vw, vh) = img.valid_tile_size(m.col, m.row);
                     let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
                     match decode_jpeg_into(&img.codec, &raw[range], g, m.part, at, &mut host[used..used + tile_room]) {
@@ -182,9 +192,24 @@ impl Engine {
         Ok(out)
     }
 
-    /// Read and decode `misses` on the CPU in the slide's pool, one result per tile (the
-    /// read layer's plan-to-bytes loop, `ReadPlan::read_into`, then `decode_chunk`).
-    pub(crate) fn cpu_decode(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+    /// Read and decode `misses` (tiles of any of the call's sources `srcs`) on the CPU, each
+    /// slide's in its pool, one result per tile.
+    pub(crate) fn cpu_decode(&self, srcs: &[Src<'_>], misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
+        let mut by_src: std::collections::BTreeMap<u32, Vec<Miss>> = Default::default();
+        for m in misses {
+            by_src.entry(m.src).or_default().push(*m);
+        }
+        let mut out = Vec::with_capacity(misses.len());
+        for (si, ms) in by_src {
+            let s = &srcs[si as usize];
+            out.extend(self.cpu_decode_one(s.slide, s.img, &s.at, &ms));
+        }
+        out
+    }
+
+    /// [`cpu_decode`](Self::cpu_decode) of one source: the read layer's plan-to-bytes loop
+    /// (`ReadPlan::read_into`), then `decode_chunk`, in the slide's pool.
+    fn cpu_decode_one(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
         use rayon::prelude::*;
         let planes = img.planes();
         // Every plane of every tile (planar-separate images have one chunk per sample).

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::super::context::pid;
+use super::super::batch::Src;
 use super::super::engine::Engine;
 use super::super::kernels::{arg, launch, ConvDesc};
 use super::super::lanes::Slot;
@@ -16,7 +17,7 @@ use super::super::sys::*;
 use super::super::trace;
 use super::ChunkOut;
 use crate::error::GpuError;
-use crate::index::{ImageIndex, Photometric};
+use crate::index::Photometric;
 
 /// An nvJPEG library handle (`nvjpegCreateEx`) of one backend, destroyed when dropped.
 pub(crate) struct Handle {
@@ -193,10 +194,11 @@ pub(crate) fn plane_bytes(g: &Geo, c: usize) -> usize {
 }
 
 impl Engine {
-    /// Batched nvJPEG decode of `streams` (host or device bitstreams) into the slot's planar
-    /// scratch, then the convert kernel into fresh device tiles. A failed batch hands all its
+    /// Batched nvJPEG decode of `streams` (host or device bitstreams; tiles of any of the call's
+    /// sources `srcs`) into the slot's planar scratch, then the convert kernel into fresh device
+    /// tiles. A failed batch hands all its
     /// tiles back to the CPU (`Err(None)`); nothing here fails a single tile.
-    pub(crate) fn decode_convert(&self, slot: &mut Slot, device: bool, img: &ImageIndex, streams: &[(*const u8, usize)], todo: &[(Miss, Geo)]) -> Res<ChunkOut> {
+    pub(crate) fn decode_convert(&self, slot: &mut Slot, device: bool, srcs: &[Src<'_>], streams: &[(*const u8, usize)], todo: &[(Miss, Geo)]) -> Res<ChunkOut> {
         let n = todo.len();
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
@@ -233,6 +235,7 @@ impl Engine {
                 o += plane_bytes(g, c);
             }
             images.push(img_);
+            let img = srcs[m.src as usize].img;
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
             descs.push(ConvDesc {
                 planes,

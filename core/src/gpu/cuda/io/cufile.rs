@@ -10,14 +10,16 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::context::pid;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::io::compat::IoPath;
+use crate::gpu::cuda::io::posix::plans_by_source;
 use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::stats::Counters;
 use crate::gpu::cuda::sys::{cuda, CUcontext, CUdeviceptr, CUfileDescr, CuFile, Res, CU_FILE_HANDLE_TYPE_OPAQUE_FD};
-use crate::io::plan::{plan_reads, Request, Want};
+
 use crate::io::ByteSource;
 use crate::slide::Slide;
 
@@ -131,35 +133,46 @@ impl CuFiles {
 pub(crate) type Placed = Vec<(usize, std::result::Result<CUdeviceptr, String>, u64)>;
 
 impl Engine {
-    /// Coalesced `cuFileRead`s of `chunk` into the slot's registered device staging buffer.
-    pub(crate) fn read_chunk_cufile(&self, slot: &mut Slot, fh: &CuFileHandle, slide: &Slide, chunk: &[Miss]) -> Res<Placed> {
+    /// Coalesced `cuFileRead`s of `chunk` (tiles of any of the call's sources `srcs`, each with
+    /// its slide's handle in `handles`) into the slot's registered device staging buffer: one
+    /// read plan per source, the plans' bytes back to back.
+    pub(crate) fn read_chunk_cufile(&self, slot: &mut Slot, handles: &[Option<Arc<CuFileHandle>>], srcs: &[Src<'_>], chunk: &[Miss]) -> Res<Placed> {
         use rayon::prelude::*;
         let cuda = cuda()?;
         let cf = self.io.files.cufile.ok_or_else(|| crate::error::GpuError::Unavailable("cuFile not loaded".into()))?;
-        let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
-        let plan = plan_reads(&wants, &slide.config().plan);
-        let total = plan.read_bytes() as usize;
+        let plans = plans_by_source(srcs, chunk);
+        let total: usize = plans.iter().map(|(_, p)| p.read_bytes() as usize).sum();
         slot.staging.ensure(total, Some(cf))?;
-        // Requests back to back in the staging buffer (the read layer's layout, `ReadPlan::spans`).
-        let bases = plan.request_starts();
-        let (staging, ctx, handle) = (slot.staging.ptr(), self.ctx.raw() as usize, fh.handle as usize);
-        let read = |(r, &b): (&Request, &usize)| -> std::result::Result<(), String> {
-            // SAFETY: this thread uses the engine's context; cuFileRead writes r.len bytes at
-            // staging + b, inside the staging allocation (sized to the plan's total above).
+        // Every request of every plan: (handle, request, position in the staging buffer); the
+        // requests of a plan back to back (the read layer's layout, `ReadPlan::spans`).
+        let mut reqs: Vec<(usize, u64, u64, usize)> = Vec::new();
+        let mut base = 0usize;
+        for (si, plan) in &plans {
+            let fh = handles[*si as usize].as_ref().ok_or_else(|| crate::error::GpuError::Call("cuFile chunk with a slide that has no cuFile handle".into()))?;
+            for (r, b) in plan.requests.iter().zip(plan.request_starts()) {
+                reqs.push((fh.handle as usize, r.offset, r.len, base + b));
+            }
+            base += plan.read_bytes() as usize;
+        }
+        let (staging, ctx) = (slot.staging.ptr(), self.ctx.raw() as usize);
+        let read = |&(handle, offset, len, b): &(usize, u64, u64, usize)| -> std::result::Result<(), String> {
+            // SAFETY: this thread uses the engine's context; cuFileRead writes len bytes at
+            // staging + b, inside the staging allocation (sized to the plans' total above).
             let n = unsafe {
                 cuda.cuCtxSetCurrent(ctx as CUcontext);
-                cf.cuFileRead(handle as *mut c_void, staging as *mut c_void, r.len as usize, r.offset as i64, b as i64)
+                cf.cuFileRead(handle as *mut c_void, staging as *mut c_void, len as usize, offset as i64, b as i64)
             };
-            if n == r.len as isize {
+            if n == len as isize {
                 Ok(())
             } else {
-                Err(format!("cuFileRead of {} bytes at offset {} returned {n}", r.len, r.offset))
+                Err(format!("cuFileRead of {len} bytes at offset {offset} returned {n}"))
             }
         };
-        let results: Vec<std::result::Result<(), String>> = if plan.requests.len() > 1 && crate::read::pool_threads(slide.pool()) > 1 {
-            crate::read::in_pool(slide.pool(), || plan.requests.par_iter().zip(bases.par_iter()).map(read).collect())
+        let pool = srcs[0].slide.pool();
+        let results: Vec<std::result::Result<(), String>> = if reqs.len() > 1 && crate::read::pool_threads(pool) > 1 {
+            crate::read::in_pool(pool, || reqs.par_iter().map(read).collect())
         } else {
-            plan.requests.iter().zip(bases.iter()).map(read).collect()
+            reqs.iter().map(read).collect()
         };
         self.make_current()?;
         let c = &self.counters;
@@ -167,9 +180,18 @@ impl Engine {
             IoPath::CuFileGds => (&c.gds_bytes, &c.gds_requests),
             _ => (&c.compat_bytes, &c.compat_requests),
         };
-        bytes_c.fetch_add(plan.read_bytes(), Relaxed);
-        req_c.fetch_add(plan.requests.len() as u64, Relaxed);
-        Ok(plan.spans().map(|sp| (sp.id, results[sp.request].clone().map(|()| staging + sp.start as u64), sp.len as u64)).collect())
+        bytes_c.fetch_add(total as u64, Relaxed);
+        req_c.fetch_add(reqs.len() as u64, Relaxed);
+        let mut placed = Vec::with_capacity(chunk.len());
+        let (mut first, mut base) = (0usize, 0usize);
+        for (_, plan) in &plans {
+            for sp in plan.spans() {
+                placed.push((sp.id, results[first + sp.request].clone().map(|()| staging + (base + sp.start) as u64), sp.len as u64));
+            }
+            first += plan.requests.len();
+            base += plan.read_bytes() as usize;
+        }
+        Ok(placed)
     }
 }
 

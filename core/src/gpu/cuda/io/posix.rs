@@ -1,20 +1,21 @@
-//! POSIX reads of one chunk: the read planner's coalesced requests `pread` into the slot's
-//! pinned host buffer by the read layer's one plan-to-bytes loop ([`ReadPlan::read_into`],
-//! in the slide's pool when there are several).
+//! POSIX reads of one chunk: per slide of the chunk, the read planner's coalesced requests
+//! `pread` into the slot's pinned host buffer by the read layer's one plan-to-bytes loop
+//! ([`ReadPlan::read_into`], in the slide's pool when there are several).
 //!
 //! [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::error::{Error, Location};
+use crate::error::Error;
+use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::decode::GpuResult;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::sys::Res;
 use crate::gpu::cuda::trace;
-use crate::io::plan::{plan_reads, Want};
-use crate::slide::Slide;
+use crate::io::plan::{plan_reads, ReadPlan, Want};
 
 /// A chunk read into a slot's pinned buffer: bytes used, where each tile lies (`(offset, len)`
 /// in the buffer, `None` when its read failed) and the tiles whose read failed.
@@ -25,28 +26,45 @@ pub(crate) struct PinnedChunk {
 }
 
 impl Engine {
-    /// Read `chunk` with coalesced `pread`s into `slot.pinned`.
-    pub(crate) fn read_chunk_posix(&self, slot: &mut Slot, slide: &Slide, at: &Location, chunk: &[Miss]) -> Res<PinnedChunk> {
+    /// Read `chunk` (tiles of any of the call's sources `srcs`) with coalesced `pread`s into
+    /// `slot.pinned`: one read plan per source, the plans' bytes back to back.
+    pub(crate) fn read_chunk_posix(&self, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<PinnedChunk> {
         let mut failed = Vec::new();
-        let wants: Vec<Want> = chunk.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
-        let plan = plan_reads(&wants, &slide.config().plan);
-        let total = plan.read_bytes() as usize;
+        let plans = plans_by_source(srcs, chunk);
+        let total: usize = plans.iter().map(|(_, p)| p.read_bytes() as usize).sum();
         slot.pinned.ensure(total)?;
-        let buf = slot.pinned.as_mut_slice(total);
-        let results = self.counters.trace.time(trace::READ, || plan.read_into(slide.source(), buf, slide.pool()));
-        self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
-        self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-        // Where each tile lies in the pinned buffer.
+        let mut rest = slot.pinned.as_mut_slice(total);
         let mut place: Vec<Option<(usize, usize)>> = vec![None; chunk.len()];
-        for sp in plan.spans() {
-            match &results[sp.request] {
-                Ok(()) => place[sp.id] = Some((sp.start, sp.len)),
-                Err(e) => {
-                    let m = chunk[sp.id];
-                    failed.push((m, Err(Some(Error::io_shared(&at.clone().with_tile(m.col, m.row), e)))));
+        let mut base = 0usize;
+        for (si, plan) in &plans {
+            let s = &srcs[*si as usize];
+            let (buf, tail) = rest.split_at_mut(plan.read_bytes() as usize);
+            rest = tail;
+            let results = self.counters.trace.time(trace::READ, || plan.read_into(s.slide.source(), buf, s.slide.pool()));
+            self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+            self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+            // Where each tile lies in the pinned buffer.
+            for sp in plan.spans() {
+                match &results[sp.request] {
+                    Ok(()) => place[sp.id] = Some((base + sp.start, sp.len)),
+                    Err(e) => {
+                        let m = chunk[sp.id];
+                        failed.push((m, Err(Some(Error::io_shared(&s.at.clone().with_tile(m.col, m.row), e)))));
+                    }
                 }
             }
+            base += plan.read_bytes() as usize;
         }
         Ok(PinnedChunk { total, place, failed })
     }
+}
+
+/// One read plan per source of `chunk`'s tiles (ids: indices into `chunk`), by the source's
+/// coalescing settings, in source order.
+pub(crate) fn plans_by_source(srcs: &[Src<'_>], chunk: &[Miss]) -> Vec<(u32, ReadPlan)> {
+    let mut by_src: BTreeMap<u32, Vec<Want>> = BTreeMap::new();
+    for (i, m) in chunk.iter().enumerate() {
+        by_src.entry(m.src).or_default().push(Want { id: i, offset: m.offset, len: m.len });
+    }
+    by_src.into_iter().map(|(si, wants)| (si, plan_reads(&wants, &srcs[si as usize].slide.config().plan))).collect()
 }

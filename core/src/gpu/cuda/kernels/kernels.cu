@@ -44,6 +44,8 @@ struct PatchDesc {
     int gcols;
     int grows;
     int grid;  // offset of the patch's grid in the grid array (tile indices, -1 = none)
+    int tile_w; // tile size of the patch's image (one call mixes images of several slides)
+    int tile_h;
     int pad;
 };
 
@@ -59,13 +61,13 @@ struct SpliceDesc {
 // expression: NVRTC from 13.4 on (earlier NVRTC lacks it) and host compilers (g++, clang, nvcc).
 static_assert(sizeof(ConvDesc) == 96, "ConvDesc layout differs from kernels/mod.rs");
 static_assert(sizeof(TileRef) == 40, "TileRef layout differs from kernels/mod.rs");
-static_assert(sizeof(PatchDesc) == 48, "PatchDesc layout differs from kernels/mod.rs");
+static_assert(sizeof(PatchDesc) == 56, "PatchDesc layout differs from kernels/mod.rs");
 static_assert(sizeof(SpliceDesc) == 24, "SpliceDesc layout differs from kernels/mod.rs");
 #if !defined(__CUDACC_RTC__) || __CUDACC_VER_MAJOR__ > 13 || (__CUDACC_VER_MAJOR__ == 13 && __CUDACC_VER_MINOR__ >= 4)
 #define OFF(T, f) __builtin_offsetof(T, f)
 static_assert(__builtin_offsetof(ConvDesc, planes) == 0 && OFF(ConvDesc, pitch) == 24 && OFF(ConvDesc, pw) == 36 && OFF(ConvDesc, ph) == 48 && OFF(ConvDesc, sub_h) == 60 && OFF(ConvDesc, sub_v) == 64 && OFF(ConvDesc, kind) == 68 && OFF(ConvDesc, w) == 72 && OFF(ConvDesc, h) == 76 && OFF(ConvDesc, pad) == 80 && OFF(ConvDesc, out) == 88, "ConvDesc field offsets");
 static_assert(__builtin_offsetof(TileRef, ptr) == 0 && OFF(TileRef, x0) == 8 && OFF(TileRef, y0) == 16 && OFF(TileRef, w) == 24 && OFF(TileRef, h) == 28 && OFF(TileRef, pitch) == 32 && OFF(TileRef, pad) == 36, "TileRef field offsets");
-static_assert(__builtin_offsetof(PatchDesc, rx) == 0 && OFF(PatchDesc, ry) == 8 && OFF(PatchDesc, col0) == 16 && OFF(PatchDesc, row0) == 24 && OFF(PatchDesc, gcols) == 32 && OFF(PatchDesc, grows) == 36 && OFF(PatchDesc, grid) == 40 && OFF(PatchDesc, pad) == 44, "PatchDesc field offsets");
+static_assert(__builtin_offsetof(PatchDesc, rx) == 0 && OFF(PatchDesc, ry) == 8 && OFF(PatchDesc, col0) == 16 && OFF(PatchDesc, row0) == 24 && OFF(PatchDesc, gcols) == 32 && OFF(PatchDesc, grows) == 36 && OFF(PatchDesc, grid) == 40 && OFF(PatchDesc, tile_w) == 44 && OFF(PatchDesc, tile_h) == 48 && OFF(PatchDesc, pad) == 52, "PatchDesc field offsets");
 static_assert(__builtin_offsetof(SpliceDesc, src) == 0 && OFF(SpliceDesc, dst) == 8 && OFF(SpliceDesc, len) == 16 && OFF(SpliceDesc, pad) == 20, "SpliceDesc field offsets");
 #undef OFF
 #endif
@@ -127,7 +129,7 @@ extern "C" __global__ void convert(const ConvDesc* descs) {
 }
 
 extern "C" __global__ void assemble(const TileRef* tiles, const int* grids, const PatchDesc* patches, int patch0,
-                                    int tile_w, int tile_h, int out_w, int out_h, int channels,
+                                    int out_w, int out_h, int channels,
                                     int bg_r, int bg_g, int bg_b, u8* out) {
     int x = blockIdx.x * blockDim.x + threadIdx.x;
     int y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -137,7 +139,7 @@ extern "C" __global__ void assemble(const TileRef* tiles, const int* grids, cons
     i64 lx = pd.rx + x, ly = pd.ry + y;
     int r = 0, g = 0, b = 0, a = 0;
     if (lx >= 0 && ly >= 0) {
-        i64 gc = lx / tile_w - pd.col0, gr = ly / tile_h - pd.row0;
+        i64 gc = lx / pd.tile_w - pd.col0, gr = ly / pd.tile_h - pd.row0;
         if (gc >= 0 && gr >= 0 && gc < pd.gcols && gr < pd.grows) {
             int idx = grids[pd.grid + gr * pd.gcols + gc];
             if (idx >= 0) {

@@ -56,6 +56,9 @@ pub(crate) struct PatchDesc {
     pub gcols: c_int,
     pub grows: c_int,
     pub grid: c_int,
+    /// Tile size of the patch's image (patches of one call may come from different images).
+    pub tile_w: c_int,
+    pub tile_h: c_int,
     pub pad: c_int,
 }
 
@@ -95,7 +98,7 @@ const _: () = assert!(
         && offset_of!(TileRef, pad) == 36
 );
 const _: () = assert!(
-    size_of::<PatchDesc>() == 48
+    size_of::<PatchDesc>() == 56
         && offset_of!(PatchDesc, rx) == 0
         && offset_of!(PatchDesc, ry) == 8
         && offset_of!(PatchDesc, col0) == 16
@@ -103,7 +106,9 @@ const _: () = assert!(
         && offset_of!(PatchDesc, gcols) == 32
         && offset_of!(PatchDesc, grows) == 36
         && offset_of!(PatchDesc, grid) == 40
-        && offset_of!(PatchDesc, pad) == 44
+        && offset_of!(PatchDesc, tile_w) == 44
+        && offset_of!(PatchDesc, tile_h) == 48
+        && offset_of!(PatchDesc, pad) == 52
 );
 const _: () = assert!(
     size_of::<SpliceDesc>() == 24 && offset_of!(SpliceDesc, src) == 0 && offset_of!(SpliceDesc, dst) == 8 && offset_of!(SpliceDesc, len) == 16 && offset_of!(SpliceDesc, pad) == 20
