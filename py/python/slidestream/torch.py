@@ -188,6 +188,7 @@ class _TorchPatches(_PatchSource):
         torch = _torch()
         n = locs.shape[0]
         w, h = self.size
+        assert self.device is not None
         if n == 0:
             return torch.empty((0, h, w, 3), dtype=torch.uint8, device=torch.device("cuda", self.device))
         rows = np.empty((n, 4), dtype=np.int64)
