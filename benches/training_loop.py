@@ -35,20 +35,23 @@ Rows ("N" = the number of slides given, 8 for the issue):
                       num_workers=0 (default collate: one torch.stack per batch)
   dataloader-cpu-N    the same on the CPU path with --workers worker processes
                       (RAYON_NUM_THREADS=1 each), then .cuda() per batch (when a GPU is there)
+  batch4096-device    one read_patches(device="cuda") of --big-batch random patches of slide 0
+                      (file pages warm: the whole file read first; device tile cache empty;
+                      the engine warmed up first on another slide file, not timed)
+  batch4096-device-cold  the same after dropping the page cache (`sync; echo 3 >
+                      /proc/sys/vm/drop_caches`, or posix_fadvise(POSIX_FADV_DONTNEED) on slide
+                      0's file where that is not permitted; the row says which)
+  first-read          a fresh process: import, open, then its first read_patches(device="cuda")
+                      of --batch patches, each timed; SLIDESTREAM_GPU_TRACE=1, its stderr saved
+                      to --out/training_loop-first-read.stderr.txt
   cucim-cpu-N, cucim-cuda-N  cuCIM CuImage.read_region(locations, batch_size=, num_workers=
                       --threads, device=) once per slide of the batch (cuCIM has no cross-slide
                       call)
   openslide-N         OpenSlide on a pool of --threads threads, one handle per thread per slide,
                       read_region per patch into one (n, h, w, 3) array
-  batch4096-device    one read_patches(device="cuda") of --big-batch random patches of slide 0
-                      (file pages warm: the whole file read first; device tile cache empty)
-  batch4096-device-cold  the same after dropping the page cache (`sync; echo 3 >
-                      /proc/sys/vm/drop_caches`, or posix_fadvise(POSIX_FADV_DONTNEED) on every
-                      slide file where that is not permitted; the row says which)
-  first-read          a fresh process: import, open, then its first read_patches(device="cuda")
-                      of --batch patches, each timed; SLIDESTREAM_GPU_TRACE=1, its stderr saved
-                      to --out/training_loop-first-read.stderr.txt
 
+Rows run in the order above, the peers (OpenSlide, cuCIM) last. Every row but the cold one
+finds the slide files in the page cache (each file read once at the start and after the drop).
 Rows that cannot run here (no GPU, a reader or torch missing, a slidestream build whose
 read_patches has no device path) are printed as skipped with the reason. Output: one JSON line
 per row on stdout, then a markdown table; with ``--out DIR`` also training_loop.jsonl and
@@ -233,9 +236,15 @@ def worker_big_batch(spec, res, slides):
         raise Skip("this slidestream build's read_patches has no device path (NotImplementedError)")
     n = spec["big_batch"]
     size = spec["size"]
+    res["slides"] = 1
     big = dict(spec, batch=n)
-    warm_rows, rows = make_rows(dict(big, seed=spec["seed"] + 1), 1, 1, [slides[0].dimensions])[0], make_rows(big, 1, 1, [slides[0].dimensions])[0]
-    slidestream.read_patches(slides[:1], warm_rows, (size, size), device="cuda")  # engine start, memory pool (not timed)
+    # Engine start and memory pool warm-up (not timed) on another slide file when there is one,
+    # so that the cold row's drop of slide 0's pages stays in effect.
+    other = slides[-1]
+    res["warmup_slide"] = "another slide file" if len(slides) > 1 else "the same slide file (only one given)"
+    warm_rows = make_rows(dict(big, seed=spec["seed"] + 1), 1, 1, [other.dimensions])[0]
+    slidestream.read_patches([other], warm_rows, (size, size), device="cuda")
+    rows = make_rows(big, 1, 1, [slides[0].dimensions])[0]
     slidestream.gpu_clear_cache()
     fresh = slidestream.Slide(slides[0].path, cache_bytes=4 << 30)  # a cold host tile cache too
     t = time.perf_counter()
@@ -510,12 +519,13 @@ def row_specs(n: int):
         (f"loader-cpu-{N}-step", "loader-cpu", {"step": True}),
         (f"dataloader-device-{N}", "dataloader-device", {}),
         (f"dataloader-cpu-{N}", "dataloader-cpu", {}),
+        ("batch4096-device", "batch-device", {"page_cache": "warm"}),
+        ("batch4096-device-cold", "batch-device", {"page_cache": "cold"}),
+        ("first-read", "first-read", {"one_slide": True}),
+        # the peers last: a hang there (cuCIM's device path has hung before) costs only them
+        (f"openslide-{N}", "openslide", {}),
         (f"cucim-cpu-{N}", "cucim-cpu", {}),
         (f"cucim-cuda-{N}", "cucim-cuda", {}),
-        (f"openslide-{N}", "openslide", {}),
-        ("batch4096-device", "batch-device", {"one_slide": True, "page_cache": "warm"}),
-        ("batch4096-device-cold", "batch-device", {"one_slide": True, "page_cache": "cold"}),
-        ("first-read", "first-read", {"one_slide": True}),
     ]
 
 
@@ -578,7 +588,7 @@ def run_row(args, name, kind, extra, deadline) -> dict:
     if kind == "batch-device":
         files = args.slide_paths[:1]
         if extra["page_cache"] == "cold":
-            spec["page_cache"] = drop_page_cache(args.slide_paths)
+            spec["page_cache"] = drop_page_cache(files)
         else:
             warm_page_cache(files)
             spec["page_cache"] = "warm (whole file read first)"
@@ -687,12 +697,14 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="+", metavar="ROW", help="run only these rows (names or prefixes, e.g. rp-cpu loader-)")
     ap.add_argument("--row-timeout", type=float, default=180.0, help="seconds per row before it is killed (default 180)")
-    ap.add_argument("--budget-s", type=float, default=540.0, help="no row starts after this many seconds (default 540)")
+    ap.add_argument("--budget-s", type=float, default=540.0,
+                    help="no row starts after this many seconds from the start, and a running one is stopped then (default 540)")
     ap.add_argument("--out", help="folder for training_loop.jsonl / .md and the first read's stderr")
     ap.add_argument("--quick", action="store_true",
                     help="small run (2 copies of CMU-1-Small-Region.svs, batches of 32 64² patches, 3+1 batches, 2 threads): "
                          "runs on a CPU-only machine")
     args = ap.parse_args()
+    deadline = time.monotonic() + args.budget_s  # the copies (--make) count too
     if args.quick:
         for k, v in (("batches", 3), ("warmup", 1), ("batch", 32), ("size", 64), ("big_batch", 128), ("threads", 2), ("workers", 2),
                      ("row_timeout", 120.0)):
@@ -701,18 +713,23 @@ def main() -> int:
     args.slide_paths = [os.path.abspath(p) for p in prepare_slides(args)]
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-    deadline = time.monotonic() + args.budget_s
     args.gpu_reason = gpu_reason()
     rows = row_specs(len(args.slide_paths))
     if args.only:
         rows = [r for r in rows if any(r[0] == o or r[0].startswith(o) for o in args.only)]
         if not rows:
             sys.exit(f"--only {args.only}: no such row (rows: {', '.join(r[0] for r in row_specs(len(args.slide_paths)))})")
+    # Every row but the cold one reads with the slides' pages in memory: warm them now and again
+    # after a page-cache drop.
+    log(f"reading {len(args.slide_paths)} slide file(s) once (page cache warm)")
+    warm_page_cache(args.slide_paths)
     results = []
     for name, kind, extra in rows:
         log(f"== {name}")
         res = run_row(args, name, kind, extra, deadline)
         results.append(res)
+        if extra.get("page_cache") == "cold" and res.get("status") != "skipped":
+            warm_page_cache(args.slide_paths)
         msg = f"{res['patches_per_s']:,.0f} patches/s" if res.get("status") == "ok" else f"{res.get('status')}: {res.get('reason')}"
         log(f"   {msg}")
     derive(results)
