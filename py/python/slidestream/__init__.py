@@ -21,7 +21,9 @@ detection without opening: :func:`detect_vendor`.
 
 Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` and
 ``slidestream.deepzoom.DeepZoomGenerator``. PyTorch: :mod:`slidestream.torch`; Dask:
-:mod:`slidestream.dask` (both import their framework lazily).
+:mod:`slidestream.dask` (both import their framework lazily). Prefetching batches across
+slides for training and inference: :class:`PatchBatches` (numpy / :class:`DeviceArray`, no
+framework) and :class:`slidestream.torch.PatchLoader` (tensors).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -39,6 +41,7 @@ from ._errors import (
     UnsupportedFormatError,
 )
 from ._patches import read_patches
+from .loader import BatchMeta, PatchBatches
 from ._slide import AssociatedImages, Slide
 from ._slidestream import (
     DeviceArray,
@@ -67,6 +70,8 @@ __version__ = core_version()
 __all__ = [
     "Slide",
     "read_patches",
+    "PatchBatches",
+    "BatchMeta",
     "AssociatedImages",
     "SlideError",
     "UnsupportedFormatError",

@@ -15,20 +15,29 @@ Example::
     for batch in DataLoader(ds, batch_size=64, num_workers=4):
         ...                         # torch.uint8, shape (64, 3, 256, 256)
 
+Prefetching loader: :class:`PatchLoader` (plain class, torch imported when one is made) yields
+``(tensor, meta)`` batches read by a background thread while the caller computes::
+
+    from slidestream.torch import PatchLoader
+    loader = PatchLoader(slides, sampler, 256, batch_size=256, num_batches=1000, device="cuda")
+    for x, meta in loader:          # torch.uint8 (256, 256, 256, 3), NHWC, on cuda
+        ...
+
 Coordinate frame (as :meth:`slidestream.Slide.read_region`): ``x, y`` are the top-left corner
 in **level-0 pixels** (may be negative or past the edge; those pixels get the background);
 ``size`` is (width, height) in **pixels of** ``level``; the level-``level`` origin of a patch
 is ``floor(x / downsample), floor(y / downsample)``.
 
 Batched reads: when a ``DataLoader`` uses automatic batching, torch (≥ 2.0) calls
-``dataset.__getitems__(indices)``; :class:`PatchDataset` answers it with one
-:meth:`slidestream.Slide.read_regions` call per slide in the batch (tiles shared by patches are
-decoded once, decoding runs on slidestream's threads with the GIL released).
+``dataset.__getitems__(indices)``; :class:`PatchDataset` answers it with one cross-slide
+:func:`slidestream.read_patches` call per batch (one :meth:`slidestream.Slide.read_regions`
+when the batch has one slide; tiles shared by patches are decoded once, decoding runs on
+slidestream's threads with the GIL released).
 
 GPU: ``PatchDataset(..., device="cuda")`` (or ``"cuda:N"``, an int, a ``torch.device``) reads
-every batch with :meth:`slidestream.Slide.read_regions` ``(device=...)``: tiles are decoded by
-nvJPEG and patches assembled on the GPU, and samples come back as CUDA ``torch.uint8`` tensors
-(``torch.from_dlpack``, no copy). Use it with ``num_workers=0``: the batch is already decoded in
+every batch with one :func:`slidestream.read_patches` ``(device=...)`` call across its slides:
+tiles are decoded by nvJPEG and patches assembled on the GPU, and samples come back as CUDA
+``torch.uint8`` tensors (``torch.from_dlpack``, no copy). Use it with ``num_workers=0``: the batch is already decoded in
 parallel on the GPU, and CUDA tensors made in worker processes cannot be sent to the main
 process (their memory is not PyTorch's). ``fork`` workers cannot use CUDA at all once the
 parent has (:class:`slidestream.GpuForkError`).
@@ -48,9 +57,10 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 import numpy as np
 
 from ._batch import as_slides, check_level, normalize_locations, normalize_size, read_patch_batch
+from .loader import BatchMeta, PatchBatches, read_device_batch
 from ._slidestream import _parse_device
 
-__all__ = ["PatchDataset"]
+__all__ = ["PatchDataset", "PatchLoader", "BatchMeta"]
 
 
 class _PatchSource:
@@ -172,28 +182,21 @@ class _TorchPatches(_PatchSource):
 
     def _device_batch(self, locs: np.ndarray) -> Any:
         """Rows of ``locs`` (slide_index, x, y) read on ``self.device``: CUDA ``torch.uint8``
-        tensor (n, height, width, 3), RGB, NHWC; one device ``read_regions`` per slide."""
+        tensor (n, height, width, 3), RGB, NHWC; one cross-slide device
+        :func:`slidestream.read_patches` call (builds without it: one device ``read_regions``
+        per slide, gathered)."""
         torch = _torch()
         n = locs.shape[0]
         w, h = self.size
-        dev = torch.device("cuda", self.device)
+        assert self.device is not None
         if n == 0:
-            return torch.empty((0, h, w, 3), dtype=torch.uint8, device=dev)
-
-        def read(k: int, rows: np.ndarray) -> Any:
-            arr = self.slides[k].read_regions(
-                np.ascontiguousarray(rows[:, 1:]), self.level, (w, h), background=self.background, device=self.device
-            )
-            return torch.from_dlpack(arr)
-
-        idx = locs[:, 0]
-        if np.all(idx == idx[0]):
-            return read(int(idx[0]), locs)
-        out = torch.empty((n, h, w, 3), dtype=torch.uint8, device=dev)
-        for k in np.unique(idx):
-            sel = np.flatnonzero(idx == k)
-            out[torch.from_numpy(sel).to(dev)] = read(int(k), locs[sel])
-        return out
+            return torch.empty((0, h, w, 3), dtype=torch.uint8, device=torch.device("cuda", self.device))
+        rows = np.empty((n, 4), dtype=np.int64)
+        rows[:, 0] = locs[:, 0]
+        rows[:, 1] = self.level
+        rows[:, 2:] = locs[:, 1:]
+        out = read_device_batch(self.slides, rows, (w, h), self.background, self.device)
+        return out if isinstance(out, torch.Tensor) else torch.from_dlpack(out)
 
     def __getitem__(self, i: int) -> Any:
         if self.device is not None:
@@ -208,7 +211,7 @@ class _TorchPatches(_PatchSource):
 
     def __getitems__(self, indices: List[int]) -> List[Any]:
         """Batched fetch used by ``DataLoader`` (torch ≥ 2.0): a list of samples, each as
-        ``ds[i]`` would return, read with one ``read_regions`` call per slide."""
+        ``ds[i]`` would return, read with one cross-slide ``read_patches`` call (CPU or device)."""
         if self.device is not None:
             t = self._device_batch(self.locations[self._indices(indices)])
             if self.transform is not None:
@@ -220,7 +223,7 @@ class _TorchPatches(_PatchSource):
         return list(_torch().from_numpy(arr).permute(0, 3, 1, 2).unbind(0))
 
     def read_batch(self, indices: Sequence[int]) -> Any:
-        """Read patches ``indices`` in one batched call per slide.
+        """Read patches ``indices`` in one batched call (across slides).
 
         Returns a ``torch.uint8`` tensor (n, 3, height, width), NCHW, RGB (a view of one
         freshly decoded buffer, no copy; on ``device`` when one is set), or, with a
@@ -235,6 +238,69 @@ class _TorchPatches(_PatchSource):
         if self.transform is not None:
             return [self.transform(a) for a in arr]
         return _torch().from_numpy(arr).permute(0, 3, 1, 2)
+
+
+class PatchLoader(PatchBatches):
+    """:class:`slidestream.PatchBatches` yielding PyTorch tensors: ``(tensor, meta)`` with the
+    next batches already being read and decoded while the caller computes.
+
+    ``PatchLoader(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
+    seed=None, drop_last=False, transform=None, device=None, prefetch=2, background=None,
+    timeout=None)`` — the arguments of :class:`slidestream.PatchBatches` (slides, sampler,
+    epochs, ``break``, errors and ``meta`` work the same way).
+
+    * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
+      memory (``torch.from_numpy`` of the decoded batch, no copy), decoded on slidestream's
+      decode threads in a background thread (no worker processes).
+    * ``device="cuda"`` (``"cuda:N"``, an int, a ``torch.device``): a CUDA ``torch.uint8``
+      tensor (n, height, width, 3) on that device, made with ``torch.from_dlpack`` from the
+      :class:`slidestream.DeviceArray` that one cross-slide :func:`slidestream.read_patches`
+      call returns: no copy to or from the host. The engine reads on its own CUDA streams and
+      synchronises them before the read returns, so the tensor is complete when it is
+      yielded and valid on any stream: it is ordered on the consumer's current stream
+      trivially (nothing to wait for). Each batch is a fresh allocation from the engine's
+      stream-ordered memory pool, freed when the last reference (the tensor) goes; at most
+      ``prefetch + 1`` batches per loader are alive besides those the consumer holds, and
+      reuse can never overwrite a batch the consumer still holds.
+      :class:`slidestream.GpuUnavailableError` at construction without a usable GPU
+      (:func:`slidestream.cuda_available` False).
+    * ``transform``: applied in the producer thread to the tensor (e.g. ``lambda x:
+      x.permute(0, 3, 1, 2).float().div_(255)``); its result is yielded instead.
+
+    Raises ImportError without PyTorch; otherwise as :class:`slidestream.PatchBatches`.
+    """
+
+    def __init__(
+        self,
+        slides: Sequence[Any],
+        sampler: Any,
+        size: Any,
+        *,
+        batch_size: int = 256,
+        num_batches: Optional[int] = None,
+        shuffle: bool = False,
+        seed: Optional[int] = None,
+        drop_last: bool = False,
+        transform: Optional[Callable[[Any], Any]] = None,
+        device: Any = None,
+        prefetch: int = 2,
+        background: Any = None,
+        timeout: Optional[float] = None,
+    ) -> None:
+        _torch()
+        super().__init__(
+            slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
+            drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, background=background, timeout=timeout,
+        )
+
+    def _convert(self, batch: Any) -> Any:
+        """The read batch as a tensor (``torch.from_numpy`` / ``torch.from_dlpack``, no copy)."""
+        torch = _torch()
+        if isinstance(batch, torch.Tensor):
+            return batch
+        if isinstance(batch, np.ndarray):
+            return torch.from_numpy(batch)
+        return torch.from_dlpack(batch)
 
 
 def _make_patch_dataset() -> type:
