@@ -97,36 +97,10 @@ def _device_arg(device: Any) -> Optional[int]:
 def read_device_batch(slides: Sequence[Slide], rows: np.ndarray, size: Tuple[int, int], background: Any, device: int) -> Any:
     """Rows (n, 4) ``(slide_index, level, x, y)`` read on CUDA device ``device`` in one
     :func:`slidestream.read_patches` call: a :class:`slidestream.DeviceArray` uint8
-    (n, height, width, 3), RGB.
-
-    Builds whose ``read_patches`` has no device path yet (NotImplementedError) fall back to one
-    ``Slide.read_regions(..., device=)`` per (slide, level) group: a DeviceArray when the batch
-    has one group, else a CUDA ``torch.uint8`` tensor gathered with PyTorch (ImportError
-    without it)."""
+    (n, height, width, 3), RGB. One engine call for the whole batch (the tiles of every slide
+    through one work queue)."""
     w, h = size
-    try:
-        return read_patches(slides, rows, (w, h), background=background, device=f"cuda:{device}")
-    except NotImplementedError:
-        pass
-    keys = rows[:, 0] * (1 << 20) + rows[:, 1]
-    groups = np.unique(keys)
-    if groups.size == 1:
-        i, level = int(rows[0, 0]), int(rows[0, 1])
-        return slides[i].read_regions(np.ascontiguousarray(rows[:, 2:]), level, (w, h), background=background, device=device)
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(
-            "this slidestream build has no device read_patches across slides; gathering per-slide device reads needs PyTorch"
-        ) from None
-    dev = torch.device("cuda", device)
-    out = torch.empty((rows.shape[0], h, w, 3), dtype=torch.uint8, device=dev)
-    for key in groups:
-        sel = np.flatnonzero(keys == key)
-        i, level = int(rows[sel[0], 0]), int(rows[sel[0], 1])
-        part = slides[i].read_regions(np.ascontiguousarray(rows[sel, 2:]), level, (w, h), background=background, device=device)
-        out[torch.from_numpy(sel).to(dev)] = torch.from_dlpack(part)
-    return out
+    return read_patches(slides, rows, (w, h), background=background, device=f"cuda:{device}")
 
 
 def _rows_array(rows: Any, n_slides: int, what: str) -> np.ndarray:
