@@ -36,6 +36,15 @@ fn gpu_present(test: &str) -> bool {
     }
 }
 
+/// Held by the long cross-slide tests and by the partial-decode test: the long tests keep every
+/// CPU decode worker busy for seconds, and the partial-decode test needs the workers to take
+/// part in its batches.
+static CPU_WORKERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn cpu_workers_lock() -> std::sync::MutexGuard<'static, ()> {
+    CPU_WORKERS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 const RGBA: DeviceOptions = DeviceOptions { device: 0, channels: 4, background: [255, 255, 255] };
 const RGB: DeviceOptions = DeviceOptions { device: 0, channels: 3, background: [255, 255, 255] };
 
@@ -447,6 +456,7 @@ fn small_patches_decode_partially_on_cpu_workers_and_stay_out_of_the_cache() {
         return;
     }
     let Some(dir) = testdata() else { return };
+    let _workers = cpu_workers_lock();
     let (f422, _) = ycbcr_jpeg_tiff(3000, 2400, 240, turbojpeg::Subsamp::Sub2x1, 5);
     let (f420, _) = ycbcr_jpeg_tiff(3000, 2400, 240, turbojpeg::Subsamp::Sub2x2, 6);
     let mut rng = Rng::new(2026);
@@ -566,6 +576,7 @@ fn cross_slide_device_batches_equal_the_cpu_batch() {
     if !gpu_present("cross_slide_device_batches_equal_the_cpu_batch") {
         return;
     }
+    let _workers = cpu_workers_lock();
     let (slides, _keep) = cross_slide_set();
     assert!(slides.len() >= 3, "only {} slides opened", slides.len());
     for (n, size, seed) in [(40usize, (96u64, 80u64), 1u64), (1500, (128, 128), 2)] {
@@ -599,6 +610,7 @@ fn reused_device_buffers_never_corrupt_a_later_or_earlier_batch() {
     if !gpu_present("reused_device_buffers_never_corrupt_a_later_or_earlier_batch") {
         return;
     }
+    let _workers = cpu_workers_lock();
     let (slides, _keep) = cross_slide_set();
     let opts = slidestream::ReadOptions { size: (256, 256), background: [255, 255, 255] };
     let checksum = |b: &[u8]| b.iter().enumerate().fold(0u64, |h, (i, &v)| h.wrapping_mul(1_000_003).wrapping_add(v as u64 ^ i as u64));
