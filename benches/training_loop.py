@@ -29,6 +29,8 @@ Rows ("N" = the number of slides given, 8 for the issue):
                       stream (torch.cuda._sleep calibrated to --step-ms, then a sum over the
                       batch, then waiting for that stream only); reports the rate and the
                       ratio rate ÷ min(no-step rate, batch / step) (the target is ≥ 0.9)
+  loader-device-N-readers2, loader-device-N-step-readers2  the same two with readers=2 (two
+                      batches read at once)
   loader-cpu-N, loader-cpu-N-step  slidestream.PatchBatches on the CPU path (numpy; the step is
                       a time.sleep(--step-ms), standing in for a model step on another device)
   dataloader-device-N torch DataLoader over slidestream.torch.PatchDataset(device="cuda"),
@@ -284,7 +286,7 @@ def worker_loader(spec, res, paths, n_total):
 
         if not device_read_patches_ok(slides):
             res["note"] = "read_patches has no device path in this build: per-slide read_regions(device=) gathered with torch"
-        loader = PatchLoader(slides, Replay(), size, batch_size=spec["batch"], num_batches=n_total, device=device, prefetch=spec["prefetch"])
+        loader = PatchLoader(slides, Replay(), size, batch_size=spec["batch"], num_batches=n_total, device=device, prefetch=spec["prefetch"], readers=spec.get("readers", 1))
         step = None
         if step_ms:
             cycles, measured = calibrate_gpu_sleep(torch, step_ms)
@@ -298,7 +300,7 @@ def worker_loader(spec, res, paths, n_total):
                 ev.record()
                 ev.synchronize()
     else:
-        loader = slidestream.PatchBatches(slides, Replay(), size, batch_size=spec["batch"], num_batches=n_total, prefetch=spec["prefetch"])
+        loader = slidestream.PatchBatches(slides, Replay(), size, batch_size=spec["batch"], num_batches=n_total, prefetch=spec["prefetch"], readers=spec.get("readers", 1))
         step = None
         if step_ms:
             res["step"] = f"time.sleep({step_ms / 1000})"
@@ -515,6 +517,8 @@ def row_specs(n: int):
         (f"per-slide-device-{N}", "per-slide-device", {}),
         (f"loader-device-{N}", "loader-device", {}),
         (f"loader-device-{N}-step", "loader-device", {"step": True}),
+        (f"loader-device-{N}-readers2", "loader-device", {"readers": 2}),
+        (f"loader-device-{N}-step-readers2", "loader-device", {"step": True, "readers": 2}),
         (f"loader-cpu-{N}", "loader-cpu", {}),
         (f"loader-cpu-{N}-step", "loader-cpu", {"step": True}),
         (f"dataloader-device-{N}", "dataloader-device", {}),

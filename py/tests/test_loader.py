@@ -89,9 +89,10 @@ def collect(loader: Any) -> List[Any]:
 
 
 @needs_data
-def test_batches_equal_direct_reads(slides):
+@pytest.mark.parametrize("readers", [1, 3])
+def test_batches_equal_direct_reads(slides, readers):
     rows = two_slide_rows(slides)
-    loader = PatchBatches(slides, rows, SIZE, batch_size=7, background=(0, 255, 0))
+    loader = PatchBatches(slides, rows, SIZE, batch_size=7, background=(0, 255, 0), readers=readers)
     assert len(loader) == -(-len(rows) // 7)
     got = collect(loader)
     assert len(got) == len(loader)
@@ -235,9 +236,10 @@ def test_transform_runs_in_the_producer(slides):
 
 
 @needs_data
-def test_break_then_reiterate_and_the_thread_is_gone(slides):
+@pytest.mark.parametrize("readers", [1, 2])
+def test_break_then_reiterate_and_the_thread_is_gone(slides, readers):
     rows = two_slide_rows(slides)
-    loader = PatchBatches(slides, rows, SIZE, batch_size=3, prefetch=2)
+    loader = PatchBatches(slides, rows, SIZE, batch_size=3, prefetch=2, readers=readers)
 
     def first_then_break() -> int:
         for batch, meta in loader:
@@ -306,9 +308,10 @@ def test_buffers_are_freed(slides):
 
 
 @needs_data
-def test_a_bad_row_raises_in_the_consumer(slides):
+@pytest.mark.parametrize("readers", [1, 2])
+def test_a_bad_row_raises_in_the_consumer(slides, readers):
     rows = np.array([(0, 0, 0, 0), (0, 0, 100, 100), (0, 99, 0, 0), (1, 0, 0, 0)], dtype=np.int64)
-    loader = PatchBatches(slides, rows, SIZE, batch_size=2)
+    loader = PatchBatches(slides, rows, SIZE, batch_size=2, readers=readers)
     it = iter(loader)
     first = run_bounded(lambda: next(it))
     assert first[0].shape == (2, 48, 64, 3)
@@ -400,7 +403,7 @@ def test_argument_errors(slides):
         PatchBatches([slides[0], 3], rows, SIZE)
     with pytest.raises(ValueError):
         PatchBatches([], rows, SIZE)
-    for bad in ({"batch_size": 0}, {"prefetch": 0}, {"num_batches": -1}):
+    for bad in ({"batch_size": 0}, {"prefetch": 0}, {"readers": 0}, {"num_batches": -1}):
         with pytest.raises(ValueError):
             PatchBatches(slides, rows, SIZE, **bad)
     with pytest.raises(FileNotFoundError):

@@ -22,6 +22,8 @@ processes) into a bounded queue while the caller computes. Patches are rows
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import os
 import queue
 import threading
@@ -143,9 +145,12 @@ class _Reader:
         return batch
 
 
-def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, read: _Reader, q: "queue.Queue[Any]", stop: threading.Event) -> None:
-    """The producer thread: read every batch of ``plan`` into ``q`` until the plan ends, a read
-    fails (the exception goes into the queue) or ``stop`` is set (the consumer is gone)."""
+def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, read: _Reader, q: "queue.Queue[Any]", stop: threading.Event,
+             readers: int = 1) -> None:
+    """The producer thread: read every batch of ``plan`` into ``q``, in order, until the plan
+    ends, a read fails (the exception goes into the queue) or ``stop`` is set (the consumer is
+    gone). With ``readers`` > 1, that many reads run at once (on threads of a pool that is shut
+    down, its reads finished, before this returns)."""
 
     def put(item: Any) -> bool:
         while not stop.is_set():
@@ -157,13 +162,37 @@ def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int
         return False
 
     try:
-        for index, (rows, indices) in enumerate(plan):
-            if stop.is_set():
-                return
-            item: Any = (read(rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index))
-            if not put(item):
-                return
-            del item  # the queue (then the consumer) holds the batch, not this frame
+        if readers <= 1:
+            for index, (rows, indices) in enumerate(plan):
+                if stop.is_set():
+                    return
+                item: Any = (read(rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index))
+                if not put(item):
+                    return
+                del item  # the queue (then the consumer) holds the batch, not this frame
+            put(_End())
+            return
+        with concurrent.futures.ThreadPoolExecutor(max_workers=readers, thread_name_prefix=f"slidestream-loader-epoch{epoch}-read") as pool:
+            pending: "collections.deque[Tuple[concurrent.futures.Future[Any], BatchMeta]]" = collections.deque()
+            try:
+                for index, (rows, indices) in enumerate(plan):
+                    if stop.is_set():
+                        return
+                    pending.append((pool.submit(read, rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index)))
+                    if len(pending) >= readers:
+                        fut, meta = pending.popleft()
+                        if not put((fut.result(), meta)):
+                            return
+                        del fut
+                while pending:
+                    fut, meta = pending.popleft()
+                    if not put((fut.result(), meta)):
+                        return
+                    del fut
+            finally:
+                for fut, _ in pending:
+                    fut.cancel()
+                pending.clear()
         put(_End())
     except BaseException as e:  # noqa: BLE001 - every failure goes to the consumer
         put(_Failure(e))
@@ -175,7 +204,7 @@ class _EpochIterator:
     ``break`` and letting it go) stops the producer thread and drops the batches read ahead."""
 
     def __init__(self, plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, n_batches: Optional[int],
-                 read: _Reader, prefetch: int, timeout: Optional[float]) -> None:
+                 read: _Reader, prefetch: int, timeout: Optional[float], readers: int = 1) -> None:
         self.epoch = epoch
         self._n = n_batches
         self._timeout = timeout
@@ -183,7 +212,7 @@ class _EpochIterator:
         self._stop = threading.Event()
         self._done = False
         self._thread = threading.Thread(
-            target=_produce, args=(plan, epoch, read, self._q, self._stop), name=f"slidestream-loader-epoch{epoch}", daemon=True
+            target=_produce, args=(plan, epoch, read, self._q, self._stop, readers), name=f"slidestream-loader-epoch{epoch}", daemon=True
         )
         self._thread.start()
 
@@ -260,8 +289,8 @@ class PatchBatches:
     """Batches of patches across slides, the next ones read while the caller computes.
 
     ``PatchBatches(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
-    seed=None, drop_last=False, transform=None, device=None, prefetch=2, background=None,
-    timeout=None)``
+    seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
+    background=None, timeout=None)``
 
     * ``slides``: a sequence of :class:`slidestream.Slide` and/or paths; paths are opened here
       (FileNotFoundError, UnsupportedFormatError, ... now) and closed by :meth:`close`; given
@@ -296,8 +325,11 @@ class PatchBatches:
       GPU's memory (``read_patches(..., device=)``; complete when the read returns, usable on
       any stream, no host copy). :class:`~slidestream.GpuUnavailableError` here when
       :func:`slidestream.cuda_available` is False.
-    * ``prefetch``: finished batches waiting in the queue (>= 1; default 2); with the one being
-      read, at most ``prefetch + 1`` batches are alive besides those the caller holds.
+    * ``prefetch``: finished batches waiting in the queue (>= 1; default 2); with the ones being
+      read, at most ``prefetch + readers`` batches are alive besides those the caller holds.
+    * ``readers``: batches read at once (>= 1; default 1), yielded in order. One read already
+      uses every decode thread (and on a GPU every lane and CPU decode worker); a second one
+      in flight fills the tail of the first (docs/benchmarks.md measures both).
     * ``background``: int or (r, g, b) outside the image and on missing tiles (white by default).
     * ``timeout``: seconds to wait for one batch before raising TimeoutError (default: wait as
       long as the read takes).
@@ -329,12 +361,14 @@ class PatchBatches:
         transform: Optional[Callable[[Any], Any]] = None,
         device: Any = None,
         prefetch: int = 2,
+        readers: int = 1,
         background: Any = None,
         timeout: Optional[float] = None,
     ) -> None:
         self.size = normalize_size(size)
         self.batch_size = check_int(batch_size, "batch_size", min_value=1, allow_bool=False)
         self.prefetch = check_int(prefetch, "prefetch", min_value=1, allow_bool=False)
+        self.readers = check_int(readers, "readers", min_value=1, allow_bool=False)
         self.num_batches = None if num_batches is None else check_int(num_batches, "num_batches", min_value=0, allow_bool=False)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -447,7 +481,7 @@ class PatchBatches:
         epoch = self._epoch
         self._epoch += 1
         read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform)
-        it = _EpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout)
+        it = _EpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)
         self._current = weakref.ref(it)
         return it
 

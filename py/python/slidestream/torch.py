@@ -245,8 +245,8 @@ class PatchLoader(PatchBatches):
     next batches already being read and decoded while the caller computes.
 
     ``PatchLoader(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
-    seed=None, drop_last=False, transform=None, device=None, prefetch=2, background=None,
-    timeout=None)`` — the arguments of :class:`slidestream.PatchBatches` (slides, sampler,
+    seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
+    background=None, timeout=None)`` — the arguments of :class:`slidestream.PatchBatches` (slides, sampler,
     epochs, ``break``, errors and ``meta`` work the same way).
 
     * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
@@ -260,7 +260,7 @@ class PatchLoader(PatchBatches):
       yielded and valid on any stream: it is ordered on the consumer's current stream
       trivially (nothing to wait for). Each batch is a fresh allocation from the engine's
       stream-ordered memory pool, freed when the last reference (the tensor) goes; at most
-      ``prefetch + 1`` batches per loader are alive besides those the consumer holds, and
+      ``prefetch + readers`` batches per loader are alive besides those the consumer holds, and
       reuse can never overwrite a batch the consumer still holds.
       :class:`slidestream.GpuUnavailableError` at construction without a usable GPU
       (:func:`slidestream.cuda_available` False).
@@ -284,13 +284,15 @@ class PatchLoader(PatchBatches):
         transform: Optional[Callable[[Any], Any]] = None,
         device: Any = None,
         prefetch: int = 2,
+        readers: int = 1,
         background: Any = None,
         timeout: Optional[float] = None,
     ) -> None:
         _torch()
         super().__init__(
             slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
-            drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, background=background, timeout=timeout,
+            drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, readers=readers, background=background,
+            timeout=timeout,
         )
 
     def _convert(self, batch: Any) -> Any:
