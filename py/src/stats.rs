@@ -79,6 +79,8 @@ pub(crate) fn gpu_dict<'py>(py: Python<'py>, s: &GpuStats) -> PyResult<Bound<'py
     d.set_item("cpu_fallback_reason", &s.cpu_fallback_reason)?;
     d.set_item("nvjpeg_backend", &s.nvjpeg_backend)?;
     d.set_item("hardware_engines", s.hardware_engines)?;
+    d.set_item("kernel_cache", &s.kernel_cache)?;
+    d.set_item("warmup", &s.warmup)?;
     put_cache(&d, "cache_", &s.cache)?;
     d.set_item("device_tile_bytes", s.device_tile_bytes)?;
     Ok(d)

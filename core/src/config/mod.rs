@@ -24,7 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 pub use host::Config;
 pub use table::{Settings, Spec, TABLE};
 pub use threads::{check_threads, rayon_num_threads, MAX_THREADS};
-pub use values::{CompatMode, GpuSplit, GpuSync, NvjpegOutput};
+pub use values::{CompatMode, GpuSplit, GpuSync, GpuWarmup, KernelCache, NvjpegOutput};
 
 use crate::error::{Error, Result};
 
@@ -143,6 +143,8 @@ pub const GPU_ENGINE_SETTINGS: &[&str] = &[
     "SLIDESTREAM_NVJPEG_OUTPUT",
     "SLIDESTREAM_GPU_MIN_CHUNK",
     "SLIDESTREAM_GPU_TRACE",
+    "SLIDESTREAM_KERNEL_CACHE",
+    "SLIDESTREAM_GPU_WARMUP",
 ];
 
 #[cfg(test)]

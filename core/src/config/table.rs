@@ -31,7 +31,7 @@ macro_rules! settings {
     } )*) => {
         /// Every setting, resolved: an override from [`super::set`] wins over the environment
         /// variable, which wins over the default. Built by [`super::settings`].
-        #[derive(Debug, Clone, Copy, PartialEq)]
+        #[derive(Debug, Clone, PartialEq)]
         #[non_exhaustive]
         pub struct Settings {
             $( $(#[$m])* pub $field: $ty, )*
@@ -105,7 +105,7 @@ settings! {
     gpu_workers: usize = { name: "SLIDESTREAM_GPU_WORKERS", default: "4", unit: "lanes",
         accepted: "an integer from 1 to 8", per_process: true,
         parse: |s: &str| parse_usize(s, 1, 8),
-        doc: "nvJPEG decode lanes, all made and warmed at engine start; one large batch is spread over all of them, callers beyond them wait; read when the GPU engine starts" }
+        doc: "nvJPEG decode lanes, made and warmed at engine start (see SLIDESTREAM_GPU_WARMUP); one large batch is spread over all of them, callers beyond them wait; read when the GPU engine starts" }
     /// CPU decode workers beside the lanes (`None` = cores − lanes, at most 32).
     gpu_cpu_workers: Option<usize> = { name: "SLIDESTREAM_GPU_CPU_WORKERS", default: "auto", unit: "threads",
         accepted: "auto or an integer from 0 to 256", per_process: true,
@@ -136,4 +136,14 @@ settings! {
         accepted: "1/0, true/false, on/off or yes/no", per_process: true,
         parse: parse_bool,
         doc: "print GPU engine start and warm-up times and per-phase times of large batches to stderr; read when the GPU engine starts" }
+    /// Directory of the compiled-kernel cache.
+    kernel_cache: KernelCache = { name: "SLIDESTREAM_KERNEL_CACHE", default: "auto", unit: "—",
+        accepted: "auto, off or an absolute directory path", per_process: true,
+        parse: parse_kernel_cache,
+        doc: "where the GPU kernels compiled by NVRTC are kept between processes, keyed by kernel source, compile options, device architecture, NVRTC and driver versions (auto = $XDG_CACHE_HOME/slidestream/kernels, else ~/.cache/slidestream/kernels; off = compile at every engine start); a missing, unreadable or corrupt file is compiled again and rewritten, an unwritable directory only noted (kernel_cache in the GPU stats); read when the GPU engine starts" }
+    /// How much of the GPU engine's warm-up runs before the first read.
+    gpu_warmup: GpuWarmup = { name: "SLIDESTREAM_GPU_WARMUP", default: "first", unit: "—",
+        accepted: "first, full, background or none", per_process: true,
+        parse: parse_warmup,
+        doc: "GPU engine warm-up (nvJPEG batched decode of synthetic tiles on each lane slot, CPU workers' pinned buffers): first = the first lane's first slot before the engine is returned and the rest on a background thread that reads never wait for, full = everything before, background = everything on the background thread, none = no warm-up (reads make what they need); read when the GPU engine starts" }
 }

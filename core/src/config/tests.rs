@@ -21,6 +21,8 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(s.nvjpeg_output, NvjpegOutput::Unchanged);
     assert_eq!(s.gpu_min_chunk, 64);
     assert!(!s.gpu_trace);
+    assert_eq!(s.kernel_cache, KernelCache::Auto);
+    assert_eq!(s.gpu_warmup, GpuWarmup::First);
     assert_eq!(Config::from_settings(&s), Config::default());
 }
 
@@ -34,8 +36,13 @@ fn values_parse() {
         ("SLIDESTREAM_GPU_SYNC", "blocking"),
         ("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", "0"),
         ("SLIDESTREAM_GPU_TRACE", "yes"),
+        ("SLIDESTREAM_KERNEL_CACHE", "/var/cache/ss-kernels"),
+        ("SLIDESTREAM_GPU_WARMUP", "Background"),
     ])
     .unwrap();
+    assert_eq!(s.kernel_cache, KernelCache::Dir("/var/cache/ss-kernels".into()));
+    assert_eq!(s.gpu_warmup, GpuWarmup::Background);
+    assert_eq!(resolve(&[("SLIDESTREAM_KERNEL_CACHE", "OFF")]).unwrap().kernel_cache, KernelCache::Off);
     assert_eq!(s.cache_bytes, 0);
     assert_eq!(s.compat_mode, CompatMode::Off);
     assert_eq!(s.gpu_cpu_workers, Some(12));
@@ -65,6 +72,8 @@ fn bad_values_are_errors_naming_the_variable() {
         ("SLIDESTREAM_NVJPEG_OUTPUT", "rgb"),
         ("SLIDESTREAM_GPU_MIN_CHUNK", "1000"),
         ("SLIDESTREAM_GPU_TRACE", "maybe"),
+        ("SLIDESTREAM_KERNEL_CACHE", "relative/dir"),
+        ("SLIDESTREAM_GPU_WARMUP", "some"),
     ] {
         let e = resolve(&[(name, bad)]).unwrap_err();
         match &e {

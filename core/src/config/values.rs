@@ -86,6 +86,66 @@ pub enum NvjpegOutput {
     Yuv,
 }
 
+/// Where compiled GPU kernels are cached (`SLIDESTREAM_KERNEL_CACHE`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum KernelCache {
+    /// `$XDG_CACHE_HOME/slidestream/kernels`, else `$HOME/.cache/slidestream/kernels`.
+    #[default]
+    Auto,
+    /// No cache: the kernels are compiled at every engine start.
+    Off,
+    /// This directory (an absolute path).
+    Dir(std::path::PathBuf),
+}
+
+/// How much of the GPU engine's warm-up runs before the first read (`SLIDESTREAM_GPU_WARMUP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuWarmup {
+    /// The first lane's first slot before the engine is returned, the rest on a background
+    /// thread (default).
+    #[default]
+    First,
+    /// Everything before the engine is returned (every lane's slots, every CPU worker).
+    Full,
+    /// Nothing before; everything on a background thread.
+    Background,
+    /// No warm-up: lanes and buffers are made by the reads that need them.
+    None,
+}
+
+impl GpuWarmup {
+    /// `"first"`, `"full"`, `"background"` or `"none"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuWarmup::First => "first",
+            GpuWarmup::Full => "full",
+            GpuWarmup::Background => "background",
+            GpuWarmup::None => "none",
+        }
+    }
+}
+
+pub(super) fn parse_kernel_cache(s: &str) -> Option<KernelCache> {
+    if s.eq_ignore_ascii_case("auto") {
+        return Some(KernelCache::Auto);
+    }
+    if s.eq_ignore_ascii_case("off") {
+        return Some(KernelCache::Off);
+    }
+    let p = std::path::Path::new(s);
+    p.is_absolute().then(|| KernelCache::Dir(p.to_path_buf()))
+}
+
+pub(super) fn parse_warmup(s: &str) -> Option<GpuWarmup> {
+    match s.to_ascii_lowercase().as_str() {
+        "first" => Some(GpuWarmup::First),
+        "full" => Some(GpuWarmup::Full),
+        "background" => Some(GpuWarmup::Background),
+        "none" => Some(GpuWarmup::None),
+        _ => None,
+    }
+}
+
 pub(super) fn parse_u64(s: &str, min: u64, max: u64) -> Option<u64> {
     s.parse::<u64>().ok().filter(|v| (min..=max).contains(v))
 }

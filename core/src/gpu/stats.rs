@@ -95,6 +95,13 @@ pub struct GpuStats {
     pub nvjpeg_backend: String,
     /// Hardware JPEG engines (0 without).
     pub hardware_engines: u32,
+    /// Where the engine's kernels came from: loaded from the kernel cache, or compiled (and
+    /// whether the cache was written, or why not: `SLIDESTREAM_KERNEL_CACHE`); empty before
+    /// the engine starts.
+    pub kernel_cache: String,
+    /// What the engine's warm-up did before the first read and in the background
+    /// (`SLIDESTREAM_GPU_WARMUP`); empty before the engine starts.
+    pub warmup: String,
 }
 
 impl GpuStats {

@@ -111,6 +111,7 @@ pub(crate) fn gpu_stats_json(st: &GpuStats) -> serde_json::Value {
         "gpu_lanes": st.gpu_lanes, "cpu_workers": st.cpu_workers,
         "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
         "nvjpeg_backend": st.nvjpeg_backend, "hardware_engines": st.hardware_engines,
+        "kernel_cache": st.kernel_cache, "warmup": st.warmup,
         "cache": {"hits": st.cache.hits, "misses": st.cache.misses, "evictions": st.cache.evictions, "entries": st.cache.entries,
                   "resident_bytes": st.cache.resident_bytes, "capacity_bytes": st.cache.capacity_bytes},
         "device_tile_bytes": st.device_tile_bytes,
@@ -144,6 +145,9 @@ pub(crate) fn print_gpu_stats(st: &GpuStats) {
         st.hardware_engines,
         if st.cpu_fallback_reason.is_empty() { String::new() } else { format!("; last CPU fallback: {}", st.cpu_fallback_reason) }
     );
+    if !st.kernel_cache.is_empty() {
+        println!("gpu start: kernels {}; warm-up {}", st.kernel_cache, st.warmup);
+    }
     let c = &st.cache;
     println!(
         "gpu cache: {} hits, {} misses, {} evictions, {} of {} bytes resident; {} bytes of device memory held by tiles",

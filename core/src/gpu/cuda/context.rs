@@ -8,8 +8,27 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-use super::sys::{cu, cuda, CUcontext, CUdevice, CUstream, Res, CU_STREAM_NON_BLOCKING};
+use super::sys::{cu, cuda, CUcontext, CUdevice, CUstream, Res, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_STREAM_NON_BLOCKING};
 use crate::error::GpuError;
+
+/// The compute capability (major, minor) of `device`, asked of the driver without making any
+/// context current or creating an nvJPEG handle (the engine's start needs only this of the
+/// probe).
+pub(crate) fn device_arch(device: usize) -> Res<(i32, i32)> {
+    let cuda = cuda()?;
+    let (mut n, mut dev, mut ma, mut mi) = (0, 0, 0, 0);
+    // SAFETY: out-pointers to locals; functions bound from libcuda with their signatures.
+    unsafe {
+        cu(cuda.cuDeviceGetCount(&mut n), "cuDeviceGetCount")?;
+        if device >= n.max(0) as usize {
+            return Err(GpuError::Unavailable(format!("no CUDA device {device}")));
+        }
+        cu(cuda.cuDeviceGet(&mut dev, device as c_int), "cuDeviceGet")?;
+        cu(cuda.cuDeviceGetAttribute(&mut ma, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")?;
+        cu(cuda.cuDeviceGetAttribute(&mut mi, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")?;
+    }
+    Ok((ma, mi))
+}
 
 /// The id of this process (compared with an owner's to detect a fork).
 pub(crate) fn pid() -> u32 {

@@ -12,17 +12,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::context::{pid, Context, Stream};
+use super::context::{device_arch, pid, Context, Stream};
 use super::decode::cpu_worker::CpuWorkers;
 use super::decode::nvjpeg::Decoders;
 use super::device_cache::DeviceCache;
 use super::io::compat::{Io, IoPath};
-use super::kernels::{arg, Kernels};
+use super::kernels::{self, arg, Kernels};
 use super::lanes::Lanes;
 use super::settings::settings;
 use super::stats::Counters;
 use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
 use super::trace;
+use super::warmup::WarmState;
 use crate::error::{GpuError, Result};
 
 /// Everything of one device. Fields drop in order: cached tiles, then lanes and CPU workers
@@ -37,6 +38,8 @@ pub(crate) struct Engine {
     pub(crate) io: Io,
     pub(crate) kernels: Kernels,
     pub(crate) counters: Counters,
+    /// What runs of the warm-up and whether the background part is still making lanes.
+    pub(crate) warm: WarmState,
     /// Stream on which tile blocks and unexported arrays are freed.
     pub(crate) free_stream: Stream,
     pub(crate) ctx: Context,
@@ -77,9 +80,17 @@ pub(crate) fn engine(device: usize) -> Result<Arc<Engine>> {
         e.note_cpu(format!("engine warm-up failed ({err}): the first large read pays the set-up"));
     }
     if trace::on() {
-        eprintln!("[slidestream gpu trace] engine start on device {device}: {:.1} ms, warm-up {:.1} ms", (t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+        eprintln!(
+            "[slidestream gpu trace] engine start on device {device}: {:.1} ms, warm-up {:.1} ms (SLIDESTREAM_GPU_WARMUP={}) (t={:.3})",
+            (t1 - t0).as_secs_f64() * 1e3,
+            t1.elapsed().as_secs_f64() * 1e3,
+            e.warm.mode.as_str(),
+            trace::mono()
+        );
     }
     map.insert(device, e.clone());
+    // The rest of the warm-up, on a thread that reads never wait for (warmup.rs).
+    e.warm_in_background();
     Ok(e)
 }
 
@@ -97,33 +108,60 @@ pub(crate) fn all() -> Vec<Arc<Engine>> {
 }
 
 impl Engine {
+    /// Start the engine's parts, each phase timed on one `SLIDESTREAM_GPU_TRACE` line. The
+    /// kernels' host half (NVRTC, the kernel cache, a compile on a miss) runs on a thread of its
+    /// own while the context, the I/O path and the nvJPEG decoders are made.
     fn start(device: usize) -> Result<Engine> {
+        let mut ph = trace::Phases::new(format!("engine start (device {device})"));
         // Every engine setting, checked and then fixed for the process (docs/settings.md).
         let set = settings()?;
-        let report = super::probe()?;
-        let (_, ma, mi) = report.devices.get(device).cloned().ok_or_else(|| GpuError::Unavailable(format!("no CUDA device {device}")))?;
+        ph.lap("settings");
         let cuda = cuda()?;
+        ph.lap("libcuda load + cuInit");
+        // Only the compute capability: the full probe would also make an nvJPEG hardware
+        // handle (made again below) and activate device 0's context before its flags are set.
+        let (ma, mi) = device_arch(device)?;
+        ph.lap(&format!("device query (sm_{ma}{mi})"));
         super::sys::nvjpeg()?;
-        // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`).
-        let ctx = Context::retain(device, set.sync)?;
-        let free_stream = Stream::new()?;
-        // Keep freed tile memory in the pool (no return to the OS at every synchronisation).
-        let mut pool = std::ptr::null_mut();
-        // SAFETY: out-pointers to locals; the device of the current context.
-        unsafe {
-            if cuda.cuDeviceGetDefaultMemPool(&mut pool, ctx.device()) == 0 {
-                let mut threshold = u64::MAX;
-                cuda.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
+        ph.lap("libnvjpeg load");
+        let part = ph.part().to_string();
+        std::thread::scope(|s| {
+            let kernel_part = format!("{part} [kernels thread]");
+            let kernel_cache = &set.kernel_cache;
+            let prepared = s.spawn(move || kernels::prepare(ma, mi, kernel_cache, &kernel_part));
+            // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`).
+            let ctx = Context::retain(device, set.sync)?;
+            ph.lap("context retain");
+            let free_stream = Stream::new()?;
+            // Keep freed tile memory in the pool (no return to the OS at every synchronisation).
+            let mut pool = std::ptr::null_mut();
+            // SAFETY: out-pointers to locals; the device of the current context.
+            unsafe {
+                if cuda.cuDeviceGetDefaultMemPool(&mut pool, ctx.device()) == 0 {
+                    let mut threshold = u64::MAX;
+                    cuda.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, arg(&mut threshold));
+                }
             }
-        }
-        let kernels = Kernels::load(ma, mi)?;
-        // I/O path (KvikIO-style compat mode), then nvJPEG: hardware backend for host
-        // bitstreams where present, and a device-bitstream decoder for the cuFile path.
-        let io = Io::select(set.compat_mode);
-        let nvjpeg = Decoders::new(io.path != IoPath::Posix, set.nvjpeg_output)?;
-        let lanes = Lanes::new(set.gpu_workers, set.min_chunk);
-        let cpu = CpuWorkers::new(set.cpu_workers, lanes.workers, set.split_by_cost);
-        Ok(Engine { device, cache: DeviceCache::new(set.device_cache_bytes), lanes, cpu, nvjpeg, io, kernels, counters: Counters::default(), free_stream, ctx })
+            ph.lap("free stream + memory pool");
+            // I/O path (KvikIO-style compat mode), then nvJPEG: hardware backend for host
+            // bitstreams where present, and a device-bitstream decoder for the cuFile path only.
+            let io = Io::select(set.compat_mode);
+            ph.lap(&format!("I/O selection ({}{})", io.path.name(), if io.files.cufile.is_some() { ", cuFile driver open" } else { ", cuFile not loaded" }));
+            let nvjpeg = Decoders::new(io.path != IoPath::Posix, set.nvjpeg_output)?;
+            ph.lap(&format!("nvJPEG decoders ({}{})", nvjpeg.host_backend, if nvjpeg.device.is_some() { " + device-bitstream" } else { "" }));
+            let prepared = prepared.join().unwrap_or_else(|_| Err(GpuError::Call("kernel preparation panicked".into())))?;
+            ph.lap("wait for the kernels thread");
+            let kernels = Kernels::load(prepared, &part)?;
+            ph.lap("kernels ready");
+            let lanes = Lanes::new(set.gpu_workers, set.min_chunk);
+            let cpu = CpuWorkers::new(set.cpu_workers, lanes.workers, set.split_by_cost);
+            let cache = DeviceCache::new(set.device_cache_bytes);
+            ph.lap("lanes, CPU workers, device cache (empty pools)");
+            if trace::on() {
+                eprintln!("[slidestream gpu trace] {part}: total {:.1} ms; kernels: {}", ph.total_ms(), kernels.cache_note);
+            }
+            Ok(Engine { device, cache, lanes, cpu, nvjpeg, io, kernels, counters: Counters::default(), warm: WarmState::new(set.warmup), free_stream, ctx })
+        })
     }
 
     /// Make the engine's context current on the calling thread.

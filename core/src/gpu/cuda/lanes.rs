@@ -19,7 +19,8 @@ use crate::error::Result;
 use std::sync::Arc;
 
 /// Largest `SLIDESTREAM_GPU_WORKERS`. An engine has exactly that many lanes (independent stream
-/// pairs), all made and warmed at start; more concurrent callers wait for a free one (lanes
+/// pairs), made and warmed at start (`SLIDESTREAM_GPU_WARMUP`: by default the first before the
+/// engine is returned, the others in the background); more concurrent callers wait for a free one (lanes
 /// made on demand cost each caller about a second of nvJPEG set-up: measured on the H200 as 16
 /// threads reading single regions at 944 patches/s against 2,948 for one thread).
 pub(crate) const MAX_LANES: usize = 8;
@@ -69,7 +70,8 @@ impl Lanes {
 }
 
 impl Engine {
-    fn new_lane(&self) -> Res<Lane> {
+    /// A new lane (streams and nvJPEG states; buffers grow on first use).
+    pub(crate) fn new_lane(&self) -> Res<Lane> {
         let mk = || -> Res<Slot> {
             Ok(Slot {
                 scratch: DeviceBuffer::new(),
@@ -98,9 +100,12 @@ impl Engine {
         self.lanes.pool.take(limit, Wait::Yes, || self.new_lane()).expect("a waiting take always returns")
     }
 
-    /// A lane if one is free or may still be created, without waiting.
+    /// A lane if one is free or may still be created, without waiting. While the background
+    /// warm-up is still making lanes (`warmup.rs`), only a free one: a lane made here would pay
+    /// its nvJPEG set-up inside this read, while the warm-up's joins the pool warm.
     pub(crate) fn try_take_lane(&self) -> Option<Res<Pooled<'_, Lane>>> {
-        self.lanes.pool.take(self.lanes.workers, Wait::No, || self.new_lane())
+        let limit = if self.warm.lanes_pending() { 0 } else { self.lanes.workers };
+        self.lanes.pool.take(limit, Wait::No, || self.new_lane())
     }
 
     /// Decode JPEG tiles on the GPU: chunks of up to `chunk_tiles` tiles (of any of the call's

@@ -67,8 +67,21 @@ impl<T> Pool<T> {
         }
     }
 
+    /// Add `item`, made outside the pool (the background warm-up), as a free item when fewer
+    /// than `limit` exist; else hand it back (`Err`) for the caller to drop.
+    pub(crate) fn offer(&self, limit: usize, item: T) -> Result<(), T> {
+        let mut g = self.lock();
+        if g.made >= limit {
+            return Err(item);
+        }
+        g.made += 1;
+        g.free.push(item);
+        drop(g);
+        self.returned.notify_one();
+        Ok(())
+    }
+
     /// Items made so far (free and handed out).
-    #[cfg(test)]
     pub(crate) fn made(&self) -> usize {
         self.lock().made
     }
@@ -157,6 +170,29 @@ mod tests {
         assert_eq!(e.err(), Some("no stream"));
         assert_eq!(pool.made(), 0);
         assert_eq!(*pool.take(1, Wait::No, ok(5)).expect("made").expect("ok"), 5);
+    }
+
+    #[test]
+    fn an_offered_item_joins_up_to_the_limit_and_wakes_a_waiter() {
+        let pool: Pool<u32> = Pool::default();
+        let held = pool.take(2, Wait::No, ok(1)).expect("made").expect("ok");
+        assert_eq!(pool.offer(2, 7), Ok(()));
+        assert_eq!((pool.made(), pool.free()), (2, 1));
+        assert_eq!(pool.offer(2, 8), Err(8), "the limit counts items handed out");
+        // Taking with a limit of 0 takes only free items, never makes one.
+        assert_eq!(*pool.take(0, Wait::No, ok(9)).expect("free").expect("ok"), 7);
+        let a = pool.take(2, Wait::No, ok(9)).expect("free").expect("ok");
+        assert!(pool.take(0, Wait::No, ok(9)).is_none());
+        drop((held, a));
+        let pool: Pool<u32> = Pool::default();
+        let held = pool.take(1, Wait::No, ok(1)).expect("made").expect("ok");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| *pool.take(1, Wait::Yes, ok(0)).expect("waits").expect("ok"));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(pool.offer(2, 5), Ok(()));
+            assert_eq!(waiter.join().expect("no panic"), 5);
+        });
+        drop(held);
     }
 
     #[test]

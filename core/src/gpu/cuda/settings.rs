@@ -6,11 +6,11 @@
 use std::ffi::{c_int, c_uint};
 
 use super::sys::{CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, NVJPEG_OUTPUT_UNCHANGED, NVJPEG_OUTPUT_YUV};
-use crate::config::{CompatMode, GpuSplit, GpuSync, NvjpegOutput, GPU_ENGINE_SETTINGS};
+use crate::config::{CompatMode, GpuSplit, GpuSync, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
 use crate::error::Result;
 
 /// The engine's settings as read (ranges are applied by the parts that use them).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct EngineSettings {
     /// `SLIDESTREAM_COMPAT_MODE`.
     pub compat_mode: CompatMode,
@@ -28,6 +28,10 @@ pub(crate) struct EngineSettings {
     pub min_chunk: usize,
     /// `SLIDESTREAM_NVJPEG_OUTPUT`: `NVJPEG_OUTPUT_UNCHANGED` or `NVJPEG_OUTPUT_YUV`.
     pub nvjpeg_output: c_int,
+    /// `SLIDESTREAM_KERNEL_CACHE`.
+    pub kernel_cache: KernelCache,
+    /// `SLIDESTREAM_GPU_WARMUP`.
+    pub warmup: GpuWarmup,
 }
 
 /// Read the engine's settings and mark them consumed (later changes are refused).
@@ -53,6 +57,8 @@ pub(crate) fn settings() -> Result<EngineSettings> {
             NvjpegOutput::Yuv => NVJPEG_OUTPUT_YUV,
             NvjpegOutput::Unchanged => NVJPEG_OUTPUT_UNCHANGED,
         },
+        kernel_cache: cfg.kernel_cache,
+        warmup: cfg.gpu_warmup,
     })
 }
 

@@ -125,6 +125,8 @@ impl Engine {
                 nv.host_backend.into()
             },
             hardware_engines: nv.engines,
+            kernel_cache: self.kernels.cache_note.clone(),
+            warmup: self.warm.status(),
         }
     }
 }

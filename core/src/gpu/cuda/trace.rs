@@ -32,6 +32,54 @@ pub(crate) fn on() -> bool {
     *ON.get_or_init(super::settings::trace)
 }
 
+/// Seconds on `CLOCK_MONOTONIC`, the clock of Rust's `Instant` and Python's `time.monotonic()`
+/// on Linux: printed in the start-up lines so that they line up with a caller's timestamps
+/// (`benches/first_read.py`) and with each other across threads.
+pub(crate) fn mono() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: out-pointer to a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// Print one timed start-up line: `[slidestream gpu trace] {part}: {what} {ms} ms (t={mono})`.
+pub(crate) fn phase_line(part: &str, what: &str, since: Instant) {
+    if on() {
+        eprintln!("[slidestream gpu trace] {part}: {what} {:.1} ms (t={:.3})", since.elapsed().as_secs_f64() * 1e3, mono());
+    }
+}
+
+/// Successive phases of one start-up sequence, one trace line each ([`phase_line`]).
+pub(crate) struct Phases {
+    part: String,
+    last: Instant,
+    first: Instant,
+}
+
+impl Phases {
+    /// Phases of `part` (e.g. `"engine start (device 0)"`), timed from now.
+    pub(crate) fn new(part: String) -> Phases {
+        let now = Instant::now();
+        Phases { part, last: now, first: now }
+    }
+
+    /// End the current phase, named `what`, and start the next.
+    pub(crate) fn lap(&mut self, what: &str) {
+        phase_line(&self.part, what, self.last);
+        self.last = Instant::now();
+    }
+
+    /// The part's name (for lines printed by the parts it calls).
+    pub(crate) fn part(&self) -> &str {
+        &self.part
+    }
+
+    /// Time since the sequence began.
+    pub(crate) fn total_ms(&self) -> f64 {
+        self.first.elapsed().as_secs_f64() * 1e3
+    }
+}
+
 /// Phase timings of one engine.
 #[derive(Default)]
 pub(crate) struct Trace {

@@ -38,7 +38,8 @@ pub(crate) struct CpuSlot {
 }
 
 impl CpuSlot {
-    fn new() -> Res<CpuSlot> {
+    /// A stream and two empty pinned buffers.
+    pub(crate) fn new() -> Res<CpuSlot> {
         Ok(CpuSlot { bufs: [PinnedBuffer::new(), PinnedBuffer::new()], stream: Stream::new()? })
     }
 }

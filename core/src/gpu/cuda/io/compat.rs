@@ -41,16 +41,22 @@ pub(crate) struct Io {
     pub(crate) files: CuFiles,
 }
 
-fn nvfs_loaded() -> bool {
+pub(crate) fn nvfs_loaded() -> bool {
     std::path::Path::new("/proc/driver/nvidia-fs").exists() || std::path::Path::new("/sys/module/nvidia_fs").exists()
 }
 
 impl Io {
-    /// Choose the path for `mode` (loads and opens cuFile unless the mode is `on`).
+    /// Choose the path for `mode`: loads and opens cuFile for `off`, and for `auto` only where
+    /// nvidia-fs is loaded (never for `on`).
     pub(crate) fn select(mode: CompatMode) -> Io {
         let (mut path, mut reason, mut error, mut cufile) = (IoPath::Posix, String::new(), None, None);
         match mode {
             CompatMode::On => reason = "SLIDESTREAM_COMPAT_MODE=on: POSIX reads into pinned host memory".into(),
+            // Decided before cuFile is loaded: opening its driver costs start-up time and `auto`
+            // would not use it without nvidia-fs anyway.
+            CompatMode::Auto if !nvfs_loaded() => {
+                reason = "nvidia-fs kernel module not loaded, so GPUDirect Storage is inactive and cuFile would only add a bounce-buffer copy: POSIX reads into pinned host memory, cuFile not loaded (SLIDESTREAM_COMPAT_MODE=off forces cuFile)".into()
+            }
             CompatMode::Off | CompatMode::Auto => match super::cufile::driver() {
                 Err(e) if mode == CompatMode::Off => error = Some(format!("SLIDESTREAM_COMPAT_MODE=off needs cuFile: {e}")),
                 Err(e) => reason = format!("cuFile unavailable ({e}): POSIX reads into pinned host memory"),

@@ -238,4 +238,16 @@ mod tests {
         assert!(io.error.is_none() && io.files.cufile.is_none());
         assert!(io.reason.contains("SLIDESTREAM_COMPAT_MODE=on"), "{}", io.reason);
     }
+
+    #[test]
+    fn compat_mode_auto_without_nvidia_fs_never_loads_cufile() {
+        if super::super::compat::nvfs_loaded() {
+            eprintln!("skipped: nvidia-fs is loaded here");
+            return;
+        }
+        let io = super::super::compat::Io::select(crate::gpu::CompatMode::Auto);
+        assert_eq!(io.path, IoPath::Posix);
+        assert!(io.error.is_none() && io.files.cufile.is_none());
+        assert!(io.reason.contains("cuFile not loaded"), "{}", io.reason);
+    }
 }

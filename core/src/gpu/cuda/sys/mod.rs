@@ -280,7 +280,7 @@ mod tests {
             assert!(Cuda::SYMBOLS.contains(&s), "{s}");
         }
         assert_eq!(Cuda::SYMBOLS.len(), 28);
-        assert_eq!(Nvrtc::SYMBOLS.len(), 7);
+        assert_eq!(Nvrtc::SYMBOLS.len(), 10);
         assert_eq!(CuFile::SYMBOLS.len(), 6);
     }
 }

@@ -1,5 +1,5 @@
-//! NVRTC (`libnvrtc.so.13|12`, `nvrtc.h`): run-time compilation of the kernels to PTX, called
-//! through cudarc's raw bindings (`cudarc::nvrtc::sys`).
+//! NVRTC (`libnvrtc.so.13|12`, `nvrtc.h`): run-time compilation of the kernels to a cubin (or
+//! PTX), called through cudarc's raw bindings (`cudarc::nvrtc::sys`).
 
 use std::ffi::{c_char, c_int, c_void};
 
@@ -30,5 +30,8 @@ impl Nvrtc {
         nvrtcGetProgramLogSize(p: *mut c_void, n: *mut usize) -> c_int = nvrtcGetProgramLogSize, rc;
         nvrtcGetProgramLog(p: *mut c_void, out: *mut c_char) -> c_int = nvrtcGetProgramLog, rc;
         nvrtcDestroyProgram(p: *mut *mut c_void) -> c_int = nvrtcDestroyProgram, rc;
+        nvrtcVersion(major: *mut c_int, minor: *mut c_int) -> c_int = nvrtcVersion, rc;
+        nvrtcGetCUBINSize(p: *mut c_void, n: *mut usize) -> c_int = nvrtcGetCUBINSize, rc;
+        nvrtcGetCUBIN(p: *mut c_void, out: *mut c_char) -> c_int = nvrtcGetCUBIN, rc;
     });
 }
