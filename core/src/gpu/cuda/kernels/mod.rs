@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn kernels_cu_asserts_every_descriptor_layout() {
         let src = super::SOURCE;
-        for (t, size) in [("ConvDesc", 96), ("TileRef", 40), ("PatchDesc", 48), ("SpliceDesc", 24)] {
+        for (t, size) in [("ConvDesc", 96), ("TileRef", 40), ("PatchDesc", 56), ("SpliceDesc", 24)] {
             assert!(src.contains(&format!("static_assert(sizeof({t}) == {size}")), "{t}: no size assert in kernels.cu");
             assert!(src.contains(&format!("__builtin_offsetof({t},")), "{t}: no offset assert in kernels.cu");
         }
