@@ -1,6 +1,6 @@
 //! POSIX reads of one chunk: the read planner's coalesced requests `pread` into the slot's
 //! pinned host buffer by the read layer's one plan-to-bytes loop ([`ReadPlan::read_into`],
-//! in the slide's pool when there are several).
+//! in the process's I/O pool when there are several).
 //!
 //! [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
 
@@ -33,7 +33,7 @@ impl Engine {
         let total = plan.read_bytes() as usize;
         slot.pinned.ensure(total)?;
         let buf = slot.pinned.as_mut_slice(total);
-        let results = self.counters.trace.time(trace::READ, || plan.read_into(slide.source(), buf, slide.pool()));
+        let results = self.counters.trace.time(trace::READ, || plan.read_into(slide.source(), buf));
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
         // Where each tile lies in the pinned buffer.
