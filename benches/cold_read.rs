@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! cargo run --release -p slidestream --example cold_read -- SLIDE [--patches 4096] [--size 256]
-//!     [--reps 3] [--level 0] [--variants LIST] [--e2e]
+//!     [--reps 3] [--level 0] [--variants LIST] [--e2e] [--drop-caches] [--decode-us 100]
 //! ```
 //!
 //! Variants (comma-separated `--variants`; default: all below):
@@ -18,14 +18,22 @@
 //! * `ioN+hint`: `POSIX_FADV_WILLNEED` over every request first (`io::hint`), then `ioN`.
 //! * `directN`: the file opened `O_DIRECT`, each request rounded out to 4 KiB and read into an
 //!   aligned bounce buffer, then copied; N read threads.
+//! * `…+bghint`: the same hint issued from another thread (`io::hint::will_need_in_background`),
+//!   the reads starting at once.
+//! * `lanesN`: the GPU engine's shape: 4 lanes take ~256-tile chunks in turn, each reads its
+//!   chunk at depth N (`lanes1`: serially, as before) and then waits `--decode-us` (100) µs per
+//!   tile, as a lane waits on nvJPEG; `lanesN+hint` / `+bghint`: one hint over the whole call
+//!   first, as the GPU path would issue for a call's misses before the lanes start.
 //! * `warm-…`: the same, without eviction (the page cache holds the batch): the cost of the
 //!   hint and of the pool hop when nothing goes to the device.
 //! * `--e2e`: also `read_patches` (read + decode + assemble, the library's defaults:
 //!   `SLIDESTREAM_IO_DEPTH` and its hint rule) cold and warm, with a tile cache of 0 bytes.
 //!
 //! Eviction: `posix_fadvise(POSIX_FADV_DONTNEED)` over the whole file (works unprivileged for
-//! clean pages no one maps), plus `echo 1 > /proc/sys/vm/drop_caches` when writable; the share
-//! of the file still resident afterwards (`mincore`) is printed. A VM's host may still cache
+//! clean pages no one maps; only this file's pages), plus, with `--drop-caches`,
+//! `echo 1 > /proc/sys/vm/drop_caches` (root; drops the whole machine's page cache, so not by
+//! default on a shared machine); the share of the file still resident afterwards (`mincore`) is
+//! printed. A VM's host may still cache
 //! the disk image: cold here means cold in this kernel's page cache.
 
 use std::fs::File;
@@ -49,12 +57,16 @@ struct Args {
     level: usize,
     variants: Vec<String>,
     e2e: bool,
+    drop_caches: bool,
+    decode_us: u64,
 }
 
-const DEFAULT_VARIANTS: &str = "decode,io1,io4,io16,io32,io64,io128,io1+hint,io32+hint,io64+hint,direct32,direct64,warm-io1,warm-io32,warm-io32+hint,warm-decode";
+const DEFAULT_VARIANTS: &str =
+    "decode,io1,io4,io16,io32,io64,io128,io1+hint,io32+hint,io32+bghint,direct32,direct64,\
+     lanes1,lanes32,lanes1+hint,lanes32+hint,lanes32+bghint,warm-io1,warm-io4,warm-io32,warm-io32+hint,warm-lanes32,warm-lanes32+bghint";
 
 fn parse_args() -> Args {
-    let mut a = Args { slide: PathBuf::new(), patches: 4096, size: 256, reps: 3, level: 0, variants: Vec::new(), e2e: false };
+    let mut a = Args { slide: PathBuf::new(), patches: 4096, size: 256, reps: 3, level: 0, variants: Vec::new(), e2e: false, drop_caches: false, decode_us: 100 };
     let mut variants = DEFAULT_VARIANTS.to_string();
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
@@ -66,6 +78,8 @@ fn parse_args() -> Args {
             "--level" => a.level = val("--level").parse().expect("--level K"),
             "--variants" => variants = val("--variants"),
             "--e2e" => a.e2e = true,
+            "--drop-caches" => a.drop_caches = true,
+            "--decode-us" => a.decode_us = val("--decode-us").parse().expect("--decode-us N"),
             "--bench" => {}
             _ if s.starts_with("--") => panic!("unknown flag {s}"),
             _ => a.slide = PathBuf::from(s),
@@ -105,8 +119,8 @@ fn batch_read_plan(slide: &Slide, level: usize, locs: &[(i64, i64)], size: u64) 
 }
 
 /// Evict `path` from the page cache; returns how.
-fn evict(src: &FileSource) -> &'static str {
-    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok();
+fn evict(src: &FileSource, drop_caches: bool) -> &'static str {
+    let dropped = drop_caches && std::fs::write("/proc/sys/vm/drop_caches", "1").is_ok();
     let advised = hint::dont_need(src, 0, 0);
     match (dropped, advised) {
         (true, true) => "drop_caches+DONTNEED",
@@ -190,17 +204,84 @@ impl ByteSource for Direct {
     }
 }
 
-/// (depth, hint, direct, warm) of a variant name.
-fn parse_variant(v: &str, cores: usize) -> Option<(usize, bool, bool, bool)> {
+/// How a variant reads.
+#[derive(Clone, Copy)]
+struct Variant {
+    depth: usize,
+    hint: Hint,
+    direct: bool,
+    warm: bool,
+    lanes: bool,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Hint {
+    None,
+    /// `will_need` on the calling thread before reading.
+    Sync,
+    /// `will_need_in_background`, reads start at once.
+    Background,
+}
+
+fn parse_variant(v: &str, cores: usize) -> Option<Variant> {
     let (warm, v) = v.strip_prefix("warm-").map_or((false, v), |r| (true, r));
-    let (v, hint) = v.strip_suffix("+hint").map_or((v, false), |r| (r, true));
+    let (v, hint) = match (v.strip_suffix("+hint"), v.strip_suffix("+bghint")) {
+        (Some(r), _) => (r, Hint::Sync),
+        (_, Some(r)) => (r, Hint::Background),
+        _ => (v, Hint::None),
+    };
+    let mut x = Variant { depth: cores, hint, direct: false, warm, lanes: false };
     if v == "decode" {
-        return Some((cores, hint, false, warm));
+        return Some(x);
     }
-    if let Some(n) = v.strip_prefix("io") {
-        return n.parse().ok().map(|n| (n, hint, false, warm));
+    let n = if let Some(n) = v.strip_prefix("io") {
+        n
+    } else if let Some(n) = v.strip_prefix("direct") {
+        x.direct = true;
+        n
+    } else {
+        x.lanes = true;
+        v.strip_prefix("lanes")?
+    };
+    x.depth = n.parse().ok()?;
+    Some(x)
+}
+
+/// The GPU engine's shape: `LANES` lanes take chunks of about `CHUNK_TILES` tiles in file order,
+/// each reads its chunk (the plan's requests, `pool` or serial) and then "decodes" it: sleeps
+/// `decode_us` per tile (the lanes wait on nvJPEG; the CPU is free).
+fn read_as_lanes(plan: &ReadPlan, src: &dyn ByteSource, pool: Option<&rayon::ThreadPool>, decode_us: u64) -> bool {
+    const LANES: usize = 4;
+    const CHUNK_TILES: usize = 256;
+    let mut chunks: Vec<ReadPlan> = vec![ReadPlan::default()];
+    for r in &plan.requests {
+        let last = chunks.last_mut().expect("one chunk");
+        if last.requests.iter().map(|q| q.members.len()).sum::<usize>() >= CHUNK_TILES {
+            chunks.push(ReadPlan::default());
+        }
+        chunks.last_mut().expect("one chunk").requests.push(r.clone());
     }
-    v.strip_prefix("direct").and_then(|n| n.parse().ok()).map(|n| (n, hint, true, warm))
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let ok = std::sync::atomic::AtomicBool::new(true);
+    std::thread::scope(|s| {
+        for _ in 0..LANES {
+            s.spawn(|| loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(c) = chunks.get(k) else { break };
+                let mut buf = vec![0u8; c.read_bytes() as usize];
+                let r = match pool {
+                    Some(p) => c.read_into_in(src, &mut buf, p),
+                    None => c.read_into_serial(src, &mut buf),
+                };
+                if r.iter().any(|x| x.is_err()) {
+                    ok.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                let tiles: usize = c.requests.iter().map(|q| q.members.len()).sum();
+                std::thread::sleep(std::time::Duration::from_micros(decode_us * tiles as u64));
+            });
+        }
+    });
+    ok.into_inner()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -215,7 +296,7 @@ fn median(v: &mut [f64]) -> f64 {
 fn main() {
     let a = parse_args();
     if a.slide.as_os_str().is_empty() {
-        eprintln!("usage: cold_read SLIDE [--patches 4096] [--size 256] [--reps 3] [--level 0] [--variants {DEFAULT_VARIANTS}] [--e2e]");
+        eprintln!("usage: cold_read SLIDE [--patches 4096] [--size 256] [--reps 3] [--level 0] [--variants {DEFAULT_VARIANTS}] [--e2e] [--drop-caches]");
         std::process::exit(2);
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -225,7 +306,7 @@ fn main() {
     let src = FileSource::open(&a.slide).expect("open");
     let direct = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&a.slide).ok().map(|file| Direct { len: src.len(), file });
     let probe = batch_read_plan(&slide, a.level, &locations(w, h, ds, a.size, a.patches, 0), a.size);
-    let how = evict(&src);
+    let how = evict(&src, a.drop_caches);
     println!(
         "slide {} ({} bytes, level {} {w}x{h}); {} random {}² patches: {} requests, {:.1} MB read, {:.1} MB needed (amplification {:.3}); \
          {cores} cores; eviction: {how}, resident after: {:.1} %; library default depth {}",
@@ -242,7 +323,9 @@ fn main() {
         pool::depth(),
     );
     let mut pools: std::collections::HashMap<usize, std::sync::Arc<rayon::ThreadPool>> = std::collections::HashMap::new();
-    let mut results: Vec<(String, Vec<f64>, Vec<f64>, Vec<f64>)> = a.variants.iter().map(|v| (v.clone(), vec![], vec![], vec![])).collect();
+    /// One variant's runs: MB/s, requests/s, patches/s.
+    type Runs = (Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut results: Vec<(String, Runs)> = a.variants.iter().map(|v| (v.clone(), Runs::default())).collect();
     let mut e2e: Vec<(&str, Vec<f64>)> = vec![("e2e-cold", vec![]), ("e2e-warm", vec![])];
     let mut run = 0u64;
     println!("{:<16} {:>4} {:>9} {:>9} {:>11} {:>10} {:>8}", "variant", "rep", "ms", "MB/s", "requests/s", "patches/s", "resid%");
@@ -253,7 +336,7 @@ fn main() {
         }
         for &k in &order {
             let name = &a.variants[k];
-            let Some((depth, hint, use_direct, warm)) = parse_variant(name, cores) else {
+            let Some(Variant { depth, hint, direct: use_direct, warm, lanes }) = parse_variant(name, cores) else {
                 eprintln!("unknown variant {name}");
                 continue;
             };
@@ -264,7 +347,7 @@ fn main() {
             if warm {
                 plan.read_into_serial(&src, &mut buf);
             } else {
-                evict(&src);
+                evict(&src, a.drop_caches);
             }
             let res_before = if warm { f64::NAN } else { resident(&a.slide) * 100.0 };
             let p = (depth > 1).then(|| pools.entry(depth).or_insert_with(|| pool::build(depth).expect("pool")).clone());
@@ -277,22 +360,34 @@ fn main() {
                 _ => &src,
             };
             let t = Instant::now();
-            if hint {
-                plan.will_need(&src);
+            match hint {
+                Hint::Sync => {
+                    plan.will_need(&src);
+                }
+                Hint::Background => {
+                    hint::will_need_in_background(&src, plan.requests.iter().map(|r| (r.offset, r.len)).collect());
+                }
+                Hint::None => {}
             }
-            let r = match &p {
-                Some(p) => plan.read_into_in(s, &mut buf, p),
-                None => plan.read_into_serial(s, &mut buf),
+            let ok = if lanes {
+                read_as_lanes(&plan, s, p.as_deref(), a.decode_us)
+            } else {
+                let r = match &p {
+                    Some(p) => plan.read_into_in(s, &mut buf, p),
+                    None => plan.read_into_serial(s, &mut buf),
+                };
+                r.iter().all(|x| x.is_ok())
             };
             let secs = t.elapsed().as_secs_f64();
-            assert!(r.iter().all(|x| x.is_ok()), "{name}: a read failed");
+            assert!(ok, "{name}: a read failed");
             let mbs = plan.read_bytes() as f64 / 1e6 / secs;
             let rps = plan.requests.len() as f64 / secs;
             let pps = a.patches as f64 / secs;
             println!("{name:<16} {rep:>4} {:>9.1} {mbs:>9.1} {rps:>11.0} {pps:>10.0} {res_before:>8.1}", secs * 1e3);
-            results[k].1.push(mbs);
-            results[k].2.push(rps);
-            results[k].3.push(pps);
+            let runs = &mut results[k].1;
+            runs.0.push(mbs);
+            runs.1.push(rps);
+            runs.2.push(pps);
         }
         if a.e2e {
             for (i, cold) in [true, false].into_iter().enumerate() {
@@ -301,7 +396,7 @@ fn main() {
                 let reqs: Vec<PatchRequest<'_>> = locs.iter().map(|&location| PatchRequest { slide: &slide, level: a.level, location }).collect();
                 let opts = ReadOptions { size: (a.size, a.size), background: [255; 3] };
                 if cold {
-                    evict(&src);
+                    evict(&src, a.drop_caches);
                 } else {
                     read_patches(&reqs, &opts).expect("read_patches");
                 }
@@ -316,7 +411,7 @@ fn main() {
         }
     }
     println!("\nmedian of {} reps:\n{:<16} {:>9} {:>11} {:>10}", a.reps, "variant", "MB/s", "requests/s", "patches/s");
-    for (name, mut mbs, mut rps, mut pps) in results {
+    for (name, (mut mbs, mut rps, mut pps)) in results {
         if !mbs.is_empty() {
             println!("{name:<16} {:>9.1} {:>11.0} {:>10.0}", median(&mut mbs), median(&mut rps), median(&mut pps));
         }

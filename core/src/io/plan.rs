@@ -9,8 +9,8 @@
 //!
 //! [`ReadPlan::read_into`] is the one loop from a plan to per-range bytes: it reads the requests
 //! back to back into a buffer the caller provides (plain memory, or pinned memory on the GPU
-//! path), in parallel in the process's I/O pool ([`super::pool`]) with a readahead hint for
-//! large plans ([`super::hint`]), and [`ReadPlan::slices`] then yields every wanted
+//! path), in parallel in the process's I/O pool ([`super::pool`]), and [`ReadPlan::slices`]
+//! then yields every wanted
 //! range's bytes (or its request's error). [`ReadPlan::spans`] gives the same layout for
 //! callers that read the requests themselves (cuFile into device memory).
 
@@ -163,27 +163,23 @@ impl ReadPlan {
     /// Read every request from `src` into `buf`, back to back (see [`Span`]); `buf` must hold at
     /// least [`read_bytes`](Self::read_bytes) bytes (the caller owns it: plain or pinned memory).
     /// More than one request: they are read in parallel in the process's I/O pool
-    /// ([`super::pool`], `SLIDESTREAM_IO_DEPTH` reads in flight, never behind decodes), after a
-    /// readahead hint over all of them when there are at least [`HINT_MIN_REQUESTS`] (more than
-    /// the pool has in flight: [`super::hint`]); one request: on the calling thread. Returns
+    /// ([`super::pool`], `SLIDESTREAM_IO_DEPTH` reads in flight, never behind decodes); one
+    /// request: on the calling thread. No readahead hint here: hinting requests that are read at
+    /// once anyway only delays them (docs/benchmarks.md, "Cold-cache reads"); callers
+    /// that read a large call in pieces later hint it first ([`ReadPlan::prefetch`]). Returns
     /// one result per request, in plan order; pass them to [`slices`](Self::slices). A `buf`
     /// shorter than [`read_bytes`](Self::read_bytes) (a caller bug) reads nothing: every
     /// request fails with `InvalidInput`.
-    ///
-    /// [`HINT_MIN_REQUESTS`]: super::hint::HINT_MIN_REQUESTS
     pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8]) -> Vec<io::Result<()>> {
         if self.requests.len() < 2 {
             return self.read_into_with(src, buf, None);
-        }
-        if self.requests.len() >= super::hint::HINT_MIN_REQUESTS {
-            self.will_need(src);
         }
         let pool = super::pool::io_pool();
         self.read_into_with(src, buf, pool.as_deref())
     }
 
-    /// [`read_into`](Self::read_into) in the given `pool` (one read per task), without hints:
-    /// for tests and the `cold_read` benchmark, which compare pools.
+    /// [`read_into`](Self::read_into) in the given `pool` (one read per task): for tests and
+    /// the `cold_read` benchmark, which compare pools.
     pub fn read_into_in(&self, src: &dyn ByteSource, buf: &mut [u8], pool: &rayon::ThreadPool) -> Vec<io::Result<()>> {
         self.read_into_with(src, buf, Some(pool))
     }
@@ -439,8 +435,9 @@ mod tests {
         assert!(p.read_bytes() <= p.needed_bytes + merges * opts.max_gap_bytes);
     }
 
-    /// Reads through the I/O pool (with the readahead hint of large plans) give the same bytes
-    /// and the same per-request errors as serial reads, from a file and from memory.
+    /// Reads through the I/O pool (after a background readahead hint: [`ReadPlan::prefetch`])
+    /// give the same bytes and the same per-request errors as serial reads, from a file and
+    /// from memory.
     #[test]
     fn io_pool_reads_match_serial_reads() {
         let data: Vec<u8> = (0..(5u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
@@ -456,13 +453,14 @@ mod tests {
         let wants: Vec<Want> = (0..n).map(|i| w(i, i as u64 * 40_000 + (i as u64 % 7) * 3, 1000 + (i as u64 % 13) * 100)).collect();
         let plan = plan_reads(&wants, &PlanOptions { max_gap_bytes: 1000, max_request_bytes: 1 << 20 });
         assert_eq!(plan.requests.len(), n);
-        let short = crate::io::MemSource::new(data[..(n as usize - 3) * 40_000].to_vec());
+        let short = crate::io::MemSource::new(data[..(n - 3) * 40_000].to_vec());
         let depth4 = crate::io::pool::build(4).unwrap();
         let sources: [&dyn ByteSource; 3] = [&file, &mem, &short];
         for src in sources {
             let mut want_buf = vec![0u8; plan.read_bytes() as usize];
             let want_res = plan.read_into_serial(src, &mut want_buf);
             let want_ok: Vec<bool> = want_res.iter().map(|r| r.is_ok()).collect();
+            assert_eq!(plan.prefetch(src), src.raw_fd().is_some());
             for mode in 0..2 {
                 let mut buf = vec![0u8; plan.read_bytes() as usize];
                 let res = if mode == 0 { plan.read_into(src, &mut buf) } else { plan.read_into_in(src, &mut buf, &depth4) };

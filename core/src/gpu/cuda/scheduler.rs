@@ -19,6 +19,7 @@ use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
 use crate::error::{GpuError, Location, Result};
 use crate::index::{Compression, ImageIndex};
+use crate::io::plan::{plan_reads, Want};
 use crate::slide::Slide;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
@@ -136,6 +137,12 @@ impl Engine {
         // find tiles at the back instead of an empty queue.
         let lanes_n = taken.lanes.len() + 1;
         let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
+        // POSIX reads: the whole call's misses hinted in the background, so the device fetches
+        // them while the lanes and CPU workers read and decode their first chunks (io::hint).
+        if n >= crate::io::hint::HINT_MIN_REQUESTS && self.io.cufile_handle(slide, &self.counters).is_none() {
+            let wants: Vec<Want> = misses.iter().enumerate().map(|(i, m)| Want { id: i, offset: m.offset, len: m.len }).collect();
+            plan_reads(&wants, &slide.config().plan).prefetch(slide.source());
+        }
         let q = WorkQueue::new(misses);
         let Taken { lanes: extra, cpu: cpu_slots } = &mut taken;
         // With the trace on: when each decoder ran out of work (the tail the lanes' last chunks
