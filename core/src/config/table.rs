@@ -76,6 +76,11 @@ settings! {
         accepted: "an integer number of bytes, 1 or more", per_process: false,
         parse: |s: &str| parse_u64(s, 1, u64::MAX),
         doc: "largest coalesced read request (a longer tile is still read whole); read at each open" }
+    /// Reads in flight at once: threads of the process-wide I/O pool.
+    io_depth: usize = { name: "SLIDESTREAM_IO_DEPTH", default: "32", unit: "reads",
+        accepted: "an integer from 1 to 1024", per_process: true,
+        parse: |s: &str| parse_usize(s, 1, 1024),
+        doc: "positional reads in flight at once: the threads of the process-wide I/O pool that reads a plan's coalesced requests (CPU reads and the GPU path's POSIX reads), apart from the decode threads; 1 = read on the calling thread; read at the first open" }
     /// Largest region output in bytes (width × height × 4 for RGBA).
     max_region_bytes: u64 = { name: "SLIDESTREAM_MAX_REGION_BYTES", default: "4294967296", unit: "bytes",
         accepted: "an integer number of bytes, 1 or more", per_process: false,

@@ -10,6 +10,8 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(s.cache_bytes, 256 << 20);
     assert_eq!(s.plan_max_gap_bytes, 8192);
     assert_eq!(s.plan_max_request_bytes, 8 << 20);
+    assert_eq!(s.io_depth, 32);
+    assert_eq!(s.io_depth, crate::io::pool::DEFAULT_DEPTH);
     assert_eq!(s.max_region_bytes, 4 << 30);
     assert_eq!(s.partial_decode_max_fraction, 0.5);
     assert_eq!(s.compat_mode, CompatMode::Auto);
@@ -38,6 +40,7 @@ fn values_parse() {
         ("SLIDESTREAM_GPU_TRACE", "yes"),
         ("SLIDESTREAM_KERNEL_CACHE", "/var/cache/ss-kernels"),
         ("SLIDESTREAM_GPU_WARMUP", "Background"),
+        ("SLIDESTREAM_IO_DEPTH", "1"),
     ])
     .unwrap();
     assert_eq!(s.kernel_cache, KernelCache::Dir("/var/cache/ss-kernels".into()));
@@ -50,6 +53,7 @@ fn values_parse() {
     assert_eq!(s.gpu_sync, GpuSync::Blocking);
     assert_eq!(s.partial_decode_max_fraction, 0.0);
     assert!(s.gpu_trace);
+    assert_eq!(s.io_depth, 1);
     assert_eq!(resolve(&[("SLIDESTREAM_COMPAT_MODE", "no")]).unwrap().compat_mode, CompatMode::Off);
     assert_eq!(resolve(&[("SLIDESTREAM_COMPAT_MODE", "1")]).unwrap().compat_mode, CompatMode::On);
 }
@@ -61,6 +65,9 @@ fn bad_values_are_errors_naming_the_variable() {
         ("SLIDESTREAM_CACHE_BYTES", "lots"),
         ("SLIDESTREAM_CACHE_BYTES", "-1"),
         ("SLIDESTREAM_PLAN_MAX_REQUEST_BYTES", "0"),
+        ("SLIDESTREAM_IO_DEPTH", "0"),
+        ("SLIDESTREAM_IO_DEPTH", "1025"),
+        ("SLIDESTREAM_IO_DEPTH", "deep"),
         ("SLIDESTREAM_MAX_REGION_BYTES", "1e9"),
         ("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", "1.5"),
         ("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", "NaN"),

@@ -5,10 +5,14 @@
 //! [`posix::FileSource`] reads a file with `pread` (`FileExt::read_exact_at`);
 //! [`MemSource`] serves bytes from memory (tests, fuzzing); [`metrics::MetricsSource`] wraps any
 //! source and counts requests and bytes so tests can assert what a read plan did.
-//! [`plan`] turns a set of tile byte ranges into few coalesced requests.
+//! [`plan`] turns a set of tile byte ranges into few coalesced requests, read in parallel by the
+//! process's I/O pool ([`pool`], `SLIDESTREAM_IO_DEPTH` reads in flight) after readahead hints
+//! for large plans ([`hint`]).
 
+pub mod hint;
 pub mod metrics;
 pub mod plan;
+pub mod pool;
 pub mod posix;
 
 use std::io;

@@ -9,7 +9,8 @@
 //!
 //! [`ReadPlan::read_into`] is the one loop from a plan to per-range bytes: it reads the requests
 //! back to back into a buffer the caller provides (plain memory, or pinned memory on the GPU
-//! path), in parallel when a pool allows, and [`ReadPlan::slices`] then yields every wanted
+//! path), in parallel in the process's I/O pool ([`super::pool`]), and [`ReadPlan::slices`]
+//! then yields every wanted
 //! range's bytes (or its request's error). [`ReadPlan::spans`] gives the same layout for
 //! callers that read the requests themselves (cuFile into device memory).
 
@@ -161,12 +162,25 @@ impl ReadPlan {
 
     /// Read every request from `src` into `buf`, back to back (see [`Span`]); `buf` must hold at
     /// least [`read_bytes`](Self::read_bytes) bytes (the caller owns it: plain or pinned memory).
-    /// Requests are read in parallel in `pool` (`None` = rayon's global pool) when it has more
-    /// than one worker and there is more than one request (positional reads are independent),
-    /// else on the calling thread. Returns one result per request, in plan order; pass them to
-    /// [`slices`](Self::slices). A `buf` shorter than [`read_bytes`](Self::read_bytes) (a caller
-    /// bug) reads nothing: every request fails with `InvalidInput`.
-    pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<&rayon::ThreadPool>) -> Vec<io::Result<()>> {
+    /// More than one request: they are read in parallel in the process's I/O pool
+    /// ([`super::pool`], `SLIDESTREAM_IO_DEPTH` reads in flight, never behind decodes); one
+    /// request: on the calling thread. No readahead hint here: hinting requests that are read at
+    /// once anyway only delays them (docs/benchmarks.md, "Cold-cache reads"); callers
+    /// that read a large call in pieces later hint it first ([`ReadPlan::prefetch`]). Returns
+    /// one result per request, in plan order; pass them to [`slices`](Self::slices). A `buf`
+    /// shorter than [`read_bytes`](Self::read_bytes) (a caller bug) reads nothing: every
+    /// request fails with `InvalidInput`.
+    pub fn read_into(&self, src: &dyn ByteSource, buf: &mut [u8]) -> Vec<io::Result<()>> {
+        if self.requests.len() < 2 {
+            return self.read_into_with(src, buf, None);
+        }
+        let pool = super::pool::io_pool();
+        self.read_into_with(src, buf, pool.as_deref())
+    }
+
+    /// [`read_into`](Self::read_into) in the given `pool` (one read per task): for tests and
+    /// the `cold_read` benchmark, which compare pools.
+    pub fn read_into_in(&self, src: &dyn ByteSource, buf: &mut [u8], pool: &rayon::ThreadPool) -> Vec<io::Result<()>> {
         self.read_into_with(src, buf, Some(pool))
     }
 
@@ -176,8 +190,9 @@ impl ReadPlan {
         self.read_into_with(src, buf, None)
     }
 
-    /// `pool`: `Some(pool)` = parallel where it pays, `None` = serial.
-    fn read_into_with(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<Option<&rayon::ThreadPool>>) -> Vec<io::Result<()>> {
+    /// `pool`: `Some(pool)` = one read per task in it (when it has more than one thread and
+    /// there is more than one request), `None` = serial.
+    fn read_into_with(&self, src: &dyn ByteSource, buf: &mut [u8], pool: Option<&rayon::ThreadPool>) -> Vec<io::Result<()>> {
         let total = self.read_bytes() as usize;
         if buf.len() < total {
             let short = || io::Error::new(io::ErrorKind::InvalidInput, format!("read buffer of {} bytes for a plan of {total}", buf.len()));
@@ -192,8 +207,10 @@ impl ReadPlan {
         }
         let read = |(p, r): (&mut &mut [u8], &Request)| src.read_exact_at(p, r.offset);
         match pool {
-            Some(pool) if pool_threads(pool) > 1 && self.requests.len() > 1 => {
-                in_pool(pool, || parts.par_iter_mut().zip(self.requests.par_iter()).map(read).collect())
+            // One read a task: reads take unequal times (a cold request waits for the device,
+            // a warm one copies from the page cache), so none should queue behind another.
+            Some(pool) if pool.current_num_threads() > 1 && self.requests.len() > 1 => {
+                pool.install(|| parts.par_iter_mut().zip(self.requests.par_iter()).with_max_len(1).map(read).collect())
             }
             _ => parts.iter_mut().zip(self.requests.iter()).map(read).collect(),
         }
@@ -362,8 +379,8 @@ mod tests {
         for mode in 0..3 {
             let mut buf = vec![0u8; plan.read_bytes() as usize + 9]; // longer is fine
             let results = match mode {
-                0 => plan.read_into(&src, &mut buf, None),
-                1 => plan.read_into(&src, &mut buf, Some(&pool)),
+                0 => plan.read_into(&src, &mut buf),
+                1 => plan.read_into_in(&src, &mut buf, &pool),
                 _ => plan.read_into_serial(&src, &mut buf),
             };
             let mut seen: Vec<(usize, Vec<u8>)> = plan.slices(&buf, &results).map(|(id, b)| (id, b.unwrap().to_vec())).collect();
@@ -374,13 +391,102 @@ mod tests {
         }
         // A buffer too short reads nothing.
         let mut small = vec![0u8; 3];
-        assert!(plan.read_into(&src, &mut small, None).iter().all(|r| r.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::InvalidInput)));
+        assert!(plan.read_into(&src, &mut small).iter().all(|r| r.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::InvalidInput)));
         // A request past the end fails its own ranges only.
         let short = crate::io::MemSource::new(data[..2000].to_vec());
         let mut buf = vec![0u8; plan.read_bytes() as usize];
-        let results = plan.read_into(&short, &mut buf, None);
+        let results = plan.read_into(&short, &mut buf);
         let failed: Vec<usize> = plan.slices(&buf, &results).filter(|(_, b)| b.is_err()).map(|(id, _)| id).collect();
         assert_eq!(failed, vec![2]);
+    }
+
+    /// Tile-aware planning: scattered tiles are read near where they lie, never as one span from
+    /// the smallest offset to the largest; every hole inside a request is at most the gap.
+    #[test]
+    fn scattered_tiles_are_read_where_they_lie() {
+        let opts = PlanOptions::default();
+        // 2000 tiles of 20–50 KB at pseudo-random places in a 2 GB file, some adjacent pairs.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut wants = Vec::new();
+        for id in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = 20_000 + x % 30_000;
+            let offset = if id % 5 == 1 { wants.last().map_or(0, |w: &Want| w.offset + w.len) } else { x % (2 << 30) };
+            wants.push(w(id, offset, len));
+        }
+        let p = plan_reads(&wants, &opts);
+        assert_eq!(p.check(&wants, &opts), Ok(()));
+        let span = p.requests.last().unwrap().offset + p.requests.last().unwrap().len - p.requests[0].offset;
+        assert!(p.read_bytes() < span / 10, "read {} of a {span}-byte span", p.read_bytes());
+        assert!(p.requests.len() > 1000, "{} requests", p.requests.len());
+        for r in &p.requests {
+            let mut m = r.members.clone();
+            m.sort_by_key(|&(_, off, _)| off);
+            let mut end = 0;
+            for &(_, off, len) in &m {
+                assert!(off <= end + opts.max_gap_bytes, "a hole of {} bytes inside a request", off - end);
+                end = end.max(off + len);
+            }
+        }
+        // The holes read are what the amplification says: at most one gap per merge.
+        let merges = wants.len() as u64 - p.requests.len() as u64;
+        assert!(p.read_bytes() <= p.needed_bytes + merges * opts.max_gap_bytes);
+    }
+
+    /// Reads through the I/O pool (after a background readahead hint: [`ReadPlan::prefetch`])
+    /// give the same bytes and the same per-request errors as serial reads, from a file and
+    /// from memory.
+    #[test]
+    fn io_pool_reads_match_serial_reads() {
+        let data: Vec<u8> = (0..(5u32 << 20)).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+        let dir = std::env::temp_dir().join(format!("slidestream-iopool-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f.bin");
+        std::fs::write(&path, &data).unwrap();
+        let file = crate::io::posix::FileSource::open(&path).unwrap();
+        let mem = crate::io::MemSource::new(data.clone());
+        // Separate requests (holes over the gap), more than HINT_MIN_REQUESTS of them; the last
+        // few lie past the end of a shorter source.
+        let n = crate::io::hint::HINT_MIN_REQUESTS + 40;
+        let wants: Vec<Want> = (0..n).map(|i| w(i, i as u64 * 40_000 + (i as u64 % 7) * 3, 1000 + (i as u64 % 13) * 100)).collect();
+        let plan = plan_reads(&wants, &PlanOptions { max_gap_bytes: 1000, max_request_bytes: 1 << 20 });
+        assert_eq!(plan.requests.len(), n);
+        let short = crate::io::MemSource::new(data[..(n - 3) * 40_000].to_vec());
+        let depth4 = crate::io::pool::build(4).unwrap();
+        let sources: [&dyn ByteSource; 3] = [&file, &mem, &short];
+        for src in sources {
+            let mut want_buf = vec![0u8; plan.read_bytes() as usize];
+            let want_res = plan.read_into_serial(src, &mut want_buf);
+            let want_ok: Vec<bool> = want_res.iter().map(|r| r.is_ok()).collect();
+            assert_eq!(plan.prefetch(src), src.raw_fd().is_some());
+            for mode in 0..2 {
+                let mut buf = vec![0u8; plan.read_bytes() as usize];
+                let res = if mode == 0 { plan.read_into(src, &mut buf) } else { plan.read_into_in(src, &mut buf, &depth4) };
+                let ok: Vec<bool> = res.iter().map(|r| r.is_ok()).collect();
+                assert_eq!(ok, want_ok);
+                for ((a, b), (c, d)) in plan.slices(&buf, &res).zip(plan.slices(&want_buf, &want_res)) {
+                    assert_eq!(a, c);
+                    match (b, d) {
+                        (Ok(x), Ok(y)) => assert_eq!(x, y),
+                        (Err(x), Err(y)) => assert_eq!((x.kind(), x.to_string()), (y.kind(), y.to_string())),
+                        _ => panic!("range {a}: pool and serial reads disagree"),
+                    }
+                }
+            }
+        }
+        assert_eq!(want_failed(&plan, &short), vec![n - 3, n - 2, n - 1]);
+        // The process pool has the configured depth.
+        let d = crate::io::pool::depth();
+        assert_eq!(crate::io::pool::io_pool().map_or(1, |p| p.current_num_threads()), d);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn want_failed(plan: &ReadPlan, src: &dyn ByteSource) -> Vec<usize> {
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let res = plan.read_into(src, &mut buf);
+        plan.slices(&buf, &res).filter(|(_, b)| b.is_err()).map(|(id, _)| id).collect()
     }
 
     #[test]

@@ -41,7 +41,8 @@ pub(crate) struct Batch<'a> {
     pub plan: &'a PlanOptions,
     /// Cache to look up and fill (`None`: associated images are not cached).
     pub cache: Option<CacheSlot<'a>>,
-    /// Pool for parallel work (`None` = rayon's global pool).
+    /// Pool for parallel decodes (`None` = rayon's global pool); reads go to the I/O pool
+    /// ([`crate::io::pool`]).
     pub pool: Option<&'a rayon::ThreadPool>,
     /// Working-set budget of one call in bytes (the waves of [`super::waves`]).
     pub working_bytes: u64,
@@ -91,7 +92,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     }
     let plan = plan_reads(&wants, b.plan);
     let mut buf = vec![0u8; plan.read_bytes() as usize];
-    let mut results = plan.read_into(b.src, &mut buf, b.pool);
+    let mut results = plan.read_into(b.src, &mut buf);
     if let Some(k) = results.iter().position(|r| r.is_err()) {
         let (col, row) = coords[misses[plan.requests[k].members[0].0 / planes]];
         let e = std::mem::replace(&mut results[k], Ok(())).expect_err("position found an error");

@@ -58,6 +58,8 @@ impl Slide {
         // The decode threads rayon would start for RAYON_NUM_THREADS, capped before any pool
         // exists (pools are built at the first parallel read, never here).
         crate::config::rayon_num_threads()?;
+        // The I/O pool's depth, fixed at the first open (the pool is built at the first read).
+        crate::io::pool::configure()?;
         let index = format::open(&*src, &Location::file(path), identity)?;
         let open_io = src.counters();
         src.reset();

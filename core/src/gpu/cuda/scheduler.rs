@@ -14,6 +14,7 @@ use super::engine::Engine;
 use super::lanes::Lane;
 use super::memory::{DevTile, StreamAlloc};
 use super::pool::Pooled;
+use super::io::posix::plans_by_source;
 use super::queue::{Miss, WorkQueue};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
@@ -137,6 +138,17 @@ impl Engine {
         // find tiles at the back instead of an empty queue.
         let lanes_n = taken.lanes.len() + 1;
         let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
+        // POSIX reads: the whole call's misses hinted in the background, so the device fetches
+        // them while the lanes and CPU workers read and decode their first chunks (io::hint).
+        // One plan per slide (`ReadPlan::prefetch` skips small plans).
+        if n >= crate::io::hint::HINT_MIN_REQUESTS {
+            for (si, plan) in plans_by_source(srcs, misses) {
+                let s = &srcs[si as usize];
+                if self.io.cufile_handle(s.slide, &self.counters).is_none() {
+                    plan.prefetch(s.slide.source());
+                }
+            }
+        }
         let q = WorkQueue::new(misses);
         let Taken { lanes: extra, cpu: cpu_slots } = &mut taken;
         // With the trace on: when each decoder ran out of work (the tail the lanes' last chunks

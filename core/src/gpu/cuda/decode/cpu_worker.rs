@@ -223,7 +223,7 @@ impl Engine {
         }
         let plan = plan_reads(&wants, &slide.config().plan);
         let mut buf = vec![0u8; plan.read_bytes() as usize];
-        let results = plan.read_into(slide.source(), &mut buf, slide.pool());
+        let results = plan.read_into(slide.source(), &mut buf);
         self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
         self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
         let mut slices: Vec<Option<std::result::Result<&[u8], &std::io::Error>>> = vec![None; misses.len() * planes];

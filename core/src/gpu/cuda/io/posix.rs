@@ -1,6 +1,6 @@
 //! POSIX reads of one chunk: per slide of the chunk, the read planner's coalesced requests
 //! `pread` into the slot's pinned host buffer by the read layer's one plan-to-bytes loop
-//! ([`ReadPlan::read_into`], in the slide's pool when there are several).
+//! ([`ReadPlan::read_into`], in the process's I/O pool when there are several).
 //!
 //! [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
 
@@ -40,7 +40,7 @@ impl Engine {
             let s = &srcs[*si as usize];
             let (buf, tail) = rest.split_at_mut(plan.read_bytes() as usize);
             rest = tail;
-            let results = self.counters.trace.time(trace::READ, || plan.read_into(s.slide.source(), buf, s.slide.pool()));
+            let results = self.counters.trace.time(trace::READ, || plan.read_into(s.slide.source(), buf));
             self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
             self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
             // Where each tile lies in the pinned buffer.
