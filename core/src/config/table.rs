@@ -150,5 +150,5 @@ settings! {
     gpu_warmup: GpuWarmup = { name: "SLIDESTREAM_GPU_WARMUP", default: "first", unit: "—",
         accepted: "first, full, background or none", per_process: true,
         parse: parse_warmup,
-        doc: "GPU engine warm-up (nvJPEG batched decode of synthetic tiles on each lane slot, CPU workers' pinned buffers): first = the first lane's first slot before the engine is returned and the rest on a background thread that reads never wait for, full = everything before, background = everything on the background thread, none = no warm-up (reads make what they need); read when the GPU engine starts" }
+        doc: "GPU engine warm-up (nvJPEG batched decode of synthetic tiles on each lane slot, CPU workers' pinned buffers): first = nothing before the engine is returned, a background thread makes nvJPEG's decoders and warms the lanes and CPU workers (reads never wait for it, and decode on the CPU until its first lane is warm), full = everything before, background = everything on the background thread, none = no warm-up (reads make what they need); read when the GPU engine starts" }
 }

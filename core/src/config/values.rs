@@ -101,13 +101,15 @@ pub enum KernelCache {
 /// How much of the GPU engine's warm-up runs before the first read (`SLIDESTREAM_GPU_WARMUP`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GpuWarmup {
-    /// The first lane's first slot before the engine is returned, the rest on a background
-    /// thread (default).
+    /// Nothing before the engine is returned; a background thread makes nvJPEG's decoders and
+    /// warms the lanes, then the CPU workers; reads before its first warmed lane decode on the
+    /// CPU (default: the first read does not wait for nvJPEG's ~1 s start on the H200).
     #[default]
     First,
     /// Everything before the engine is returned (every lane's slots, every CPU worker).
     Full,
-    /// Nothing before; everything on a background thread.
+    /// Nothing before; everything on a background thread, reads using nvJPEG from the start
+    /// (a read that needs the decoders before the thread made them waits for them).
     Background,
     /// No warm-up: lanes and buffers are made by the reads that need them.
     None,

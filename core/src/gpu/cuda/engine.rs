@@ -10,6 +10,8 @@
 //! story and the measurements behind the numbers.
 
 use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::context::{device_arch, pid, Context, Stream};
@@ -24,6 +26,7 @@ use super::stats::Counters;
 use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
 use super::trace;
 use super::warmup::WarmState;
+use crate::config::GpuWarmup;
 use crate::error::{GpuError, Result};
 
 /// Everything of one device. Fields drop in order: cached tiles, then lanes and CPU workers
@@ -34,7 +37,17 @@ pub(crate) struct Engine {
     pub(crate) cache: DeviceCache,
     pub(crate) lanes: Lanes,
     pub(crate) cpu: CpuWorkers,
-    pub(crate) nvjpeg: Decoders,
+    /// nvJPEG's decoders, made by [`Engine::decoders`] on first use (the background warm-up's
+    /// first step, or a read): creating the hardware-backend handle takes ~0.5 s on the H200.
+    pub(crate) nvjpeg: OnceLock<Decoders>,
+    nvjpeg_init: Mutex<()>,
+    /// Whether the decoders need a device-bitstream backend (the cuFile path), and nvJPEG's
+    /// output format (`SLIDESTREAM_NVJPEG_OUTPUT`).
+    pub(crate) nvjpeg_params: (bool, c_int),
+    /// Whether reads send JPEG tiles to the GPU lanes; false (warm-up `first`) until the
+    /// background warm-up made nvJPEG's decoders and a warmed lane, the reads before then
+    /// decoding on the CPU (docs/gpu.md, start-up).
+    pub(crate) gpu_ready: AtomicBool,
     pub(crate) io: Io,
     pub(crate) kernels: Kernels,
     pub(crate) counters: Counters,
@@ -147,8 +160,15 @@ impl Engine {
             // bitstreams where present, and a device-bitstream decoder for the cuFile path only.
             let io = Io::select(set.compat_mode);
             ph.lap(&format!("I/O selection ({}{})", io.path.name(), if io.files.cufile.is_some() { ", cuFile driver open" } else { ", cuFile not loaded" }));
-            let nvjpeg = Decoders::new(io.path != IoPath::Posix, set.nvjpeg_output)?;
-            ph.lap(&format!("nvJPEG decoders ({}{})", nvjpeg.host_backend, if nvjpeg.device.is_some() { " + device-bitstream" } else { "" }));
+            // nvJPEG's decoders: now for `full`, else on the background thread or the first read
+            // that needs them (`Engine::decoders`).
+            let nvjpeg = OnceLock::new();
+            let nvjpeg_params = (io.path != IoPath::Posix, set.nvjpeg_output);
+            if set.warmup == GpuWarmup::Full {
+                let d = Decoders::new(nvjpeg_params.0, nvjpeg_params.1)?;
+                ph.lap(&format!("nvJPEG decoders ({}{})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }));
+                let _ = nvjpeg.set(d);
+            }
             let prepared = prepared.join().unwrap_or_else(|_| Err(GpuError::Call("kernel preparation panicked".into())))?;
             ph.lap("wait for the kernels thread");
             let kernels = Kernels::load(prepared, &part)?;
@@ -160,8 +180,39 @@ impl Engine {
             if trace::on() {
                 eprintln!("[slidestream gpu trace] {part}: total {:.1} ms; kernels: {}", ph.total_ms(), kernels.cache_note);
             }
-            Ok(Engine { device, cache, lanes, cpu, nvjpeg, io, kernels, counters: Counters::default(), warm: WarmState::new(set.warmup), free_stream, ctx })
+            let gpu_ready = AtomicBool::new(set.warmup != GpuWarmup::First);
+            Ok(Engine {
+                device,
+                cache,
+                lanes,
+                cpu,
+                nvjpeg,
+                nvjpeg_init: Mutex::new(()),
+                nvjpeg_params,
+                gpu_ready,
+                io,
+                kernels,
+                counters: Counters::default(),
+                warm: WarmState::new(set.warmup),
+                free_stream,
+                ctx,
+            })
         })
+    }
+
+    /// nvJPEG's decoders, made on first use (by one caller; the others wait for it).
+    pub(crate) fn decoders(&self) -> Res<&Decoders> {
+        if let Some(d) = self.nvjpeg.get() {
+            return Ok(d);
+        }
+        let _made_once = self.nvjpeg_init.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = self.nvjpeg.get() {
+            return Ok(d);
+        }
+        let t = std::time::Instant::now();
+        let d = Decoders::new(self.nvjpeg_params.0, self.nvjpeg_params.1)?;
+        trace::phase_line("nvJPEG", &format!("decoders ({}{})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }), t);
+        Ok(self.nvjpeg.get_or_init(|| d))
     }
 
     /// Make the engine's context current on the calling thread.

@@ -5,7 +5,7 @@
 //! ones for rayon worker threads that must not wait.
 
 use super::context::Stream;
-use super::decode::nvjpeg::State;
+use super::decode::nvjpeg::{Decoders, State};
 use super::decode::GpuResult;
 use super::engine::Engine;
 use super::memory::{DeviceBuffer, DevTile, PinnedBuffer};
@@ -41,11 +41,33 @@ pub(crate) struct Slot {
     /// Spliced host bitstreams of the chunk in flight (pinned: nvJPEG copies them to the
     /// device; measured faster than pageable memory).
     pub(crate) arena: PinnedBuffer,
-    /// nvJPEG state of the host-bitstream decoder.
-    pub(crate) state: State,
-    /// nvJPEG state of the device-bitstream decoder (cuFile path), when there is one.
+    /// nvJPEG state of the host-bitstream decoder, made at the slot's first decode
+    /// ([`Slot::host_state`]; ~0.2 s each on the H200, so a lane made for its streams alone,
+    /// as the first reads of warm-up `first` need it, is cheap).
+    pub(crate) state: Option<State>,
+    /// nvJPEG state of the device-bitstream decoder (cuFile path), made at its first use.
     pub(crate) dev_state: Option<State>,
     pub(crate) stream: Stream,
+}
+
+impl Slot {
+    /// The slot's nvJPEG state for `d`'s host-bitstream decoder, made on first use.
+    pub(crate) fn host_state(&mut self, d: &Decoders) -> Res<&mut State> {
+        if self.state.is_none() {
+            self.state = Some(State::new(&d.host, "nvjpegJpegStateCreate")?);
+        }
+        Ok(self.state.as_mut().expect("made above"))
+    }
+
+    /// The slot's nvJPEG state for `d`'s device-bitstream decoder (made on first use), or
+    /// `None` without one.
+    pub(crate) fn device_state(&mut self, d: &Decoders) -> Res<Option<&mut State>> {
+        let Some(h) = &d.device else { return Ok(None) };
+        if self.dev_state.is_none() {
+            self.dev_state = Some(State::new(h, "nvjpegJpegStateCreate(device)")?);
+        }
+        Ok(self.dev_state.as_mut())
+    }
 }
 
 /// Two slots used alternately by one caller at a time.
@@ -79,11 +101,8 @@ impl Engine {
                 spliced: DeviceBuffer::new(),
                 pinned: PinnedBuffer::new(),
                 arena: PinnedBuffer::new(),
-                state: State::new(&self.nvjpeg.host, "nvjpegJpegStateCreate")?,
-                dev_state: match &self.nvjpeg.device {
-                    Some(h) => Some(State::new(h, "nvjpegJpegStateCreate(device)")?),
-                    None => None,
-                },
+                state: None,
+                dev_state: None,
                 stream: Stream::new()?,
             })
         };

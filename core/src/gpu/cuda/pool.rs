@@ -82,6 +82,14 @@ impl<T> Pool<T> {
     }
 
     /// Items made so far (free and handed out).
+    /// A free item for which `pred` holds, without waiting or making one (`None`: none free).
+    pub(crate) fn take_matching(&self, pred: impl Fn(&T) -> bool) -> Option<Pooled<'_, T>> {
+        let mut g = self.lock();
+        let k = g.free.iter().position(pred)?;
+        let item = g.free.swap_remove(k);
+        Some(Pooled { pool: self, item: Some(item) })
+    }
+
     pub(crate) fn made(&self) -> usize {
         self.lock().made
     }
@@ -206,5 +214,20 @@ mod tests {
             assert_eq!(waiter.join().expect("no panic"), 42);
         });
         assert_eq!((pool.made(), pool.free()), (1, 1));
+    }
+
+    #[test]
+    fn take_matching_takes_only_a_free_matching_item_and_returns_it() {
+        let pool: Pool<u32> = Pool::default();
+        for v in [1, 2, 3] {
+            pool.offer(3, v).expect("under the limit");
+        }
+        let two = pool.take_matching(|&v| v == 2).expect("free");
+        assert_eq!(*two, 2);
+        assert!(pool.take_matching(|&v| v == 2).is_none(), "taken already");
+        assert!(pool.take_matching(|&v| v > 5).is_none());
+        drop(two);
+        assert_eq!(pool.free(), 3);
+        assert_eq!(pool.made(), 3, "taking a free item makes none");
     }
 }

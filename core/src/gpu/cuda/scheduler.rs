@@ -62,13 +62,20 @@ impl Engine {
             misses.sort_by_key(|m| (m.src, m.offset));
         }
         // Tiles of JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding
-        // from the other end of the same queue); the rest to the CPU decoders.
+        // from the other end of the same queue); the rest to the CPU decoders. Until the
+        // background warm-up made nvJPEG and a warmed lane (warm-up `first`), every tile goes to
+        // the CPU decoders, so the first reads of a process do not wait for nvJPEG's start.
+        let lanes_ready = self.gpu_ready.load(std::sync::atomic::Ordering::Acquire);
+        if !lanes_ready {
+            self.note_cpu("the GPU lanes were still starting (SLIDESTREAM_GPU_WARMUP=first): tiles decoded on the CPU".into());
+        }
         let gpu_src: Vec<bool> = srcs
             .iter()
             .map(|s| {
                 let (img, c) = (s.img, &s.img.codec);
-                let ok = c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
-                if !ok && c.compression == Compression::Jpeg {
+                let ok = lanes_ready
+                    && c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+                if lanes_ready && !ok && c.compression == Compression::Jpeg {
                     self.note_cpu(format!("{}: JPEG with {} samples (planar {}) goes to the CPU decoder", s.at, c.samples_per_pixel, c.planar_separate));
                 }
                 ok

@@ -90,7 +90,7 @@ impl Engine {
     /// The engine's counters now.
     pub(crate) fn stats(&self) -> GpuStats {
         let c = &self.counters;
-        let nv = &self.nvjpeg;
+        let nv = self.nvjpeg.get();
         GpuStats {
             compat_mode: self.io.mode.as_str().into(),
             io_path: self.io.path.name().into(),
@@ -119,12 +119,12 @@ impl Engine {
             gpu_batch_fallbacks: c.batch_fallbacks.load(Relaxed),
             cpu_fallback_reason: get(&c.cpu_reason),
             cache: self.cache.tiles.stats(),
-            nvjpeg_backend: if nv.device.is_some() && self.io.path != IoPath::Posix {
-                format!("{} (host bitstreams), {} (device bitstreams)", nv.host_backend, nv.device_reason)
-            } else {
-                nv.host_backend.into()
+            nvjpeg_backend: match nv {
+                None => "not started yet (made by the background warm-up or the first read that needs it)".into(),
+                Some(nv) if nv.device.is_some() && self.io.path != IoPath::Posix => format!("{} (host bitstreams), {} (device bitstreams)", nv.host_backend, nv.device_reason),
+                Some(nv) => nv.host_backend.into(),
             },
-            hardware_engines: nv.engines,
+            hardware_engines: nv.map_or(0, |nv| nv.engines),
             kernel_cache: self.kernels.cache_note.clone(),
             warmup: self.warm.status(),
         }

@@ -89,6 +89,15 @@ fn synthetic_jpeg() -> Res<Vec<u8>> {
     .map_err(|e| GpuError::Call(format!("warm-up JPEG: {e}")))
 }
 
+/// Sets the engine's `gpu_ready` when dropped (the background thread's every exit).
+struct Ready<'a>(&'a AtomicBool);
+
+impl Drop for Ready<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, SeqCst);
+    }
+}
+
 /// Clears the background state on every exit of the thread, a panic included.
 struct Running<'a>(&'a WarmState);
 
@@ -105,29 +114,21 @@ impl Engine {
     /// warm-up): `full` = every lane's two slots (streams, nvJPEG states, scratch / pinned
     /// buffers, nvJPEG's batched-decode internals: each slot decodes one chunk of
     /// [`CHUNK_TILES`] synthetic 256² 4:2:0 tiles) and every CPU decode worker's stream and
-    /// pinned buffers; `first` = the first slot of one new lane, which then joins the pool (it
-    /// also pays nvJPEG's once-per-process costs); `background`, `none` = nothing.
+    /// pinned buffers; `first`, `background`, `none` = nothing (with `first`, reads decode on
+    /// the CPU until the background thread made nvJPEG's decoders and warmed a lane: measured
+    /// on the H200, nvJPEG's hardware handle takes ~0.5 s and a lane's two nvJPEG states
+    /// ~0.45 s, which the first read would otherwise wait for).
     pub(crate) fn warm_up(&self) -> Res<()> {
         let t = Instant::now();
         let r = match self.warm.mode {
             GpuWarmup::Full => self.warm_up_full(),
-            GpuWarmup::First => (|| {
-                let jpeg = synthetic_jpeg()?;
-                let mut lane = self.new_lane()?;
-                trace::phase_line("warm-up", "lane made", t);
-                let t1 = Instant::now();
-                self.warm_slot(&mut lane.slots[0], &jpeg)?;
-                trace::phase_line("warm-up", "lane 0 slot 0 (nvJPEG batch of 256)", t1);
-                let _ = self.lanes.pool.offer(self.lanes.workers, lane);
-                Ok(())
-            })(),
-            GpuWarmup::Background | GpuWarmup::None => Ok(()),
+            GpuWarmup::First | GpuWarmup::Background | GpuWarmup::None => Ok(()),
         };
         let ms = t.elapsed().as_secs_f64() * 1e3;
         self.warm.set(match (&r, self.warm.mode) {
             (Err(e), m) => format!("{}: failed before the first read ({e})", m.as_str()),
             (Ok(()), GpuWarmup::Full) => format!("full: {} lanes and {} CPU workers before the first read ({ms:.0} ms)", self.lanes.workers, self.cpu.workers),
-            (Ok(()), GpuWarmup::First) => format!("first: lane 0 slot 0 before the first read ({ms:.0} ms)"),
+            (Ok(()), GpuWarmup::First) => "first: nothing before the first read (reads decode on the CPU until nvJPEG and a warmed lane are ready)".into(),
             (Ok(()), GpuWarmup::Background) => "background: nothing before the first read".into(),
             (Ok(()), GpuWarmup::None) => "none".into(),
         });
@@ -169,6 +170,7 @@ impl Engine {
     /// workers), on a thread of its own. Nothing to do for `full` and `none`.
     pub(crate) fn warm_in_background(self: &Arc<Self>) {
         if matches!(self.warm.mode, GpuWarmup::Full | GpuWarmup::None) || SHUTDOWN.load(SeqCst) {
+            self.gpu_ready.store(true, SeqCst);
             return;
         }
         static HOOK: Once = Once::new();
@@ -182,6 +184,9 @@ impl Engine {
         let e = self.clone();
         let spawned = std::thread::Builder::new().name("slidestream-warmup".into()).spawn(move || {
             let _running = Running(&e.warm);
+            // However the thread ends (done, failed, stopped, a panic), reads use the lanes from
+            // then on, making what they need.
+            let _ready = Ready(&e.gpu_ready);
             let before = e.warm.status();
             let r = e.warm_background();
             e.warm.set(match r {
@@ -193,6 +198,7 @@ impl Engine {
             });
         });
         if spawned.is_err() {
+            self.gpu_ready.store(true, SeqCst);
             self.warm.lanes_pending.store(false, SeqCst);
             RUNNING.fetch_sub(1, SeqCst);
         }
@@ -206,6 +212,7 @@ impl Engine {
         let part = "background warm-up";
         let (mut lanes, mut cpus, mut extra) = (0, 0, 0);
         let stopped = || SHUTDOWN.load(SeqCst);
+        self.decoders()?;
         while !stopped() && self.lanes.pool.made() < self.lanes.workers {
             let t = Instant::now();
             let mut lane: Lane = self.new_lane()?;
@@ -219,7 +226,10 @@ impl Engine {
                 self.warm_slot(slot, &jpeg)?;
                 trace::phase_line(part, &format!("lane {k} slot {i} (nvJPEG batch of 256)"), t);
             }
-            match self.lanes.pool.offer(self.lanes.workers, lane) {
+            let offered = self.lanes.pool.offer(self.lanes.workers, lane);
+            // A warmed lane exists: reads send JPEG tiles to the lanes from now on.
+            self.gpu_ready.store(true, SeqCst);
+            match offered {
                 Ok(()) => lanes += 1,
                 // Reads made the remaining lanes meanwhile: this one is not needed.
                 Err(l) => {
@@ -227,6 +237,16 @@ impl Engine {
                     drop(l);
                 }
             }
+        }
+        // Lanes that reads made for their streams while nvJPEG was starting have no nvJPEG
+        // states yet: warm them here rather than in a later read.
+        while !stopped() {
+            let Some(mut lane) = self.lanes.pool.take_matching(|l| l.slots.iter().any(|s| s.state.is_none())) else { break };
+            let t = Instant::now();
+            for slot in lane.slots.iter_mut() {
+                self.warm_slot(slot, &jpeg)?;
+            }
+            trace::phase_line(part, "a lane made by a read: warmed", t);
         }
         self.warm.lanes_pending.store(false, SeqCst);
         while !stopped() && self.cpu.pool.made() < self.cpu.workers {
@@ -275,15 +295,18 @@ impl Engine {
             .collect();
         // SAFETY: arrays of n entries; output planes inside the scratch allocation sized above;
         // the bitstreams (slot-owned pinned memory) outlive the synchronisation below.
+        let dec = self.decoders()?;
+        slot.host_state(dec)?;
+        let state = slot.state.as_mut().expect("made above");
         unsafe {
-            let host = self.nvjpeg.host.raw();
-            if slot.state.batch != n as c_int {
-                nv((nvj.nvjpegDecodeBatchedInitialize)(host, slot.state.raw(), n as c_int, 1, self.nvjpeg.output), "nvjpegDecodeBatchedInitialize")?;
-                slot.state.batch = n as c_int;
+            let host = dec.host.raw();
+            if state.batch != n as c_int {
+                nv((nvj.nvjpegDecodeBatchedInitialize)(host, state.raw(), n as c_int, 1, dec.output), "nvjpegDecodeBatchedInitialize")?;
+                state.batch = n as c_int;
             }
-            let r = nv((nvj.nvjpegDecodeBatched)(host, slot.state.raw(), ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream.raw()), "nvjpegDecodeBatched(warm-up)");
+            let r = nv((nvj.nvjpegDecodeBatched)(host, state.raw(), ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream.raw()), "nvjpegDecodeBatched(warm-up)");
             if r.is_err() {
-                slot.state.batch = -1; // initialise again before the next batch
+                state.batch = -1; // initialise again before the next batch
             }
             let s = slot.stream.sync();
             r.and(s)

@@ -54,7 +54,7 @@ impl Engine {
             let (mut nc, mut css) = (0 as c_int, 0 as c_int);
             let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
             // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
-            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.nvjpeg.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.decoders()?.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
             let geo = match (rc, sub_of(css)) {
                 (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= MAX_GPU_TILE_EDGE && h[0] as u32 <= MAX_GPU_TILE_EDGE => {
@@ -187,7 +187,7 @@ impl Engine {
                 streams.push(((slot.spliced.ptr() + off as u64) as usize as *const u8, len));
             }
         }
-        if self.nvjpeg.device.is_some() {
+        if self.decoders()?.device.is_some() {
             match self.decode_convert(slot, true, srcs, &streams, &todo) {
                 Ok((done, more)) => {
                     settled.extend(more);
@@ -196,7 +196,7 @@ impl Engine {
                 Err(e) => self.note_cpu(format!("device-bitstream decode failed ({e}): streams copied to the host")),
             }
         } else {
-            self.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.nvjpeg.device_reason));
+            self.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.decoders()?.device_reason));
         }
         // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
         slot.pinned.ensure(spliced_total)?;

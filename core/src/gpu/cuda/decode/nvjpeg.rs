@@ -204,13 +204,21 @@ impl Engine {
             return Ok((Vec::new(), Vec::new()));
         }
         let nvj = nvjpeg()?;
+        let dec = self.decoders()?;
+        // The slot's state for this decoder (made at its first use), borrowed apart from the
+        // slot's buffers.
+        if device {
+            slot.device_state(dec)?;
+        } else {
+            slot.host_state(dec)?;
+        }
         let (handle, state) = if device {
-            match (self.nvjpeg.device.as_ref(), slot.dev_state.as_mut()) {
+            match (dec.device.as_ref(), slot.dev_state.as_mut()) {
                 (Some(h), Some(s)) => (h.raw(), s),
                 _ => return Err(GpuError::Unavailable("no device-bitstream nvJPEG backend".into())),
             }
         } else {
-            (self.nvjpeg.host.raw(), &mut slot.state)
+            (dec.host.raw(), slot.state.as_mut().expect("made above"))
         };
         // Planar outputs back to back in the scratch buffer (slack for decoders writing whole MCUs).
         let mut offs = Vec::with_capacity(n);
@@ -259,7 +267,7 @@ impl Engine {
         let rc = unsafe {
             let mut rc = 0;
             if state.batch != n as c_int {
-                rc = (nvj.nvjpegDecodeBatchedInitialize)(handle, state.raw(), n as c_int, 1, self.nvjpeg.output);
+                rc = (nvj.nvjpegDecodeBatchedInitialize)(handle, state.raw(), n as c_int, 1, dec.output);
                 state.batch = if rc == 0 { n as c_int } else { -1 };
             }
             if rc == 0 {
@@ -280,7 +288,7 @@ impl Engine {
         }
         let counter = if device {
             &self.counters.device_bitstream
-        } else if self.nvjpeg.host_backend == "hardware" {
+        } else if dec.host_backend == "hardware" {
             &self.counters.hardware
         } else {
             &self.counters.hybrid
