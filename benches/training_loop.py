@@ -349,7 +349,8 @@ def worker_dataloader(spec, res, paths, n_total):
     locs = np.concatenate(batches)[:, [0, 2, 3]]
     size = spec["size"]
     if device:
-        warm_engine(with_dims, res)
+        with slidestream.Slide(paths[0]) as first:
+            warm_engine([first], res)
         ds = PatchDataset(list(paths), locs, 0, size, device="cuda")
         dl = DataLoader(ds, batch_size=spec["batch"], shuffle=False, num_workers=0)
         move = None
@@ -464,7 +465,7 @@ rows = np.array(json.loads(sys.argv[2]), dtype=np.int64)
 size = int(sys.argv[3])
 out = slidestream.read_patches([s], rows, (size, size), device="cuda")
 t3 = time.perf_counter()
-out2 = slidestream.read_patches([s], rows + 240, (size, size), device="cuda")
+out2 = slidestream.read_patches([s], rows + np.array([0, 0, 240, 240]), (size, size), device="cuda")
 t4 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "open_s": t2 - t1, "first_read_s": t3 - t2, "second_read_s": t4 - t3, "shape": list(out.shape),
                   "warmup": slidestream.gpu_stats().get("warmup")}))
