@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import threading
+import time
 import weakref
 from typing import Any, Callable, List
 
@@ -495,3 +496,25 @@ def test_patch_loader_device_tensors_and_dataset(slides):
     a = torch.stack(dev.__getitems__(idx)).cpu().numpy().astype(np.int16)
     b = torch.stack(cpu.__getitems__(idx)).numpy()
     assert int(np.abs(a - b).max()) <= JPEG_TOLERANCE
+
+
+@needs_data
+@pytest.mark.parametrize("delay", [0.0, 0.05])
+@pytest.mark.parametrize("readers", [1, 2])
+def test_a_loader_made_in_the_for_statement_yields_every_batch(slides, delay, readers):
+    """``for b, m in PatchBatches(...)`` (no other reference to the loader, as in the
+    grid-inference example): every batch arrives, with a fast and a slow consumer."""
+    grid = GridSampler(slides[0], SIZE, stride=(250, 250))
+    n = len(grid.patches)
+
+    def consume() -> List[int]:
+        seen = []
+        for _batch, meta in PatchBatches([CMU], grid, SIZE, batch_size=4, readers=readers):
+            seen.extend(meta.indices.tolist())
+            time.sleep(delay)
+        return seen
+
+    for _ in range(3):
+        assert sorted(run_bounded(consume)) == list(range(n))
+        gc.collect()
+        assert not loader_threads()

@@ -211,6 +211,7 @@ class _EpochIterator:
         self._q: "queue.Queue[Any]" = queue.Queue(maxsize=prefetch)
         self._stop = threading.Event()
         self._done = False
+        self._owner: Any = None  # the PatchBatches of this iteration (set by its __iter__)
         self._thread = threading.Thread(
             target=_produce, args=(plan, epoch, read, self._q, self._stop, readers), name=f"slidestream-loader-epoch{epoch}", daemon=True
         )
@@ -254,6 +255,11 @@ class _EpochIterator:
         self._shutdown(join=True)
 
     def _shutdown(self, join: bool) -> None:
+        if threading.current_thread() is self._thread:
+            # A finaliser running on the producer thread itself: stop producing, but leave the
+            # batches already queued (and the end marker) to the consumer.
+            self._stop.set()
+            return
         self._done = True
         self._stop.set()
         while True:
@@ -482,6 +488,10 @@ class PatchBatches:
         self._epoch += 1
         read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform)
         it = _EpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)
+        # The iteration keeps its loader alive (``for b, m in PatchBatches(...)`` holds only the
+        # iterator): otherwise the producer thread could drop the loader's last reference and
+        # run its finaliser, which closes the iteration, before the consumer got every batch.
+        it._owner = self
         self._current = weakref.ref(it)
         return it
 
