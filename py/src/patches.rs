@@ -41,7 +41,8 @@ pub(crate) fn read_patches_py<'py>(
     for (k, r) in rows.outer_iter().enumerate() {
         let (s, level) = (r[0], r[1]);
         let Some(slide) = usize::try_from(s).ok().filter(|&s| s < opened.len()) else {
-            return Err(invalid_argument(py, format!("request {k}: slide index {s} is not in 0..{}", opened.len())));
+            let msg = if opened.is_empty() { format!("request {k}: slide index {s}, but no slides were given") } else { format!("request {k}: slide index {s} out of range for {} slide(s)", opened.len()) };
+            return Err(invalid_argument(py, msg));
         };
         let Ok(level) = usize::try_from(level) else {
             return Err(invalid_argument(py, format!("request {k}: level {level} does not exist")));

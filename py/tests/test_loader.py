@@ -396,8 +396,14 @@ def test_argument_errors(slides):
         PatchBatches(slides, rows[:, :3], SIZE)
     with pytest.raises(TypeError):
         PatchBatches(slides, rows.astype(float), SIZE)
-    with pytest.raises(IndexError):
+    with pytest.raises(InvalidArgumentError, match="out of range for 2 slide"):
         PatchBatches(slides, [(2, 0, 0, 0)], SIZE)
+    assert len(PatchBatches(slides, [], SIZE)) == 0
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            PatchBatches(slides, rows, SIZE, timeout=bad)
+    with pytest.raises(TypeError, match="timeout"):
+        PatchBatches(slides, rows, SIZE, timeout="5")
     with pytest.raises(TypeError):
         PatchBatches(slides[0], rows, SIZE)
     with pytest.raises(TypeError):

@@ -98,3 +98,21 @@ def test_grid_sampler_keeps_exactly_the_patches_with_enough_tissue(tmp_path):
             assert ((x, y) in kept) == (_true_fraction(x, y, 512, 512) >= 0.5), (x, y)
     assert set(grid.patches[:, 0]) == {3}
     assert [tuple(g) for g in grid.grid] == [(int(x) // 256, int(y) // 256) for _, _, x, y in grid.patches]
+
+
+def test_grid_overlap_and_int_sizes(tmp_path):
+    """``overlap`` is size − stride; ints are square sizes; bad overlaps are refused."""
+    s = _slide(tmp_path, "g.tif")
+    a = GridSampler(s, 256, overlap=56)
+    b = GridSampler(s, (256, 256), stride=(200, 200))
+    assert np.array_equal(a.patches, b.patches) and a.shape == b.shape
+    W, H = s.dimensions
+    # The last column and row reach the level's edges: every pixel is covered.
+    assert a.patches[:, 2].max() + 256 >= W and a.patches[:, 3].max() + 256 >= H
+    assert a.patches[:, 2].max() < W and a.patches[:, 3].max() < H
+    for bad in ({"overlap": 256}, {"overlap": -1}, {"overlap": 8, "stride": 100}):
+        with pytest.raises(ValueError):
+            GridSampler(s, 256, **bad)
+    r = RandomPatchSampler([s], 128, min_tissue=0.0, seed=3)
+    assert r.size == (128, 128) and r.sample(5).shape == (5, 4)
+    assert slidestream.read_patches([s], r.sample(3), 64).shape == (3, 64, 64, 3)

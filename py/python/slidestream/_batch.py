@@ -166,7 +166,9 @@ def read_patch_batch(
     rows[:, 0] = [slot[int(k)] for k in idx]
     rows[:, 1] = level
     rows[:, 2:] = locs[:, 1:]
-    return read_patches([get_slide(k) for k in used], rows, (w, h), background=background)
+    out = read_patches([get_slide(k) for k in used], rows, (w, h), background=background)
+    assert isinstance(out, np.ndarray)  # the CPU form (no device given)
+    return out
 
 
 def level0_origin(p: int, downsample: float) -> int:

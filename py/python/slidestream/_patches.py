@@ -6,6 +6,8 @@ from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
 
+from ._batch import normalize_size
+from ._errors import InvalidArgumentError
 from ._slide import Slide
 from ._slidestream import DeviceArray, _read_patches
 
@@ -21,7 +23,7 @@ def read_patches(
     """Read one batch of patches across slides and levels: uint8 array (n, height, width, 3),
     RGB, patch ``k`` equal to
     ``slides[i].read_regions([(x, y)], level, size, background=background)[0]`` for
-    ``requests[k] = (i, level, x, y)``.
+    ``requests[k] = (i, level, x, y)``. ``size`` may be an int (a square patch).
 
     slides: sequence of :class:`Slide`. requests: sequence of ``(slide_index, level, x, y)``
     (``x, y`` in level-0 pixels of that slide) or an integer array of shape (n, 4). size:
@@ -40,7 +42,7 @@ def read_patches(
     slide's few tiles in turn. The GIL is released during the read.
 
     Raises TypeError for requests that are not integer rows of four, InvalidArgumentError for a
-    slide index or level that does not exist, LimitsExceededError when the output exceeds the
+    slide index or level that does not exist or a value outside int64, LimitsExceededError when the output exceeds the
     smallest ``max_region_bytes`` of the slides involved, each slide's read errors (on a GPU, the
     first patch whose tile failed), ValueError for an invalid ``device`` and GpuError when CUDA
     is unavailable or this build has no GPU support."""
@@ -60,10 +62,12 @@ def read_patches(
             raise TypeError("requests must hold ints (slide_index, level, x, y)")
         vals = [int(v) for v in arr.flat]
         if any(not (-(2**63) <= v < 2**63) for v in vals):
-            raise TypeError("requests values must fit in int64")
+            raise InvalidArgumentError("requests values must fit in int64 (at most 2**63 - 1)")
         arr = np.array(vals, dtype=np.int64).reshape(-1, 4)
     elif arr.dtype.kind not in "iu":
         raise TypeError(f"requests must be integers, got dtype {arr.dtype}")
     elif arr.dtype.kind == "u" and arr.size and int(arr.max()) >= 2**63:
-        raise TypeError("requests values must fit in int64")
+        raise InvalidArgumentError("requests values must fit in int64 (at most 2**63 - 1)")
+    if isinstance(size, (int, np.integer)) and not isinstance(size, (bool, np.bool_)):
+        size = normalize_size(size)
     return _read_patches(slides, np.ascontiguousarray(arr, dtype=np.int64), size, background, device)

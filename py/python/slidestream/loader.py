@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import math
 import os
 import queue
 import threading
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ._batch import check_int, normalize_size
-from ._errors import GpuUnavailableError
+from ._errors import GpuUnavailableError, InvalidArgumentError
 from ._patches import read_patches
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
@@ -109,7 +110,7 @@ def _rows_array(rows: Any, n_slides: int, what: str) -> np.ndarray:
     """``rows`` as a C-contiguous int64 array (n, 4), slide indices checked."""
     arr = np.asarray(rows)
     if arr.size == 0:
-        arr = arr.reshape(0, 4)
+        arr = np.zeros((0, 4), dtype=np.int64)
     if arr.ndim != 2 or arr.shape[1] != 4:
         raise ValueError(f"{what} must be rows (slide_index, level, x, y) of shape (n, 4), got shape {arr.shape}")
     if arr.dtype.kind not in "iu":
@@ -117,7 +118,7 @@ def _rows_array(rows: Any, n_slides: int, what: str) -> np.ndarray:
     arr = np.ascontiguousarray(arr, dtype=np.int64)
     if arr.shape[0] and (arr[:, 0].min() < 0 or arr[:, 0].max() >= n_slides):
         bad = int(arr[(arr[:, 0] < 0) | (arr[:, 0] >= n_slides), 0][0])
-        raise IndexError(f"{what}: slide index {bad} out of range for {n_slides} slide(s)")
+        raise InvalidArgumentError(f"{what}: slide index {bad} out of range for {n_slides} slide(s)")
     return arr
 
 
@@ -350,7 +351,8 @@ class PatchBatches:
 
     Raises (at construction) ValueError for a missing ``num_batches`` with a random sampler,
     ``shuffle`` with one, rows of the wrong shape or a bad ``batch_size`` / ``prefetch``;
-    TypeError for non-integer rows; IndexError for a slide index out of range.
+    TypeError for non-integer rows; InvalidArgumentError (a ValueError) for a slide index out of
+    range, as :func:`slidestream.read_patches`.
     """
 
     def __init__(
@@ -380,6 +382,11 @@ class PatchBatches:
         self.drop_last = bool(drop_last)
         self.transform = transform
         self.background = background
+        if timeout is not None:
+            if isinstance(timeout, (bool, str, bytes)) or not isinstance(timeout, (int, float, np.integer, np.floating)):
+                raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+            if not math.isfinite(float(timeout)) or float(timeout) <= 0:
+                raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self.timeout = None if timeout is None else float(timeout)
         #: CUDA ordinal of the reads, or None (CPU).
         self.device: Optional[int] = _device_arg(device)

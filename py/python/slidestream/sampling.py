@@ -23,11 +23,11 @@ pixels** — the rows :func:`slidestream.read_patches` takes. Patch sizes are in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._batch import check_int, check_positive_size
+from ._batch import check_int, check_positive_size, normalize_size
 from ._slide import Slide
 
 __all__ = ["TissueMask", "tissue_mask", "otsu_threshold", "RandomPatchSampler", "GridSampler"]
@@ -56,8 +56,10 @@ def otsu_threshold(values: np.ndarray) -> int:
 @dataclass(frozen=True)
 class TissueMask:
     """Where a slide has tissue: ``mask`` bool (h, w), each pixel covering ``downsample`` ×
-    ``downsample`` level-0 pixels (``mask[j, i]`` ↔ level-0 x in ``[i·d, (i+1)·d)``);
-    ``threshold`` the Otsu threshold used, ``method`` its measure."""
+    ``downsample`` level-0 pixels (``mask[j, i]`` ↔ level-0 x in ``[i·d, (i+1)·d)``, y in
+    ``[j·d, (j+1)·d)``); one downsample for both axes, the width's (a thumbnail keeps the aspect
+    ratio, so the height's differs by less than one mask pixel over the slide); ``threshold``
+    the Otsu threshold used, ``method`` its measure."""
 
     mask: np.ndarray
     downsample: float
@@ -151,7 +153,7 @@ class RandomPatchSampler:
         max_tries: int = 1000,
     ) -> None:
         self.slides = list(slides)
-        self.size = check_positive_size(size)
+        self.size = normalize_size(size)
         self.level = check_int(level, "level", min_value=0)
         for s in self.slides:
             if self.level >= s.level_count:
@@ -173,38 +175,69 @@ class RandomPatchSampler:
         has = (area > 0).astype(np.float64)
         self._p = (area if weighting == "area" else has) / (area if weighting == "area" else has).sum()
 
-    def _one(self) -> Tuple[int, int, int, int]:
-        for _ in range(self.max_tries):
-            i = int(self._rng.choice(len(self.slides), p=self._p))
-            m, cells = self.masks[i], self._cells[i]
-            cell = int(cells[self._rng.integers(cells.size)])
-            cy, cx = divmod(cell, m.mask.shape[1])
-            pw, ph = _patch_level0(self.slides[i], self.level, self.size)
-            # A patch centred on a random point of the chosen tissue pixel.
-            px = (cx + self._rng.random()) * m.downsample - pw / 2
-            py = (cy + self._rng.random()) * m.downsample - ph / 2
-            w0, h0 = self.slides[i].dimensions
-            x = int(np.clip(np.floor(px), 0, max(0, w0 - pw)))
-            y = int(np.clip(np.floor(py), 0, max(0, h0 - ph)))
-            if m.fraction(x, y, pw, ph) >= self.min_tissue:
-                return (i, self.level, x, y)
-        raise ValueError(f"{self.max_tries} candidate patches in a row had less than {self.min_tissue:.0%} tissue; lower min_tissue or the patch size")
+    def _candidates(self, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """``k`` candidate rows (int64 (k, 4)), each a patch centred on a random point of a
+        random tissue pixel of a slide drawn by the weights, and whether each meets
+        ``min_tissue`` (bool (k,)); drawn with array operations, one slide at a time."""
+        slide_of = self._rng.choice(len(self.slides), size=k, p=self._p)
+        rows = np.zeros((k, 4), dtype=np.int64)
+        ok = np.zeros(k, dtype=bool)
+        rows[:, 0] = slide_of
+        rows[:, 1] = self.level
+        for i in np.unique(slide_of):
+            sel = np.flatnonzero(slide_of == i)
+            m, cells = self.masks[int(i)], self._cells[int(i)]
+            cell = cells[self._rng.integers(cells.size, size=sel.size)]
+            cy, cx = np.divmod(cell, m.mask.shape[1])
+            pw, ph = _patch_level0(self.slides[int(i)], self.level, self.size)
+            px = (cx + self._rng.random(sel.size)) * m.downsample - pw / 2
+            py = (cy + self._rng.random(sel.size)) * m.downsample - ph / 2
+            w0, h0 = self.slides[int(i)].dimensions
+            x = np.clip(np.floor(px), 0, max(0.0, w0 - pw)).astype(np.int64)
+            y = np.clip(np.floor(py), 0, max(0.0, h0 - ph)).astype(np.int64)
+            rows[sel, 2], rows[sel, 3] = x, y
+            ok[sel] = m._fractions(np.stack([x, y], axis=1).astype(np.float64), pw, ph) >= self.min_tissue
+        return rows, ok
 
     def sample(self, n: int) -> np.ndarray:
-        """``n`` patches as int64 (n, 4) rows (slide_index, level, x, y)."""
+        """``n`` patches as int64 (n, 4) rows (slide_index, level, x, y), in the order drawn
+        (candidates below ``min_tissue`` are skipped). ValueError when ``max_tries`` candidates
+        in a row miss ``min_tissue``."""
         n = check_int(n, "n", min_value=0)
-        return np.array([self._one() for _ in range(n)], dtype=np.int64).reshape(n, 4)
+        out = np.empty((n, 4), dtype=np.int64)
+        filled, misses = 0, 0
+        while filled < n:
+            need = n - filled
+            rows, ok = self._candidates(max(16, 2 * need))
+            hit = np.flatnonzero(ok)
+            if hit.size == 0:
+                misses += ok.size
+            else:
+                misses += int(hit[0])
+            if misses >= self.max_tries:
+                raise ValueError(f"{self.max_tries} candidate patches in a row had less than {self.min_tissue:.0%} tissue; lower min_tissue or the patch size")
+            take = hit[:need]
+            out[filled : filled + take.size] = rows[take]
+            filled += take.size
+            if take.size:
+                # Candidates after the last one taken are dropped; those after the last hit
+                # (all of them misses) count towards the next run of misses.
+                misses = int(ok.size - 1 - hit[-1]) if take.size == hit.size else 0
+        return out
 
     def __iter__(self) -> Iterator[Tuple[int, int, int, int]]:
         while True:
-            yield self._one()
+            for row in self.sample(256):
+                yield tuple(int(v) for v in row)  # type: ignore[misc]
 
 
 class GridSampler:
     """The patches of a grid over ``slide`` (index ``slide_index`` in the rows it returns):
     top-left corners every ``stride`` pixels of ``level`` (default: the patch size, i.e. no
-    overlap; ``stride < size`` overlaps), from the level's origin while the patch starts inside
-    the level, kept when at least ``min_tissue`` of the footprint is tissue (``mask`` defaults
+    overlap; ``stride < size`` overlaps; or give ``overlap`` = size − stride instead, in pixels
+    of ``level``), from the level's origin until a patch reaches the level's right / bottom
+    edge (so every pixel of the level is covered; the last column and row may extend past the
+    edge, read as background), kept when at least ``min_tissue`` of the footprint is tissue (``mask`` defaults
     to :func:`tissue_mask`; ``min_tissue=0`` keeps every patch and reads no mask).
 
     :attr:`patches` is the int64 array (n, 4) of rows (slide_index, level, x, y), row-major;
@@ -218,15 +251,25 @@ class GridSampler:
         *,
         level: int = 0,
         stride: Optional[Tuple[int, int]] = None,
+        overlap: Optional[Any] = None,
         min_tissue: float = 0.0,
         mask: Optional[TissueMask] = None,
         slide_index: int = 0,
     ) -> None:
-        size = check_positive_size(size)
+        size = normalize_size(size)
         level = check_int(level, "level", min_value=0)
         if level >= slide.level_count:
             raise ValueError(f"level {level} does not exist (level count {slide.level_count})")
-        stride = check_positive_size(stride if stride is not None else size, "stride")
+        if overlap is not None:
+            if stride is not None:
+                raise ValueError("give stride or overlap, not both")
+            if isinstance(overlap, (int, np.integer)) and not isinstance(overlap, (bool, np.bool_)):
+                overlap = (overlap, overlap)
+            ox, oy = (check_int(v, "overlap", min_value=0) for v in overlap)
+            if ox >= size[0] or oy >= size[1]:
+                raise ValueError(f"overlap {(ox, oy)} must be smaller than the patch size {size}")
+            stride = (size[0] - ox, size[1] - oy)
+        stride = normalize_size(stride if stride is not None else size) if isinstance(stride, (int, np.integer)) else check_positive_size(stride if stride is not None else size, "stride")
         if not 0.0 <= float(min_tissue) <= 1.0:
             raise ValueError(f"min_tissue must be in [0, 1], not {min_tissue!r}")
         lw, lh = slide.level_dimensions[level]

@@ -137,7 +137,7 @@ def _torch() -> Any:
         import torch
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "slidestream.torch.PatchDataset needs PyTorch (`pip install torch`); "
+            "slidestream.torch (PatchDataset, PatchLoader) needs PyTorch (`pip install torch`); "
             "slidestream itself does not depend on it"
         ) from e
     return torch
@@ -170,7 +170,8 @@ class _TorchPatches(_PatchSource):
       (default: the process-wide cache).
     * ``device``: None / ``"cpu"`` (default: CPU reads, tensors in host memory) or a CUDA
       device (``"cuda"``, ``"cuda:N"``, an int, a ``torch.device``): patches are read with
-      ``read_regions(..., device=...)`` and returned as CUDA tensors (``torch.from_dlpack``, no
+      one cross-slide ``read_patches(..., device=...)`` call per item or DataLoader batch and
+      returned as CUDA tensors (``torch.from_dlpack``, no
       copy); ``transform`` then receives the CUDA tensor (height, width, 3), HWC. Use
       ``num_workers=0`` (module docs). ValueError / TypeError for a bad device; reads raise
       :class:`slidestream.GpuError` subclasses when the GPU cannot be used.
@@ -183,8 +184,7 @@ class _TorchPatches(_PatchSource):
     def _device_batch(self, locs: np.ndarray) -> Any:
         """Rows of ``locs`` (slide_index, x, y) read on ``self.device``: CUDA ``torch.uint8``
         tensor (n, height, width, 3), RGB, NHWC; one cross-slide device
-        :func:`slidestream.read_patches` call (builds without it: one device ``read_regions``
-        per slide, gathered)."""
+        :func:`slidestream.read_patches` call."""
         torch = _torch()
         n = locs.shape[0]
         w, h = self.size
@@ -195,8 +195,7 @@ class _TorchPatches(_PatchSource):
         rows[:, 0] = locs[:, 0]
         rows[:, 1] = self.level
         rows[:, 2:] = locs[:, 1:]
-        out = read_device_batch(self.slides, rows, (w, h), self.background, self.device)
-        return out if isinstance(out, torch.Tensor) else torch.from_dlpack(out)
+        return torch.from_dlpack(read_device_batch(self.slides, rows, (w, h), self.background, self.device))
 
     def __getitem__(self, i: int) -> Any:
         if self.device is not None:

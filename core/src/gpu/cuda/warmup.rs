@@ -165,9 +165,10 @@ impl Engine {
         r
     }
 
-    /// Start the background part of the warm-up (`first`: the other lanes, the first lane's
-    /// second slot being warmed by its first read; `background`: every lane; then the CPU
-    /// workers), on a thread of its own. Nothing to do for `full` and `none`.
+    /// Start the background part of the warm-up (`first` and `background`: nvJPEG's decoders,
+    /// every lane, lanes reads made meanwhile, then the CPU workers; with `first` the reads
+    /// decode on the CPU until its first lane is warm), on a thread of its own. Nothing to do
+    /// for `full` and `none` (the reads send tiles to the lanes at once).
     pub(crate) fn warm_in_background(self: &Arc<Self>) {
         if matches!(self.warm.mode, GpuWarmup::Full | GpuWarmup::None) || SHUTDOWN.load(SeqCst) {
             self.gpu_ready.store(true, SeqCst);
