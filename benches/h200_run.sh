@@ -54,24 +54,7 @@ export PYTHONUNBUFFERED=1
 # never let a program here turn NVLink multicast on (device KINDS.md)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-ls $W/*.whl >/dev/null 2>&1 || { echo "no wheels in $W (run benches/fetch_h200_wheels.sh here and carry .whl)"; exit 1; }
-ls $W/slidestream-*.whl >/dev/null 2>&1 || echo "WARNING: no slidestream wheel in $W: the slidestream rows need it (maturin build --release -m py/Cargo.toml --out .whl)"
-# install once per set of wheels, into a folder of this script's own (a warm machine keeps /tmp;
-# pip --target does not replace what is there, so a changed set of wheels starts afresh)
-SITE=/tmp/h200-site
-stamp=$(cat $W/*.whl | md5sum | cut -d' ' -f1)
-if [ "$(cat $SITE/.wheels 2>/dev/null)" != "$stamp" ]; then
-  rm -rf "$SITE"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target $SITE $W/*.whl || { echo "pip install failed"; exit 1; }
-  mkdir -p $SITE && echo "$stamp" > $SITE/.wheels
-else
-  echo "wheels already installed in $SITE"
-fi
-export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-# shared libraries of the carried wheels (cuCIM, nvImageCodec and its extensions, nvTIFF,
-# openslide-bin, auditwheel's .libs folders), then CUDA's
-libdirs=$(find $SITE -name '*.so*' \( -path "$SITE/nvidia/*" -o -path "$SITE/cucim*" -o -path "$SITE/openslide_bin/*" \) -printf '%h\n' | sort -u | paste -sd:)
-export LD_LIBRARY_PATH=${libdirs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. benches/h200_site.sh || exit 1
 
 echo "== machine (PART=$PART)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true

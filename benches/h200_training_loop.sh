@@ -21,17 +21,7 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/h200_training_loop.log") 2>&1
 export PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-ls $W/*.whl >/dev/null 2>&1 || { echo "no wheels in $W (run benches/fetch_h200_wheels.sh here and carry .whl)"; exit 1; }
-SITE=/tmp/h200-site
-stamp=$(cat $W/*.whl | md5sum | cut -d' ' -f1)
-if [ "$(cat $SITE/.wheels 2>/dev/null)" != "$stamp" ]; then
-  rm -rf "$SITE"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --target $SITE $W/*.whl || { echo "pip install failed"; exit 1; }
-  mkdir -p $SITE && echo "$stamp" > $SITE/.wheels
-fi
-export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
-libdirs=$(find $SITE -name '*.so*' \( -path "$SITE/nvidia/*" -o -path "$SITE/cucim*" -o -path "$SITE/openslide_bin/*" \) -printf '%h\n' | sort -u | paste -sd:)
-export LD_LIBRARY_PATH=${libdirs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. benches/h200_site.sh || exit 1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 nproc; "$PY" --version
 for m in slidestream torch cupy cucim openslide; do
