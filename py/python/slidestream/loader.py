@@ -22,67 +22,20 @@ processes) into a bounded queue while the caller computes. Patches are rows
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import math
 import os
-import queue
-import threading
-import warnings
 import weakref
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._batch import check_int, normalize_size
 from ._errors import GpuUnavailableError, InvalidArgumentError
-from ._patches import read_patches
+from ._producer import BatchMeta, _Closing, _EpochIterator, _Reader, read_device_batch
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
 
-__all__ = ["PatchBatches", "BatchMeta"]
-
-#: How long the producer and the consumer block on the queue before checking whether the
-#: other side is gone (seconds). Not a limit on anything: only how quickly a stop is noticed.
-_POLL_S = 0.05
-#: How long closing waits for the producer thread to finish the read it is in (seconds).
-_JOIN_S = 60.0
-
-
-@dataclass(frozen=True)
-class BatchMeta:
-    """What a batch holds, to stitch predictions back onto the slides.
-
-    * ``rows``: int64 array (n, 4), C-contiguous: ``(slide_index, level, x, y)`` of each patch
-      of the batch, in batch order; ``x, y`` the top-left corner in level-0 pixels of slide
-      ``slide_index`` (an index into the loader's ``slides``).
-    * ``indices``: int64 array (n,): the position of each patch in the finite row set given as
-      the sampler (e.g. an index into ``GridSampler.patches`` / ``.grid``), after shuffling;
-      None for a random sampler.
-    * ``epoch``: the epoch this batch belongs to (0 for the first iteration, counting up with
-      every new iteration or as set by :meth:`PatchBatches.set_epoch`).
-    * ``index``: the batch's position in its epoch (0, 1, ...).
-    """
-
-    rows: np.ndarray
-    indices: Optional[np.ndarray]
-    epoch: int
-    index: int
-
-
-class _End:
-    """The producer's last item: the epoch is over."""
-
-
-class _Failure:
-    """The producer's last item when it failed: the exception to raise in the consumer."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
+__all__ = ["PatchBatches", "BatchMeta", "read_device_batch"]
 
 def _device_arg(device: Any) -> Optional[int]:
     """The CUDA ordinal of a ``device=`` argument (None: the CPU path). Raises
@@ -95,15 +48,6 @@ def _device_arg(device: Any) -> Optional[int]:
             "use device=None for the CPU path"
         )
     return ordinal
-
-
-def read_device_batch(slides: Sequence[Slide], rows: np.ndarray, size: Tuple[int, int], background: Any, device: int) -> Any:
-    """Rows (n, 4) ``(slide_index, level, x, y)`` read on CUDA device ``device`` in one
-    :func:`slidestream.read_patches` call: a :class:`slidestream.DeviceArray` uint8
-    (n, height, width, 3), RGB. One engine call for the whole batch (the tiles of every slide
-    through one work queue)."""
-    w, h = size
-    return read_patches(slides, rows, (w, h), background=background, device=f"cuda:{device}")
 
 
 def _rows_array(rows: Any, n_slides: int, what: str) -> np.ndarray:
@@ -122,177 +66,7 @@ def _rows_array(rows: Any, n_slides: int, what: str) -> np.ndarray:
     return arr
 
 
-class _Reader:
-    """What the producer thread needs to make one batch (no reference to the iterator, so a
-    dropped iterator is collected and stops its producer)."""
-
-    def __init__(self, slides: List[Slide], size: Tuple[int, int], background: Any, device: Optional[int],
-                 convert: Callable[[Any], Any], transform: Optional[Callable[[Any], Any]]) -> None:
-        self.slides = slides
-        self.size = size
-        self.background = background
-        self.device = device
-        self.convert = convert
-        self.transform = transform
-
-    def __call__(self, rows: np.ndarray) -> Any:
-        if self.device is None:
-            batch: Any = read_patches(self.slides, rows, self.size, background=self.background)
-        else:
-            batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
-        batch = self.convert(batch)
-        if self.transform is not None:
-            batch = self.transform(batch)
-        return batch
-
-
-def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, read: _Reader, q: "queue.Queue[Any]", stop: threading.Event,
-             readers: int = 1) -> None:
-    """The producer thread: read every batch of ``plan`` into ``q``, in order, until the plan
-    ends, a read fails (the exception goes into the queue) or ``stop`` is set (the consumer is
-    gone). With ``readers`` > 1, that many reads run at once (on threads of a pool that is shut
-    down, its reads finished, before this returns)."""
-
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    try:
-        if readers <= 1:
-            for index, (rows, indices) in enumerate(plan):
-                if stop.is_set():
-                    return
-                item: Any = (read(rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index))
-                if not put(item):
-                    return
-                del item  # the queue (then the consumer) holds the batch, not this frame
-            put(_End())
-            return
-        with concurrent.futures.ThreadPoolExecutor(max_workers=readers, thread_name_prefix=f"slidestream-loader-epoch{epoch}-read") as pool:
-            pending: "collections.deque[Tuple[concurrent.futures.Future[Any], BatchMeta]]" = collections.deque()
-            try:
-                for index, (rows, indices) in enumerate(plan):
-                    if stop.is_set():
-                        return
-                    pending.append((pool.submit(read, rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index)))
-                    if len(pending) >= readers:
-                        fut, meta = pending.popleft()
-                        if not put((fut.result(), meta)):
-                            return
-                        del fut
-                while pending:
-                    fut, meta = pending.popleft()
-                    if not put((fut.result(), meta)):
-                        return
-                    del fut
-            finally:
-                for fut, _ in pending:
-                    fut.cancel()
-                pending.clear()
-        put(_End())
-    except BaseException as e:  # noqa: BLE001 - every failure goes to the consumer
-        put(_Failure(e))
-
-
-class _EpochIterator:
-    """One pass over the batches (what ``iter(PatchBatches)`` returns): yields
-    ``(batch, BatchMeta)``; :meth:`close` (or dropping it, or leaving a ``for`` loop with
-    ``break`` and letting it go) stops the producer thread and drops the batches read ahead."""
-
-    def __init__(self, plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, n_batches: Optional[int],
-                 read: _Reader, prefetch: int, timeout: Optional[float], readers: int = 1) -> None:
-        self.epoch = epoch
-        self._n = n_batches
-        self._timeout = timeout
-        self._q: "queue.Queue[Any]" = queue.Queue(maxsize=prefetch)
-        self._stop = threading.Event()
-        self._done = False
-        self._owner: Any = None  # the PatchBatches of this iteration (set by its __iter__)
-        self._thread = threading.Thread(
-            target=_produce, args=(plan, epoch, read, self._q, self._stop, readers), name=f"slidestream-loader-epoch{epoch}", daemon=True
-        )
-        self._thread.start()
-
-    def __iter__(self) -> "_EpochIterator":
-        return self
-
-    def __len__(self) -> int:
-        if self._n is None:
-            raise TypeError("the number of batches is not known")
-        return self._n
-
-    def __next__(self) -> Tuple[Any, BatchMeta]:
-        if self._done:
-            raise StopIteration
-        waited = 0.0
-        while True:
-            try:
-                item = self._q.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if not self._thread.is_alive() and self._q.empty():
-                    self.close()
-                    raise RuntimeError("slidestream loader: the producer thread ended without a result") from None
-                waited += _POLL_S
-                if self._timeout is not None and waited >= self._timeout:
-                    self._shutdown(join=False)  # the producer is stuck in a read: do not wait for it
-                    raise TimeoutError(f"slidestream loader: no batch within timeout={self._timeout} s") from None
-        if isinstance(item, _End):
-            self.close()
-            raise StopIteration
-        if isinstance(item, _Failure):
-            self.close()
-            raise item.error
-        return item  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        """Stop the producer thread (it finishes the read it is in), wait for it and drop the
-        batches read ahead. Idempotent; later ``next()`` raises StopIteration."""
-        self._shutdown(join=True)
-
-    def _shutdown(self, join: bool) -> None:
-        if threading.current_thread() is self._thread:
-            # A finaliser running on the producer thread itself: stop producing, but leave the
-            # batches already queued (and the end marker) to the consumer.
-            self._stop.set()
-            return
-        self._done = True
-        self._stop.set()
-        while True:
-            try:
-                self._q.get_nowait()
-            except queue.Empty:
-                break
-        t = self._thread
-        if join and t.is_alive() and t is not threading.current_thread():
-            t.join(_JOIN_S)
-            if t.is_alive():  # pragma: no cover - a read blocked in the kernel for a minute
-                warnings.warn(f"slidestream loader: producer thread still in a read after {_JOIN_S} s; left to finish on its own", RuntimeWarning, stacklevel=2)
-        while True:  # what it put while we waited
-            try:
-                self._q.get_nowait()
-            except queue.Empty:
-                break
-
-    def __enter__(self) -> "_EpochIterator":
-        return self
-
-    def __exit__(self, *_args: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
-
-
-class PatchBatches:
+class PatchBatches(_Closing):
     """Batches of patches across slides, the next ones read while the caller computes.
 
     ``PatchBatches(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
@@ -519,17 +293,6 @@ class PatchBatches:
         self._closed = True
         self._close_owned()
 
-    def __enter__(self) -> "PatchBatches":
-        return self
-
-    def __exit__(self, *_args: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001
-            pass
 
     def __repr__(self) -> str:
         w, h = self.size
