@@ -9,6 +9,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 export PATH="$PWD/.venv/bin:$PATH"
+# Small slides in each vendor's layout (Philips, Ventana, Leica, NDPI, OME-TIFF, ...), with
+# OpenSlide 4.0.1's output as their reference: read by the Rust and Python parity tests.
+export SLIDESTREAM_VENDOR_SLIDES="$PWD/target/vendor-slides"
+rm -rf "$SLIDESTREAM_VENDOR_SLIDES"
+.venv/bin/python scripts/make_vendor_slides.py "$SLIDESTREAM_VENDOR_SLIDES"
 # Rust: unit, integration and doc tests of the core.
 cargo test -p slidestream --locked 2>&1
 # The `cuda` feature builds everywhere (CUDA is loaded at run time); its unit tests check the

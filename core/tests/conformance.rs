@@ -15,7 +15,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{max_abs_diff, testdata};
+use common::{max_abs_diff, testdata, vendor_slides};
 use serde_json::Value;
 use slidestream::gpu::{self, DeviceOptions};
 use slidestream::index::BlobRef;
@@ -64,6 +64,9 @@ static DRIVERS: &[DriverCases] = &[
     },
 ];
 
+/// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
+static GENERATED: &[DriverCases] = &[];
+
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
 static REFUSED: &[(&str, &str)] = &[
     ("broken.svs", "unsupported"),
@@ -94,6 +97,25 @@ fn every_test_file_is_listed_exactly_once() {
 }
 
 #[test]
+fn every_generated_slide_is_listed_exactly_once() {
+    let Some(vd) = vendor_slides() else { return };
+    let mut listed: Vec<&str> = GENERATED.iter().flat_map(|d| d.files.iter().map(|f| f.0)).collect();
+    let n = listed.len();
+    listed.sort_unstable();
+    listed.dedup();
+    assert_eq!(listed.len(), n, "a generated file is listed twice");
+    let present: BTreeSet<String> = std::fs::read_dir(&vd)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| !["MANIFEST.md", "reference"].contains(&f.as_str()))
+        .collect();
+    let unlisted: Vec<&String> = present.iter().filter(|f| !listed.contains(&f.as_str())).collect();
+    assert!(unlisted.is_empty(), "generated slides in no driver's list: {unlisted:?}");
+    let missing: Vec<&&str> = listed.iter().filter(|f| !present.contains(**f)).collect();
+    assert!(missing.is_empty(), "listed but not generated: {missing:?}");
+}
+
+#[test]
 fn refused_files_give_their_typed_error_naming_the_file() {
     let Some(td) = testdata() else { return };
     for (name, kind) in REFUSED {
@@ -117,24 +139,27 @@ fn every_driver_conforms_on_its_files() {
     if !gpu_ok {
         eprintln!("SKIP: no usable CUDA device (or built without `cuda`): device reads not compared");
     }
-    for d in DRIVERS {
-        for &(file, reads) in d.files {
-            let path = td.join(file);
-            let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
-            let what = format!("{} {file}", d.driver);
-            check_detection(&slide, &path, d.driver, &what);
-            check_properties(&slide, &what);
-            check_index(&slide, reads, &what);
-            check_errors(&slide, &what);
-            check_icc(&slide, &path, &what);
-            check_reference(&slide, &td.join("reference").join(file), d.driver, &what);
-            for level in 0..slide.level_count() {
-                check_regions(&slide, level, reads, &what);
-                if gpu_ok && reads == Reads::Ok {
-                    check_device(&slide, level, &what);
+    let generated = vendor_slides().map(|vd| (vd, GENERATED));
+    for (root, cases) in std::iter::once((td, DRIVERS)).chain(generated) {
+        for d in cases {
+            for &(file, reads) in d.files {
+                let path = root.join(file);
+                let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+                let what = format!("{} {file}", d.driver);
+                check_detection(&slide, &path, d.driver, &what);
+                check_properties(&slide, &what);
+                check_index(&slide, reads, &what);
+                check_errors(&slide, &what);
+                check_icc(&slide, &path, &what);
+                check_reference(&slide, &root.join("reference").join(file), d.driver, &what);
+                for level in 0..slide.level_count() {
+                    check_regions(&slide, level, reads, &what);
+                    if gpu_ok && reads == Reads::Ok {
+                        check_device(&slide, level, &what);
+                    }
                 }
+                check_associated(&slide, &what);
             }
-            check_associated(&slide, &what);
         }
     }
 }

@@ -6,26 +6,34 @@
 
 mod common;
 
-use common::{decode_png, max_abs_diff, testdata};
+use std::path::PathBuf;
+
+use common::{decode_png, max_abs_diff, reference_roots, testdata, SUPPORTED_VENDORS};
 use serde_json::Value;
 use slidestream::index::Compression;
 use slidestream::{Error, Slide};
 
 /// Files OpenSlide opens (by their reference folder) and files whose lowest common
-/// denominator is an error.
-fn reference_files() -> Option<Vec<(String, Value, Option<Value>)>> {
-    let td = testdata()?;
+/// denominator is an error, in the shared test data and the generated vendor slides: (root,
+/// file name, properties, regions).
+fn reference_files() -> Option<Vec<(PathBuf, String, Value, Option<Value>)>> {
+    let roots = reference_roots();
+    if roots.is_empty() {
+        return None;
+    }
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(td.join("reference")).unwrap() {
-        let dir = entry.unwrap().path();
-        let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        let props = std::fs::read_to_string(dir.join("properties.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
-        let regions = std::fs::read_to_string(dir.join("regions.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
-        if let (Some(p), r) = (props, regions) {
-            out.push((name, p, r));
+    for td in roots {
+        for entry in std::fs::read_dir(td.join("reference")).unwrap() {
+            let dir = entry.unwrap().path();
+            let name = dir.file_name().unwrap().to_string_lossy().to_string();
+            let props = std::fs::read_to_string(dir.join("properties.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
+            let regions = std::fs::read_to_string(dir.join("regions.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
+            if let (Some(p), r) = (props, regions) {
+                out.push((td.clone(), name, p, r));
+            }
         }
     }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     Some(out)
 }
 
@@ -40,11 +48,11 @@ fn tolerance(slide: &Slide, level: usize) -> u8 {
 fn properties_and_geometry_match_openslide() {
     let Some(files) = reference_files() else { return };
     let mut checked = 0;
-    for (name, props, regions) in files {
-        let path = testdata().unwrap().join(&name);
+    for (td, name, props, regions) in files {
+        let path = td.join(&name);
         let vendor = props["openslide.vendor"].as_str().unwrap_or("");
-        if !["aperio", "generic-tiff"].contains(&vendor) {
-            // OpenSlide opens it with a driver slidestream does not have yet (hamamatsu NDPI):
+        if !SUPPORTED_VENDORS.contains(&vendor) {
+            // OpenSlide opens it with a driver slidestream does not have yet:
             // it must be refused with a typed error, never misread.
             let err = Slide::open(&path).unwrap_err();
             assert!(matches!(err, Error::Unsupported { .. }), "{name}: {err}");
@@ -91,12 +99,11 @@ fn properties_and_geometry_match_openslide() {
 fn regions_match_openslide() {
     let Some(files) = reference_files() else { return };
     let mut compared = 0;
-    for (name, props, regions) in files {
+    for (td, name, props, regions) in files {
         let Some(regions) = regions else { continue };
-        if !["aperio", "generic-tiff"].contains(&props["openslide.vendor"].as_str().unwrap_or("")) {
+        if !SUPPORTED_VENDORS.contains(&props["openslide.vendor"].as_str().unwrap_or("")) {
             continue;
         }
-        let td = testdata().unwrap();
         let slide = Slide::open(td.join(&name)).unwrap();
         for r in regions["regions"].as_array().unwrap() {
             let level = r["level"].as_u64().unwrap() as usize;

@@ -12,6 +12,7 @@ resampling of slidestream's pixels at the fractional offset.
 from __future__ import annotations
 
 import math
+import os
 import pathlib
 from typing import Dict, List, Optional, Tuple
 
@@ -22,7 +23,31 @@ LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
 # Max abs difference per channel allowed between two decoders of a lossy codec.
 LOSSY_TOLERANCE = 2
 
-SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi"}
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif"}
+# Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
+# refused with UnsupportedFormatError.
+SUPPORTED_VENDORS = ("aperio", "generic-tiff")
+# Test ids of generated vendor slides start with this prefix (see slide_path).
+GENERATED_PREFIX = "gen:"
+
+
+def vendor_slides() -> Optional[pathlib.Path]:
+    """The generated vendor slides (``$SLIDESTREAM_VENDOR_SLIDES``, else
+    ``target/vendor-slides``; written by ``scripts/make_vendor_slides.py``), or ``None``."""
+    root = os.environ.get("SLIDESTREAM_VENDOR_SLIDES")
+    p = pathlib.Path(root) if root else pathlib.Path(__file__).resolve().parents[2] / "target" / "vendor-slides"
+    return p if (p / "MANIFEST.md").is_file() else None
+
+
+def slide_path(name: str) -> pathlib.Path:
+    """The path of a test id from ``slide_files()``: a shared test slide by file name, or a
+    generated vendor slide as ``gen:<file>``."""
+    if name.startswith(GENERATED_PREFIX):
+        root = vendor_slides()
+        if root is None:
+            pytest.skip("generated vendor slides not found (run scripts/make_vendor_slides.py)")
+        return root / name[len(GENERATED_PREFIX):]
+    return locate_testdata() / name
 
 
 def locate_testdata() -> pathlib.Path:
@@ -37,16 +62,20 @@ def slide_files() -> List[str]:
     """Names of the slide files in the test-data folder (for parametrisation; empty when the
     folder is absent, in which case the single placeholder test skips)."""
     td = pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
-    if not td.is_dir():
-        return ["<no testdata>"]
-    return sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)
+    names = []
+    if td.is_dir():
+        names = sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)
+    gen = vendor_slides()
+    if gen is not None:
+        names += sorted(GENERATED_PREFIX + p.name for p in gen.iterdir() if p.is_file() and p.name != "MANIFEST.md")
+    return names or ["<no testdata>"]
 
 
 def openslide_or_skip(name: str):
     """openslide.OpenSlide for a test file, or skip when openslide-python is missing or
     OpenSlide cannot open the file."""
     openslide = pytest.importorskip("openslide")
-    path = locate_testdata() / name
+    path = slide_path(name)
     try:
         return openslide.OpenSlide(str(path))
     except openslide.OpenSlideError as e:

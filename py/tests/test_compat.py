@@ -20,6 +20,8 @@ import pytest
 
 import slidestream
 from _parity_helpers import (
+    SUPPORTED_VENDORS,
+    slide_path,
     LOSSY_COMPRESSIONS,
     first_difference,
     locate_testdata,
@@ -35,7 +37,6 @@ PIL_Image = pytest.importorskip("PIL.Image")
 ImageCms = pytest.importorskip("PIL.ImageCms")
 
 FILES = slide_files()
-SUPPORTED_VENDORS = ("aperio", "generic-tiff")
 
 
 def _pair(name: str):
@@ -45,13 +46,13 @@ def _pair(name: str):
     if vendor not in SUPPORTED_VENDORS:
         osr.close()
         with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
-            slidestream.OpenSlide(locate_testdata() / name)
+            slidestream.OpenSlide(slide_path(name))
         pytest.skip(f"{name}: no slidestream driver for vendor {vendor!r}")
-    return osr, slidestream.OpenSlide(str(locate_testdata() / name))
+    return osr, slidestream.OpenSlide(str(slide_path(name)))
 
 
 def _lossy(name: str) -> bool:
-    return any(c in LOSSY_COMPRESSIONS for c in page_compressions(locate_testdata() / name).values())
+    return any(c in LOSSY_COMPRESSIONS for c in page_compressions(slide_path(name)).values())
 
 
 def test_error_aliases_and_exports():
@@ -117,8 +118,8 @@ def test_metadata_matches(name):
             assert isinstance(ours.color_profile, ImageCms.ImageCmsProfile)
             assert ours.color_profile.tobytes() == theirs_icc.tobytes()
         assert repr(ours) == repr(osr)
-        assert slidestream.OpenSlide.detect_format(locate_testdata() / name) == openslide.OpenSlide.detect_format(
-            str(locate_testdata() / name)
+        assert slidestream.OpenSlide.detect_format(slide_path(name)) == openslide.OpenSlide.detect_format(
+            str(slide_path(name))
         )
         for d in (0.5, 1.0, 2.0, 3.0, 7.9, 100.0):
             assert ours.get_best_level_for_downsample(d) == osr.get_best_level_for_downsample(d)
@@ -142,7 +143,7 @@ def test_associated_images_match(name):
         assert ("icc_profile" in img.info) == ("icc_profile" in theirs.info)
         if "icc_profile" in theirs.info:
             assert img.info["icc_profile"] == theirs.info["icc_profile"]
-        tol = tolerance_for(td / name, img.size[0], img.size[1], tiled=False)
+        tol = tolerance_for(slide_path(name), img.size[0], img.size[1], tiled=False)
         a, b = np.asarray(img), np.asarray(theirs)
         assert max_abs_diff(a, b) <= tol, f"{an}: {first_difference(a, b)}"
     with pytest.raises(KeyError):
@@ -154,7 +155,7 @@ def test_read_region_matches(name):
     """PIL RGBA images of the requested size; same pixels at whole-pixel level origins,
     including regions partly outside the image."""
     osr, ours = _pair(name)
-    tol_by_level = [tolerance_for(locate_testdata() / name, w, h, tiled=True) for w, h in ours.level_dimensions]
+    tol_by_level = [tolerance_for(slide_path(name), w, h, tiled=True) for w, h in ours.level_dimensions]
     for level, ds in enumerate(ours.level_downsamples):
         if ds != round(ds):
             continue  # OpenSlide resamples unaligned origins; see test_parity

@@ -22,6 +22,7 @@ import pytest
 
 import slidestream
 from _parity_helpers import (
+    slide_path,
     LOSSY_COMPRESSIONS,
     first_difference,
     locate_testdata,
@@ -55,11 +56,11 @@ SETTINGS = [
 
 
 def _path(name: str) -> str:
-    return str(locate_testdata() / name)
+    return str(slide_path(name))
 
 
 def _lossy(name: str) -> bool:
-    return any(c in LOSSY_COMPRESSIONS for c in page_compressions(locate_testdata() / name).values())
+    return any(c in LOSSY_COMPRESSIONS for c in page_compressions(slide_path(name)).values())
 
 
 def _all_addresses(dz):

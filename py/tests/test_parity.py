@@ -32,6 +32,8 @@ import pytest
 
 import slidestream
 from _parity_helpers import (
+    SUPPORTED_VENDORS,
+    slide_path,
     bilinear_premultiplied,
     first_difference,
     level0_for_origin,
@@ -45,7 +47,6 @@ from _parity_helpers import (
 )
 
 N_REGIONS = 200
-SUPPORTED_VENDORS = ("aperio", "generic-tiff")
 SHARED_PREFIXES = ("openslide.", "tiff.", "aperio.")
 FILES = slide_files()
 
@@ -55,7 +56,7 @@ def _pair(name: str):
     open, and files of vendors slidestream has no driver for after checking they are refused
     with UnsupportedFormatError."""
     osr = openslide_or_skip(name)
-    path = locate_testdata() / name
+    path = slide_path(name)
     vendor = osr.properties["openslide.vendor"]
     if vendor not in SUPPORTED_VENDORS:
         osr.close()
@@ -73,12 +74,12 @@ def test_enough_files_compared():
     both = []
     for name in FILES:
         try:
-            with openslide.OpenSlide(str(td / name)) as o:
+            with openslide.OpenSlide(str(slide_path(name))) as o:
                 if o.properties["openslide.vendor"] not in SUPPORTED_VENDORS:
                     continue
         except openslide.OpenSlideError:
             continue
-        with slidestream.Slide(td / name):
+        with slidestream.Slide(slide_path(name)):
             both.append(name)
     assert len(both) >= 10, both
 
@@ -146,7 +147,7 @@ def test_associated_images(name):
     one, slidestream raises CorruptDataError."""
     osr, s = _pair(name)
     assert list(s.associated_images) == list(osr.associated_images)
-    path = locate_testdata() / name
+    path = slide_path(name)
     sizes = s.associated_images.sizes()
     for an in osr.associated_images:
         try:
@@ -188,7 +189,7 @@ def test_random_regions(name):
     openslide = pytest.importorskip("openslide")
     osr, s = _pair(name)
     osr.set_cache(openslide.OpenSlideCache(512 << 20))
-    path = locate_testdata() / name
+    path = slide_path(name)
     tols = [tolerance_for(path, w, h, tiled=True) for w, h in s.level_dimensions]
     counts = {"whole": 0, "fractional": 0, "error": 0}
     for (x, y), level, (w, h) in _random_regions(s, name):

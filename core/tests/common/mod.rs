@@ -20,6 +20,30 @@ pub fn testdata() -> Option<PathBuf> {
     }
 }
 
+/// `$SLIDESTREAM_VENDOR_SLIDES`, else `target/vendor-slides` of the workspace: the slides
+/// `scripts/make_vendor_slides.py` generates in each vendor's layout, with OpenSlide's
+/// references (same layout as the shared test data). `None` (with a message) when absent.
+pub fn vendor_slides() -> Option<PathBuf> {
+    let p = std::env::var_os("SLIDESTREAM_VENDOR_SLIDES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/vendor-slides"));
+    if p.join("MANIFEST.md").exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: {} not found (run scripts/make_vendor_slides.py); generated-slide tests skipped", p.display());
+        None
+    }
+}
+
+/// The roots holding slides with OpenSlide references: the shared test data and the generated
+/// vendor slides, those present.
+pub fn reference_roots() -> Vec<PathBuf> {
+    testdata().into_iter().chain(vendor_slides()).collect()
+}
+
+/// Vendors slidestream has a driver for (the rest must be refused with `Unsupported`).
+pub const SUPPORTED_VENDORS: &[&str] = &["aperio", "generic-tiff"];
+
 /// Decode a PNG to RGBA8: (width, height, bytes).
 pub fn decode_png(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
     let img = image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).to_rgba8();
