@@ -297,3 +297,49 @@ def test_shim_substitutes_the_drop_in():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "4.0.1"
+
+
+
+def test_io_errors_latch_as_openslide(tmp_path):
+    """A slide file truncated after it was opened: the read fails on both with an
+    OpenSlideError (ours is also an OSError, as the native API raises it) and the error
+    latches; the native Slide raises OSError on the bad tile and stays usable."""
+    import shutil
+
+    path = tmp_path / "truncated.svs"
+    shutil.copy(locate_testdata() / "CMU-1-Small-Region.svs", path)
+    theirs, ours = openslide.OpenSlide(str(path)), dropin.OpenSlide(path)
+    native = slidestream.Slide(path)
+    levels = native.level_count
+    os.truncate(path, 10000)
+    with pytest.raises(openslide.OpenSlideError):
+        theirs.read_region((1000, 1000), 0, (256, 256))
+    with pytest.raises(slidestream.OpenSlideError) as ei:
+        ours.read_region((1000, 1000), 0, (256, 256))
+    assert isinstance(ei.value, OSError)
+    t = _outcomes(theirs, theirs.properties, theirs.associated_images)
+    o = _outcomes(ours, ours.properties, ours.associated_images)
+    assert o == t and t["level_count"] == ("raises", "OpenSlideError")
+    with pytest.raises(OSError):
+        native.read_region((1000, 1000), 0, (256, 256))
+    assert native.level_count == levels
+    for s in (theirs, ours, native):
+        s.close()
+
+
+def test_lowlevel_caches():
+    """cache_create checks its capacity as OpenSlideCache; set_cache takes the handle of either
+    (OpenSlideCache._openslide_cache is one), nothing else."""
+    ll = dropin.lowlevel
+    h = ll.open(str(locate_testdata() / "boxes.tiff"))
+    ll.set_cache(h, ll.cache_create(1 << 20))
+    ll.set_cache(h, dropin.OpenSlideCache(0)._openslide_cache)
+    for module in (openslide.lowlevel, ll):
+        with pytest.raises(ctypes.ArgumentError):
+            module.cache_create(-1)
+    with pytest.raises(ctypes.ArgumentError):
+        ll.set_cache(h, object())
+    ll.cache_release(ll.cache_create(0))
+    ll.close(h)
+    with pytest.raises(ctypes.ArgumentError):
+        ll.set_cache(h, ll.cache_create(0))

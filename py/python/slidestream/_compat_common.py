@@ -163,7 +163,8 @@ def _check_level(level: Any) -> int:
 
 
 class _CacheHandle:
-    """Stands for libopenslide's cache handle (``OpenSlideCache._openslide_cache``)."""
+    """Stands for libopenslide's cache handle: ``OpenSlideCache._openslide_cache`` and what
+    ``lowlevel.cache_create`` returns (openslide-python's ``lowlevel._OpenSlideCache``)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

@@ -85,11 +85,9 @@ class _OpenSlide:
         self._osr = osr
 
 
-class _OpenSlideCache:
-    """A cache handle (openslide-python's ``lowlevel._OpenSlideCache``)."""
-
-    def __init__(self, capacity: int) -> None:
-        self._handle = _CacheHandle(capacity)
+#: A cache handle (openslide-python's ``lowlevel._OpenSlideCache``), also
+#: ``OpenSlideCache._openslide_cache``.
+_OpenSlideCache = _CacheHandle
 
 
 def _osr(slide: Any) -> _DropIn:
@@ -241,8 +239,7 @@ def get_version() -> str:
 @_available
 def cache_create(capacity: int) -> _OpenSlideCache:
     """A cache handle of ``capacity`` bytes (checked as ``OpenSlideCache(capacity)``)."""
-    OpenSlideCache(capacity)
-    return _OpenSlideCache(capacity)
+    return OpenSlideCache(capacity)._openslide_cache
 
 
 @_available
