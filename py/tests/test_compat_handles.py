@@ -293,7 +293,8 @@ def test_shim_substitutes_the_drop_in():
         "assert openslide.OpenSlide is slidestream.OpenSlide\n"
         "print(openslide.__library_version__)\n"
     )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "py" / "openslide-shim"), os.environ.get("PYTHONPATH", "")]))
+    paths = [str(REPO / "py" / "openslide-shim"), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "4.0.1"
