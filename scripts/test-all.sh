@@ -30,3 +30,7 @@ cargo test -p slidestream-py --features test-hooks --locked 2>&1
 cargo build --release -p slidestream --locked
 VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --release --locked -q -m py/Cargo.toml --features test-hooks
 .venv/bin/python -m pytest -q py/tests benches/tests
+# openslide-python 1.4.7's own test suite (from its sdist, downloaded once with pip and cached
+# under target/) against slidestream's drop-in, substituted by py/openslide-shim on PYTHONPATH;
+# the tests that cannot pass yet are listed with their reason in docs/python.md.
+bash scripts/openslide-python-suite.sh

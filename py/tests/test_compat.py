@@ -146,7 +146,16 @@ def test_associated_images_match(name):
         tol = tolerance_for(slide_path(name), img.size[0], img.size[1], tiled=False)
         a, b = np.asarray(img), np.asarray(theirs)
         assert max_abs_diff(a, b) <= tol, f"{an}: {first_difference(a, b)}"
-    with pytest.raises(KeyError):
+    # A missing name is a KeyError; after a failed read both handles are latched and raise
+    # OpenSlideError instead (OpenSlide's error semantics).
+    expected: type = KeyError
+    try:
+        osr.associated_images["no such image"]
+    except openslide.OpenSlideError:
+        expected = slidestream.OpenSlideError
+    except KeyError:
+        pass
+    with pytest.raises(expected):
         ours.associated_images["no such image"]
 
 
@@ -155,12 +164,14 @@ def test_read_region_matches(name):
     """PIL RGBA images of the requested size; same pixels at whole-pixel level origins,
     including regions partly outside the image."""
     osr, ours = _pair(name)
-    tol_by_level = [tolerance_for(slide_path(name), w, h, tiled=True) for w, h in ours.level_dimensions]
+    # Geometry first: after a failed read (unreadable.svs) both handles are latched.
+    dims = ours.level_dimensions
+    tol_by_level = [tolerance_for(slide_path(name), w, h, tiled=True) for w, h in dims]
     for level, ds in enumerate(ours.level_downsamples):
         if ds != round(ds):
             continue  # OpenSlide resamples unaligned origins; see test_parity
         k = int(round(ds))
-        lw, lh = ours.level_dimensions[level]
+        lw, lh = dims[level]
         for lx, ly, w, h in [(0, 0, 64, 48), (lw // 2, lh // 3, 100, 75), (lw - 20, lh - 10, 50, 40), (-8, -4, 30, 20), (0, 0, 0, 0)]:
             loc, size = (lx * k, ly * k), (w, h)
             try:
@@ -228,11 +239,7 @@ def test_errors_for_bad_files_are_openslide_errors():
     assert slidestream.OpenSlide.detect_format(missing) is None
     # Detected but not openable: the vendor, as OpenSlide.
     assert slidestream.OpenSlide.detect_format(td / "unopenable.tiff") == "generic-tiff"
-    # A corrupt tile: the read raises an OpenSlideError, the slide stays usable.
-    with slidestream.OpenSlide(td / "unreadable.svs") as s:
-        with pytest.raises(slidestream.OpenSlideError):
-            s.read_region((0, 0), 0, (16, 16))
-        assert s.read_region((100, 100), 0, (4, 4)).size == (4, 4)
+    # A corrupt tile latches the drop-in's error as OpenSlide's: test_compat_handles.py.
 
 
 def test_invalid_arguments_and_close():
@@ -240,8 +247,8 @@ def test_invalid_arguments_and_close():
     s = slidestream.OpenSlide(path)
     with pytest.raises(slidestream.OpenSlideError):
         s.read_region((0, 0), 0, (-1, 10))
-    with pytest.raises(slidestream.OpenSlideError):
-        s.read_region((0, 0), s.level_count, (4, 4))
+    # A level that does not exist: a transparent image (test_compat_handles.py compares it).
+    assert s.read_region((0, 0), s.level_count, (4, 4)).getextrema() == ((0, 0),) * 4
     s.set_cache(slidestream.OpenSlideCache(1 << 20))
     s.set_cache(openslide.OpenSlideCache(1 << 20))
     with pytest.raises(TypeError):
@@ -252,7 +259,8 @@ def test_invalid_arguments_and_close():
         assert entered is s
     with pytest.raises(ValueError):  # closed: InvalidArgumentError is a ValueError
         s.read_region((0, 0), 0, (4, 4))
-    s.close()  # harmless twice
+    with pytest.raises(ValueError):  # closing twice: ArgumentError and ValueError, as OpenSlide
+        s.close()
 
 
 def test_open_slide_and_image_slide():

@@ -19,7 +19,9 @@ Interface, zero-copy into PyTorch / CuPy); :func:`cuda_available`, :func:`gpu_pr
 Settings (``SLIDESTREAM_*``): :mod:`slidestream.config` (``get``, ``set``, ``scope``). Format
 detection without opening: :func:`detect_vendor`.
 
-Drop-in for openslide-python: ``from slidestream import OpenSlide, open_slide`` and
+Drop-in for openslide-python: ``import slidestream.openslide as openslide`` (the namespace of
+openslide-python's ``openslide``, with ``openslide.deepzoom`` and ``openslide.lowlevel``);
+also ``from slidestream import OpenSlide, open_slide`` and
 ``slidestream.deepzoom.DeepZoomGenerator``. PyTorch: :mod:`slidestream.torch`; Dask:
 :mod:`slidestream.dask` (both import their framework lazily). Prefetching batches across
 slides for training and inference: :class:`PatchBatches` (numpy / :class:`DeviceArray`, no
@@ -62,6 +64,7 @@ if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
         OpenSlideCache,
         OpenSlideError,
         OpenSlideUnsupportedFormatError,
+        OpenSlideVersionError,
         open_slide,
     )
 
@@ -94,6 +97,7 @@ __all__ = [
     "open_slide",
     "OpenSlideError",
     "OpenSlideUnsupportedFormatError",
+    "OpenSlideVersionError",
     "ImageSlide",
     "OpenSlideCache",
     "__version__",
@@ -105,6 +109,7 @@ _COMPAT_NAMES = (
     "open_slide",
     "OpenSlideError",
     "OpenSlideUnsupportedFormatError",
+    "OpenSlideVersionError",
     "ImageSlide",
     "AbstractSlide",
     "OpenSlideCache",

@@ -94,6 +94,10 @@ class DeepZoomGenerator:
         self._core: Optional[_CoreSlide] = (
             osr.slide if isinstance(osr, OpenSlide) else osr if isinstance(osr, _CoreSlide) else None
         )
+        # The drop-in's reads keep its handle semantics (closed handle, latched errors).
+        self._read_rgba: Any = (
+            osr._read_rgba if isinstance(osr, OpenSlide) else osr.read_region if self._core is not None else None
+        )
         self._tile_size = tile_size
         self._overlap = overlap
         self._limit_bounds = limit_bounds
@@ -231,8 +235,8 @@ class DeepZoomGenerator:
         background colour. ``info["icc_profile"]`` is set when the slide has a profile."""
         pil = _pil_image()
         (location, slide_level, size), z_size = self._tile_info(level, address)
-        if self._core is not None:
-            region = _rgba_image(self._core.read_region(location, slide_level, size))
+        if self._read_rgba is not None:
+            region = _rgba_image(self._read_rgba(location, slide_level, size))
         else:
             region = self._osr.read_region(location, slide_level, size)
         tile = pil.new("RGB", region.size, self._bg_color)
