@@ -9,8 +9,9 @@
 //! is a cycle, all directories of the tree count against [`MAX_IFDS`], and the tree's
 //! directories and out-of-line values share the main chain's budget of twice the file size.
 //!
-//! Read: the SubIFDs of every main-chain IFD, each followed along its own next-IFD links (TN1
-//! allows a SubIFD chain). SubIFDs of SubIFDs are not read (no slide format uses them).
+//! Read: the SubIFDs of every main-chain IFD: a tag of one offset is the head of a SubIFD
+//! chain followed along its next-IFD links (TN1); a tag of several offsets lists every SubIFD
+//! (their next links, which writers such as tifffile also set, are not followed). SubIFDs of SubIFDs are not read (no slide format uses them).
 
 use std::collections::HashSet;
 
@@ -72,7 +73,11 @@ impl TiffFile {
                 if !matches!(e.field_type, 4 | 13 | 16 | 18) {
                     return Err(Error::format(at, format!("IFD {i}: SubIFDs tag of field type {}", e.field_type)));
                 }
-                for first in self.uints(src, at, e)? {
+                let firsts = self.uints(src, at, e)?;
+                // One offset: the head of a SubIFD chain (TN1); several: each is one SubIFD
+                // (writers such as tifffile also link them, so their next links are not followed).
+                let chain = firsts.len() == 1;
+                for first in firsts {
                     let mut next = first;
                     while next != 0 {
                         if !seen.insert(next) {
@@ -93,7 +98,7 @@ impl TiffFile {
                         }
                         let (sub, n) = self.read_ifd(src, at, next, &mut budget)?;
                         kids.push(sub);
-                        next = n;
+                        next = if chain { n } else { 0 };
                     }
                 }
             }
