@@ -341,3 +341,60 @@ fn resolution_mpp(tf: &TiffFile, src: &dyn crate::io::ByteSource, at: &Location)
         _ => None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pixels(order: &str, c: u32, z: u32, t: u32, inner: &str) -> Result<Pixels> {
+        let xml = format!(
+            "<OME xmlns=\"http://www.openmicroscopy.org/Schemas/OME/2016-06\"><Image ID=\"Image:0\"><Pixels ID=\"Pixels:0\" \
+             DimensionOrder=\"{order}\" Type=\"uint16\" SizeX=\"8\" SizeY=\"8\" SizeC=\"{c}\" SizeZ=\"{z}\" SizeT=\"{t}\" \
+             PhysicalSizeX=\"250\" PhysicalSizeXUnit=\"nm\" PhysicalSizeY=\"0.5\">{inner}</Pixels></Image></OME>"
+        );
+        parse_pixels(&xml, &Location::file("t.ome.tif"))
+    }
+
+    #[test]
+    fn planes_follow_dimension_order_and_tiff_data() {
+        // XYCZT, no TiffData: plane i in IFD i, C fastest.
+        let p = pixels("XYCZT", 3, 2, 1, "").unwrap();
+        assert_eq!((p.plane_index(2, 0, 0), p.plane_index(0, 1, 0)), (Some(2), Some(3)));
+        assert_eq!(p.ifd_of(4), Some(4));
+        // XYZCT: Z fastest, so channel c at Z 0 is plane 2c.
+        let p = pixels("XYZCT", 3, 2, 1, "").unwrap();
+        assert_eq!(p.plane_index(1, 0, 0), Some(2));
+        assert_eq!(p.plane_index(3, 0, 0), None);
+        // One TiffData per channel, IFDs in reverse order.
+        let td = "<TiffData IFD=\"2\" FirstC=\"0\" PlaneCount=\"1\"/><TiffData IFD=\"1\" FirstC=\"1\" PlaneCount=\"1\"/><TiffData IFD=\"0\" FirstC=\"2\" PlaneCount=\"1\"/>";
+        let p = pixels("XYCZT", 3, 1, 1, td).unwrap();
+        assert_eq!((p.ifd_of(0), p.ifd_of(1), p.ifd_of(2)), (Some(2), Some(1), Some(0)));
+        // A lone TiffData without PlaneCount covers every plane from its IFD.
+        let p = pixels("XYCZT", 2, 1, 1, "<TiffData IFD=\"3\"/>").unwrap();
+        assert_eq!(p.ifd_of(1), Some(4));
+        // PhysicalSize units: nm converted to µm; no unit is µm.
+        assert_eq!(p.mpp, Some((0.25, 0.5)));
+    }
+
+    #[test]
+    fn inconsistent_pixels_are_format_errors() {
+        for (order, inner) in [
+            ("XYQZT", ""),
+            ("XYCZT", "<Channel SamplesPerPixel=\"3\"/>"),                 // SizeC 2, 3 samples
+            ("XYCZT", "<Channel SamplesPerPixel=\"0\"/><Channel/>"),     // zero samples
+            ("XYCZT", "<TiffData FirstC=\"5\"/>"),                        // outside the planes
+            ("XYCZT", "<TiffData IFD=\"x\"/>"),                           // not a number
+        ] {
+            let e = pixels(order, 2, 1, 1, inner).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{order} {inner}: {e}");
+        }
+        let e = pixels("XYCZT", 1, 1, 1, "<TiffData><UUID FileName=\"other.ome.tif\">urn:uuid:x</UUID></TiffData>").unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        let e = pixels("XYCZT", 1, 1_000_000, 1_000_000, "").unwrap_err();
+        assert!(matches!(e, Error::Limits { .. }), "{e}");
+        let e = parse_pixels("<OME><Image/></OME>", &Location::file("t")).unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e}");
+        let e = parse_pixels("<NotOME/>", &Location::file("t")).unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e}");
+    }
+}

@@ -124,3 +124,63 @@ impl TiffFile {
         (flat, children)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::MemSource;
+
+    /// A little-endian TIFF: IFD 0 at 8 with a SubIFDs entry (LONG, `offsets`, stored out of
+    /// line when more than one), then `subs` empty-ish IFDs (one ImageWidth entry each) at
+    /// 26 + 18k, each linking to `next[k]`.
+    fn file(offsets: &[u32], next: &[u32]) -> Vec<u8> {
+        let mut v = b"II*\0".to_vec();
+        v.extend_from_slice(&8u32.to_le_bytes());
+        v.extend_from_slice(&1u16.to_le_bytes()); // IFD 0: 1 entry, at 8..26
+        v.extend_from_slice(&330u16.to_le_bytes());
+        v.extend_from_slice(&4u16.to_le_bytes());
+        v.extend_from_slice(&(offsets.len() as u32).to_le_bytes());
+        let arr_at = 26 + 18 * next.len() as u32;
+        v.extend_from_slice(&if offsets.len() == 1 { offsets[0] } else { arr_at }.to_le_bytes());
+        v.extend_from_slice(&0u32.to_le_bytes());
+        for &n in next {
+            v.extend_from_slice(&1u16.to_le_bytes());
+            v.extend_from_slice(&256u16.to_le_bytes());
+            v.extend_from_slice(&3u16.to_le_bytes());
+            v.extend_from_slice(&1u32.to_le_bytes());
+            v.extend_from_slice(&[16, 0, 0, 0]);
+            v.extend_from_slice(&n.to_le_bytes());
+        }
+        if offsets.len() > 1 {
+            for &o in offsets {
+                v.extend_from_slice(&o.to_le_bytes());
+            }
+        }
+        v
+    }
+
+    fn subs(v: Vec<u8>) -> Result<SubIfds> {
+        let src = MemSource::new(v);
+        let at = Location::file("s.tif");
+        let tf = TiffFile::parse(&src, &at)?;
+        tf.sub_ifds(&src, &at)
+    }
+
+    #[test]
+    fn a_list_and_a_chain_of_subifds_are_read() {
+        let s = subs(file(&[26, 44], &[44, 0])).unwrap();
+        assert_eq!(s.children[0].iter().map(|i| i.offset).collect::<Vec<_>>(), [26, 44]);
+        let s = subs(file(&[26], &[44, 0])).unwrap();
+        assert_eq!(s.children[0].iter().map(|i| i.offset).collect::<Vec<_>>(), [26, 44]);
+        let (flat, kids) = TiffFile::parse(&MemSource::new(file(&[26], &[0])), &Location::file("s")).unwrap().with_sub_ifds(&s);
+        assert_eq!((flat.ifds.len(), kids), (3, vec![vec![1, 2]]));
+    }
+
+    #[test]
+    fn cycles_and_offsets_outside_the_file_are_format_errors() {
+        for (offsets, next) in [(&[8u32][..], &[0u32][..]), (&[26], &[26]), (&[26, 26], &[0]), (&[26], &[8]), (&[9999], &[0]), (&[26], &[9999])] {
+            let e = subs(file(offsets, next)).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{offsets:?} {next:?}: {e}");
+        }
+    }
+}
