@@ -68,7 +68,12 @@ static DRIVERS: &[DriverCases] = &[
 static GENERATED: &[DriverCases] = &[
     DriverCases {
         driver: "ome-tiff",
-        files: &[("ome-brightfield.ome.tif", Reads::Ok), ("ome-fluo-u8.ome.tif", Reads::Ok), ("ome-fluo-u16.ome.tif", Reads::Ok)],
+        files: &[
+            ("ome-brightfield.ome.tif", Reads::Ok),
+            ("ome-mainchain.ome.tif", Reads::Ok),
+            ("ome-fluo-u8.ome.tif", Reads::Ok),
+            ("ome-fluo-u16.ome.tif", Reads::Ok),
+        ],
     },
     DriverCases {
         driver: "generic-tiff",

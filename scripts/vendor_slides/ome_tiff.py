@@ -8,6 +8,8 @@ against the known pixels written by ``known.py`` (``core/tests/channels.rs``,
 
 * ``ome-brightfield.ome.tif``: RGB 600x500, deflate 128² tiles, 2 SubIFD levels, 0.25 µm/px
   (OME PhysicalSize and TIFF resolution agree).
+* ``ome-mainchain.ome.tif``: RGB 400x300 whose reduced level is in the main chain (no SubIFDs):
+  both levels as OpenSlide's generic-tiff.
 * ``ome-fluo-u8.ome.tif``: 3 channels (DAPI, FITC, TRITC) uint8 CYX 520x400, 1 SubIFD level.
 * ``ome-fluo-u16.ome.tif``: 4 channels uint16 CYX 512x400, 2 SubIFD levels,
   horizontal predictor.
@@ -107,9 +109,33 @@ def _fluo(out: pathlib.Path, dtype, n: int, sub: int, big_endian: bool, name: st
     )
 
 
+def _main_chain(out: pathlib.Path) -> Generated:
+    """A reduced level in the main IFD chain (NewSubfileType 1, a second OME Image), no SubIFDs:
+    the levels are generic-tiff's, so OpenSlide reads both."""
+    name = "ome-mainchain.ome.tif"
+    l0 = tissue_like(400, 300, seed=12)
+    opts = dict(tile=(128, 128), photometric="rgb", compression="zlib")
+    with tifffile.TiffWriter(out / name, ome=True) as tw:
+        tw.write(l0, metadata={"axes": "YXS"}, **opts)
+        tw.write(downscale(l0, 2), subfiletype=1, metadata={"axes": "YXS"}, **opts)
+
+    def check(osr) -> None:
+        assert_close(np.asarray(osr.read_region((0, 0), 1, (200, 150)))[..., :3], downscale(l0, 2), 0, name)
+
+    return Generated(
+        name=name,
+        vendor="generic-tiff",
+        level_dimensions=[(400, 300), (200, 150)],
+        regions=[Region("l0", 0, (0, 0), (400, 300)), Region("l1", 1, (0, 0), (200, 150)), Region("l1-edge", 1, (300, 250), (64, 64))],
+        check=check,
+        note="OME-TIFF with its reduced level in the main chain (levels as generic-tiff)",
+    )
+
+
 def build(out: pathlib.Path) -> List[Generated]:
     return [
         _brightfield(out),
+        _main_chain(out),
         _fluo(out, np.uint8, 3, 1, False, "ome-fluo-u8.ome.tif", ["DAPI", "FITC", "TRITC"]),
         _fluo(out, np.uint16, 4, 2, False, "ome-fluo-u16.ome.tif", ["DAPI", "GFP", "Cy3", "Cy5"]),
     ]

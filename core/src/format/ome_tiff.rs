@@ -12,7 +12,9 @@
 //!   units) and `Channel`s (Name, SamplesPerPixel); `TiffData` (IFD, FirstC/Z/T, PlaneCount)
 //!   map planes to main-chain IFDs in DimensionOrder;
 //! * pyramid levels: the IFD of plane (C 0, Z 0, T 0) and its SubIFDs (tag 330) in order (the
-//!   specification's sub-resolutions); OpenSlide reports level 0 only;
+//!   specification's sub-resolutions); OpenSlide reports level 0 only. A file whose plane 0 is
+//!   IFD 0 without SubIFDs gets generic-tiff's levels (main-chain reduced IFDs), exactly as
+//!   OpenSlide; its channel planes are then read only when that gives one level;
 //! * channels: with several single-sample channels (fluorescence), one IFD per channel plane
 //!   at Z 0, T 0, each with the same SubIFD levels ([`crate::index::ChannelPlanes`]);
 //!   `read_region` returns channel 0 as grey, exactly OpenSlide's pixels (16-bit samples keep
@@ -28,6 +30,7 @@
 use std::collections::BTreeMap;
 
 use super::tiff_common::{icc_ref, image_from_ifd, is_tiled, quickhash_input, tiff_properties};
+use super::generic_tiff::GenericTiff;
 use super::{format_double, FormatDriver, LayoutLevel, Probe, SlideLayout};
 use crate::error::{Error, ImageRef, Location, Result};
 use crate::index::{ChannelPlanes, ImageIndex};
@@ -250,15 +253,26 @@ impl FormatDriver for OmeTiff {
         if !is_tiled(tf, first) {
             return Err(Error::unsupported(at, format!("OME-TIFF plane 0 (IFD {first}) is not tiled")));
         }
-        let level_ifds: Vec<usize> = std::iter::once(first).chain(children[first].iter().copied()).collect();
-        let mut levels = Vec::with_capacity(level_ifds.len());
-        for (k, &i) in level_ifds.iter().enumerate() {
-            let image = image_from_ifd(&flat, src, at, i, ImageRef::Level(k))?;
-            let origin = if k == 0 { format!("IFD {i}") } else { format!("SubIFD {} of IFD {first}", k - 1) };
-            levels.push(LayoutLevel { image, origin });
-        }
+        // Without SubIFDs (older writers put reduced levels in the main chain), the levels are
+        // exactly generic-tiff's, as OpenSlide reads the file.
+        let main_chain = first == 0 && children[0].is_empty();
+        let (levels, quickhash_tiles) = if main_chain {
+            (GenericTiff.open(probe)?.levels, None)
+        } else {
+            let level_ifds: Vec<usize> = std::iter::once(first).chain(children[first].iter().copied()).collect();
+            let mut levels = Vec::with_capacity(level_ifds.len());
+            for (k, &i) in level_ifds.iter().enumerate() {
+                let image = image_from_ifd(&flat, src, at, i, ImageRef::Level(k))?;
+                let origin = if k == 0 { format!("IFD {i}") } else { format!("SubIFD {} of IFD {first}", k - 1) };
+                levels.push(LayoutLevel { image, origin });
+            }
+            // OpenSlide's quickhash covers its only level, IFD 0.
+            let l0 = levels[0].image.clone();
+            (levels, Some(l0))
+        };
         check_plane(&levels[0].image, &px, 0, at)?;
-        let channels = if px.channels.len() > 1 {
+        // Channel planes need every level of every channel: SubIFD pyramids, or one level.
+        let channels = if px.channels.len() > 1 && (!main_chain || levels.len() == 1) {
             let mut per_level: Vec<Vec<ImageIndex>> = vec![Vec::new(); levels.len()];
             for (c, &ifd) in plane_ifds.iter().enumerate() {
                 if children[ifd].len() != children[first].len() {
@@ -301,7 +315,7 @@ impl FormatDriver for OmeTiff {
         }
         Ok(SlideLayout {
             icc: icc_ref(tf, src, at, 0)?,
-            quickhash_tiles: Some(levels[0].image.clone()),
+            quickhash_tiles,
             levels,
             properties,
             mpp,
