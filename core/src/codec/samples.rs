@@ -174,12 +174,22 @@ pub fn decode_native(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: 
     let spp = codec.samples_per_pixel as usize;
     if matches!(codec.compression, Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd) {
         let stride = g.tile_width as usize * spp;
-        let crop = |n: usize| -> Vec<usize> { (0..vh).flat_map(|y| (y * stride)..(y * stride + vw * n)).collect() };
+        fn crop<T: Copy>(v: Vec<T>, stride: usize, row: usize, rows: usize) -> Vec<T> {
+            if stride == row {
+                let mut v = v;
+                v.truncate(row * rows);
+                return v;
+            }
+            let mut out = Vec::with_capacity(row * rows);
+            for r in v.chunks_exact(stride).take(rows) {
+                out.extend_from_slice(&r[..row]);
+            }
+            out
+        }
         let s = lossless(codec, planes, g).map_err(|m| Error::decode(at, crate::error::CodecError::Data(m)))?;
-        let idx = crop(spp);
         let samples = match s {
-            Samples::U8(v) => Samples::U8(idx.iter().map(|&i| v[i]).collect()),
-            Samples::U16(v) => Samples::U16(idx.iter().map(|&i| v[i]).collect()),
+            Samples::U8(v) => Samples::U8(crop(v, stride, vw * spp, vh)),
+            Samples::U16(v) => Samples::U16(crop(v, stride, vw * spp, vh)),
         };
         return Ok(NativeTile { width: g.valid_width, height: g.valid_height, channels: spp, samples });
     }

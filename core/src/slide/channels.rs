@@ -136,6 +136,13 @@ impl Slide {
     /// to output channel `o` for every `(o, s)` of `picks`; the output has `n` channels.
     fn paint_channels(&self, img: &ImageIndex, rect: &Rect, at: &Location, picks: &[(usize, usize)], n: usize, out: &mut Samples) -> Result<()> {
         let Some(clip) = rect.clip(img.width, img.height) else { return Ok(()) };
+        // One tile's decode must fit in the working set, as every CPU read (checked before
+        // anything is read).
+        let bps: u64 = if matches!(img.codec.sample_bits, SampleBits::U16 { .. }) { 2 } else { 1 };
+        let tile_bytes = img.tile_width as u64 * img.tile_height as u64 * img.codec.samples_per_pixel.max(4) as u64 * bps;
+        if tile_bytes > self.config.read_working_bytes {
+            return Err(Error::limits(at, format!("a tile needs {tile_bytes} bytes to decode, more than read_working_bytes ({})", self.config.read_working_bytes)));
+        }
         let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
         let file_len = self.src.len();
         for row in rows {
@@ -163,21 +170,46 @@ impl Slide {
                 if let Some(&(_, s)) = picks.iter().find(|&&(_, s)| s >= tc) {
                     return Err(Error::format(&tat, format!("tile decodes to {tc} channels, sample {s} asked for")));
                 }
-                for y in y0..y1 {
-                    let oy = (ty + y) as i64 - rect.y;
-                    for x in x0..x1 {
-                        let ox = (tx + x) as i64 - rect.x;
-                        let o = (oy as usize * rect.w as usize + ox as usize) * n;
-                        let i = (y as usize * t.width as usize + x as usize) * tc;
-                        match (&t.samples, &mut *out) {
-                            (Samples::U8(src), Samples::U8(dst)) => picks.iter().for_each(|&(c, s)| dst[o + c] = src[i + s]),
-                            (Samples::U16(src), Samples::U16(dst)) => picks.iter().for_each(|&(c, s)| dst[o + c] = src[i + s]),
-                            _ => return Err(Error::format(&tat, "tile depth differs from the image's")),
-                        }
-                    }
+                let place = Placement { x0, y0, x1, y1, ox: tx as i64 - rect.x, oy: ty as i64 - rect.y, out_w: rect.w as usize, n, tw: t.width as usize, tc };
+                match (&t.samples, &mut *out) {
+                    (Samples::U8(src), Samples::U8(dst)) => place.copy(src, dst, picks),
+                    (Samples::U16(src), Samples::U16(dst)) => place.copy(src, dst, picks),
+                    _ => return Err(Error::format(&tat, "tile depth differs from the image's")),
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Where a decoded tile's part `[x0, x1) × [y0, y1)` (tile pixels) goes in the output: tile
+/// pixel (x, y) is output pixel (x + ox, y + oy); the output is `out_w` pixels wide with `n`
+/// channels, the tile `tw` pixels wide with `tc`.
+struct Placement {
+    x0: u64,
+    y0: u64,
+    x1: u64,
+    y1: u64,
+    ox: i64,
+    oy: i64,
+    out_w: usize,
+    n: usize,
+    tw: usize,
+    tc: usize,
+}
+
+impl Placement {
+    fn copy<T: Copy>(&self, src: &[T], dst: &mut [T], picks: &[(usize, usize)]) {
+        for y in self.y0..self.y1 {
+            let orow = (y as i64 + self.oy) as usize * self.out_w;
+            let irow = y as usize * self.tw;
+            for x in self.x0..self.x1 {
+                let o = (orow + (x as i64 + self.ox) as usize) * self.n;
+                let i = (irow + x as usize) * self.tc;
+                for &(c, s) in picks {
+                    dst[o + c] = src[i + s];
+                }
+            }
+        }
     }
 }
