@@ -120,17 +120,19 @@ fn first_ifd(bytes: &[u8]) -> u32 {
 #[test]
 fn ome_channels_and_16bit_native_samples_from_written_files() {
     let f = |c: u16| move |x: usize, y: usize| (x as u16 * 4000 + y as u16 * 7 + c * 911) | 0x00ff;
-    let ifds = (0..2).map(|c| grey_plane(16, (c == 0).then(|| ome_xml(2, "uint16")), f(c), false)).collect();
-    let s = open_bytes(Tiff::new(Variant::Classic, ifds).to_bytes()).unwrap();
-    assert_eq!(s.vendor(), "ome-tiff");
-    assert_eq!(s.channel_names(), ["ch0", "ch1"]);
-    let r = s.read_region_channels((-1, 0), 0, (3, 1), Some(&[1, 0])).unwrap();
-    let want: Vec<u16> = vec![0, 0, f(1)(0, 0), f(0)(0, 0), f(1)(1, 0), f(0)(1, 0)];
-    assert_eq!(r.data, Samples::U16(want));
-    // read_region: channel 0 in grey, high byte (libtiff's RGBA interface, as OpenSlide).
-    let rgba = s.read_region((5, 3), 0, (1, 1)).unwrap();
-    let hi = (f(0)(5, 3) >> 8) as u8;
-    assert_eq!(rgba.data, vec![hi, hi, hi, 255]);
+    for (variant, be) in [(Variant::Classic, false), (Variant::ClassicBigEndian, true), (Variant::BigTiff, false)] {
+        let ifds = (0..2).map(|c| grey_plane(16, (c == 0).then(|| ome_xml(2, "uint16")), f(c), be)).collect();
+        let s = open_bytes(Tiff::new(variant, ifds).to_bytes()).unwrap();
+        assert_eq!(s.vendor(), "ome-tiff", "{variant:?}");
+        assert_eq!(s.channel_names(), ["ch0", "ch1"]);
+        let r = s.read_region_channels((-1, 0), 0, (3, 1), Some(&[1, 0])).unwrap();
+        let want: Vec<u16> = vec![0, 0, f(1)(0, 0), f(0)(0, 0), f(1)(1, 0), f(0)(1, 0)];
+        assert_eq!(r.data, Samples::U16(want), "{variant:?}");
+        // read_region: channel 0 in grey, high byte (libtiff's RGBA interface, as OpenSlide).
+        let rgba = s.read_region((5, 3), 0, (1, 1)).unwrap();
+        let hi = (f(0)(5, 3) >> 8) as u8;
+        assert_eq!(rgba.data, vec![hi, hi, hi, 255], "{variant:?}");
+    }
     // Big-endian 16-bit generic TIFF.
     let be = Tiff::new(Variant::ClassicBigEndian, vec![grey_plane(16, None, f(0), true)]).to_bytes();
     let s = open_bytes(be).unwrap();
@@ -204,4 +206,20 @@ fn unsupported_bit_depths_are_unsupported() {
     ga.extra_samples = Some(vec![2]);
     let e = expect_err(open_bytes(Tiff::new(Variant::Classic, vec![ga]).to_bytes()), "16-bit grey + alpha");
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}
+
+#[test]
+fn channels_of_8bit_slides_are_read_regions_samples() {
+    let Some(td) = common::testdata() else { return };
+    for (name, level) in [("CMU-1-Small-Region.svs", 0), ("quad-tile.jpg.tiff", 0), ("boxes.tiff", 2), ("tiff_tiled_planar_lzw.tiff", 0)] {
+        let s = Slide::open(td.join(name)).unwrap();
+        assert_eq!(s.channel_names(), ["R", "G", "B"], "{name}");
+        let ds = s.level_downsamples()[level];
+        let loc = ((37.0 * ds) as i64, (-5.0 * ds) as i64);
+        let rgba = s.read_region(loc, level, (70, 50)).unwrap();
+        let ch = s.read_region_channels(loc, level, (70, 50), None).unwrap();
+        // Outside the image both are 0; inside, the RGB of read_region (opaque files).
+        let want: Vec<u8> = rgba.data.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+        assert_eq!(ch.data, Samples::U8(want), "{name}");
+    }
 }
