@@ -76,15 +76,15 @@ pub mod interrupt;
 internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
 
 pub use cache::{CacheStats, TileCache, TileKey};
-pub use codec::DecodedTile;
+pub use codec::{DecodedTile, Samples};
 pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
 pub use index::{
-    Alpha, BlobRef, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
-    RegularGrid, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
+    Alpha, BlobRef, ChannelPlanes, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
+    RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
 };
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};
 pub use gpu::read_patches_device;
-pub use slide::{alloc_pixels, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};
+pub use slide::{alloc_pixels, ChannelRegion, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};

@@ -1,10 +1,12 @@
 //! [`Slide`]: an open whole-slide image. Opening and metadata are in `slide/open.rs`.
 
+mod channels;
 mod open;
 pub(crate) mod patches;
 mod reduced;
 mod region;
 
+pub use channels::ChannelRegion;
 pub use patches::{read_patches, read_patches_into, PatchRequest, ReadOptions};
 pub use reduced::Rgb;
 

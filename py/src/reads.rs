@@ -6,7 +6,7 @@ use numpy::{PyArray3, PyArray4};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use slidestream::gpu::DeviceOptions;
-use slidestream::Rgba;
+use slidestream::{Rgba, Samples};
 
 use crate::args;
 use crate::device_array::PyDeviceArray;
@@ -100,5 +100,43 @@ impl PySlide {
         let arr = ndarray::Array3::from_shape_vec((img.height as usize, img.width as usize, 3), img.data)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok((PyArray3::from_owned_array(py, arr), f))
+    }
+}
+
+impl PySlide {
+    /// `Slide.read_region_channels`: see its docs in [`crate::slide`]. CPU only.
+    pub(crate) fn read_region_channels_impl<'py>(
+        &self,
+        py: Python<'py>,
+        location: &Bound<'py, PyAny>,
+        level: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+        channels: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let location = args::location(location, "location")?;
+        let size = args::size(size)?;
+        let level = self.level(py, level)?;
+        let channels: Option<Vec<usize>> = match channels {
+            None => None,
+            Some(c) if c.is_none() => None,
+            Some(c) => {
+                let mut v = Vec::new();
+                for item in c.try_iter()? {
+                    let i: i64 = item?.extract()?;
+                    if i < 0 {
+                        return Err(PyValueError::new_err(format!("channel index {i} is negative")));
+                    }
+                    v.push(i as usize);
+                }
+                Some(v)
+            }
+        };
+        let r = self.run(py, move |s| s.read_region_channels(location, level, size, channels.as_deref()))?;
+        let shape = (r.height as usize, r.width as usize, r.channels());
+        let err = |e: ndarray::ShapeError| PyValueError::new_err(e.to_string());
+        Ok(match r.data {
+            Samples::U8(v) => PyArray3::from_owned_array(py, ndarray::Array3::from_shape_vec(shape, v).map_err(err)?).into_any(),
+            Samples::U16(v) => PyArray3::from_owned_array(py, ndarray::Array3::from_shape_vec(shape, v).map_err(err)?).into_any(),
+        })
     }
 }

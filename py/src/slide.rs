@@ -249,6 +249,37 @@ impl PySlide {
         self.read_region_impl(py, location, level, size, device)
     }
 
+    /// Read a region's channels at their stored depth: numpy array of shape (height, width, c),
+    /// dtype uint8 for 8-bit images and uint16 for 16-bit ones, channel-last; 0 outside the
+    /// image and on missing tiles. Not converted to RGBA, not cached, CPU only.
+    ///
+    /// location: (x, y) in level-0 pixels; level: level index; size: (width, height) in pixels
+    /// of that level (as `read_region`). channels: None for all, or a sequence of indices into
+    /// `channel_names` in the order wanted. For OME-TIFF multichannel fluorescence the channels
+    /// are the OME-XML channels (one IFD each); otherwise the stored samples of the level
+    /// (gray [+ alpha], or R, G, B [+ A]). JPEG / JPEG 2000 / WebP levels give their decoded
+    /// 8-bit channels. Raises ValueError for a level or channel that does not exist,
+    /// LimitsExceededError past max_region_bytes, CorruptDataError for a corrupt tile.
+    #[pyo3(signature = (location, level, size, channels=None))]
+    fn read_region_channels<'py>(
+        &self,
+        py: Python<'py>,
+        location: &Bound<'py, PyAny>,
+        level: &Bound<'py, PyAny>,
+        size: &Bound<'py, PyAny>,
+        channels: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.read_region_channels_impl(py, location, level, size, channels)
+    }
+
+    /// Names of the channels `read_region_channels` indexes: the OME-XML channel names for
+    /// OME-TIFF multichannel slides ("C<i>" when unnamed), else the stored samples of level 0:
+    /// ["gray"] (+ "alpha") or ["R", "G", "B"] (+ "A"). A list of str.
+    #[getter]
+    fn channel_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.run(py, |s| Ok(s.channel_names()))
+    }
+
     /// Read many patches of one level in one call: numpy uint8 array (n, height, width, 3), RGB.
     ///
     /// locations: sequence of (x, y) level-0 pixels, or an integer array of shape (n, 2).

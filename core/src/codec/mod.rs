@@ -4,18 +4,20 @@
 //! part of the tile that lies inside the image: padding beyond the image edge never leaves this
 //! module. Codecs: JPEG (libjpeg-turbo, [`jpeg`]), JPEG 2000 (OpenJPEG, [`jp2k`]), deflate
 //! (`flate2`), LZW (`weezl`), zstd (`zstd`), WebP (`image-webp`), uncompressed; horizontal
-//! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA.
+//! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA; 16-bit grey
+//! and RGB (lossless codecs; scaled to 8 bit as libtiff's RGBA interface, or native through
+//! [`decode_native`], see [`samples`]).
 
 pub mod jp2k;
 pub mod jpeg;
 pub mod jpeg_part;
 pub mod jpeg_scans;
 pub mod reduce;
-
-use std::io::Read;
+pub mod samples;
 
 use crate::error::{CodecError, Error, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Photometric};
+pub use samples::{decode_native, Samples};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
 /// only the part of the tile inside the image, or a sub-rectangle of it starting at (`x`, `y`)
@@ -138,42 +140,12 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
         }
         Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => {
             let spp = codec.samples_per_pixel as usize;
-            let per_plane = if codec.planar_separate { 1 } else { spp };
-            let row_bytes = g.tile_width as usize * per_plane;
-            let needed = row_bytes * g.valid_height as usize;
-            let full = row_bytes * g.tile_height as usize;
-            let mut decoded: Vec<Vec<u8>> = Vec::with_capacity(planes.len());
-            for (p, data) in planes.iter().enumerate() {
-                let mut out = inflate(codec.compression, data, full).map_err(|m| fmt_err(format!("plane {p}: {m}")))?;
-                if out.len() < needed {
-                    return Err(fmt_err(format!(
-                        "{} data of plane {p} decodes to {} bytes, {needed} needed",
-                        codec.compression.name(),
-                        out.len()
-                    )));
-                }
-                out.truncate(needed);
-                if codec.predictor == 2 {
-                    for row in out.chunks_exact_mut(row_bytes) {
-                        for i in per_plane..row.len() {
-                            row[i] = row[i].wrapping_add(row[i - per_plane]);
-                        }
-                    }
-                }
-                decoded.push(out);
-            }
-            let (samples, stride) = if codec.planar_separate {
-                let mut s = vec![0u8; g.tile_width as usize * g.valid_height as usize * spp];
-                for (p, plane) in decoded.iter().enumerate() {
-                    for (i, &v) in plane.iter().enumerate() {
-                        s[i * spp + p] = v;
-                    }
-                }
-                (s, g.tile_width as usize * spp)
-            } else {
-                (decoded.pop().unwrap_or_default(), row_bytes)
+            let stride = g.tile_width as usize * spp;
+            let bytes = match samples::lossless(codec, planes, g).map_err(fmt_err)? {
+                Samples::U8(v) => v,
+                Samples::U16(v) => samples::to_8bit(&v, codec.photometric),
             };
-            Ok(samples_to_rgba(&samples, stride, spp, codec, g))
+            Ok(samples_to_rgba(&bytes, stride, spp, codec, g))
         }
     }
 }
@@ -352,49 +324,6 @@ fn check_dims(w: u32, h: u32, g: ChunkGeometry) -> Result<(), CodecError> {
         return Err(CodecError::SmallerThanTile { width: w, height: h, valid_width: g.valid_width, valid_height: g.valid_height });
     }
     Ok(())
-}
-
-/// Decompress a lossless chunk, producing at most `limit` bytes.
-fn inflate(c: Compression, data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
-    match c {
-        Compression::None => Ok(data[..data.len().min(limit)].to_vec()),
-        Compression::Deflate => {
-            let mut out = Vec::with_capacity(limit);
-            flate2::read::ZlibDecoder::new(data)
-                .take(limit as u64)
-                .read_to_end(&mut out)
-                .map_err(|e| format!("deflate: {e}"))?;
-            Ok(out)
-        }
-        Compression::Lzw => {
-            let mut out = vec![0u8; limit];
-            let mut dec = weezl::decode::Decoder::with_tiff_size_switch(weezl::BitOrder::Msb, 8);
-            let (mut cin, mut cout) = (0, 0);
-            while cout < limit {
-                let r = dec.decode_bytes(&data[cin..], &mut out[cout..]);
-                cin += r.consumed_in;
-                cout += r.consumed_out;
-                match r.status {
-                    Ok(weezl::LzwStatus::Ok) if r.consumed_in == 0 && r.consumed_out == 0 => break,
-                    Ok(weezl::LzwStatus::Ok) => {}
-                    Ok(_) => break,
-                    Err(e) => return Err(format!("LZW: {e}")),
-                }
-            }
-            out.truncate(cout);
-            Ok(out)
-        }
-        Compression::Zstd => {
-            let mut out = Vec::with_capacity(limit);
-            zstd::stream::read::Decoder::new(data)
-                .map_err(|e| format!("zstd: {e}"))?
-                .take(limit as u64)
-                .read_to_end(&mut out)
-                .map_err(|e| format!("zstd: {e}"))?;
-            Ok(out)
-        }
-        other => Err(format!("{} is not a lossless byte codec", other.name())),
-    }
 }
 
 /// Keep the valid region of an RGBA buffer `width` pixels wide.

@@ -116,8 +116,25 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     if let Some(icc) = &layout.icc {
         p.insert("openslide.icc-size".into(), icc.len().to_string());
     }
+    if let Some(ch) = &layout.channels {
+        if ch.levels.len() != levels.len() || ch.levels.iter().any(|c| c.len() != ch.names.len()) || ch.names.is_empty() {
+            return Err(Error::format(at, "channel planes do not cover every level and channel"));
+        }
+        for (k, (planes, l)) in ch.levels.iter().zip(&levels).enumerate() {
+            for (c, img) in planes.iter().enumerate() {
+                let cat = at.clone().with_image(ImageRef::Level(k));
+                check_image(img, &cat, &sources)?;
+                if (img.width, img.height) != (l.image.width, l.image.height) || img.codec.samples_per_pixel != 1 {
+                    return Err(Error::format(
+                        &cat,
+                        format!("channel {c} plane is {}x{} with {} samples, level is {}x{}", img.width, img.height, img.codec.samples_per_pixel, l.image.width, l.image.height),
+                    ));
+                }
+            }
+        }
+    }
     if let Some(q) = &layout.quickhash {
-        let lowest = &levels.last().expect("at least one level").image;
+        let lowest = layout.quickhash_tiles.as_ref().unwrap_or(&levels.last().expect("at least one level").image);
         if let Some(hex) = quickhash(q, lowest, src, at)? {
             p.insert("openslide.quickhash-1".into(), hex);
         }
@@ -130,6 +147,7 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         properties: p,
         icc: layout.icc,
         associated_icc: layout.associated_icc,
+        channels: layout.channels,
     })
 }
 

@@ -14,6 +14,7 @@
 pub mod aperio;
 pub mod finish;
 pub mod generic_tiff;
+pub mod ome_tiff;
 pub(crate) mod known;
 mod quickhash;
 pub mod registry;
@@ -121,6 +122,11 @@ pub struct SlideLayout {
     pub associated_icc: BTreeMap<String, BlobRef>,
     /// What `openslide.quickhash-1` covers; `None`: no hash.
     pub quickhash: Option<QuickhashInput>,
+    /// The image whose tiles the quickhash covers when not the lowest-resolution level (a
+    /// driver that exposes more levels than OpenSlide and keeps OpenSlide's hash: `ome_tiff`).
+    pub quickhash_tiles: Option<ImageIndex>,
+    /// Channels stored as separate images, per level (see [`crate::index::ChannelPlanes`]).
+    pub channels: Option<crate::index::ChannelPlanes>,
 }
 
 /// For each driver in order: its name and `Ok(())` if it accepted the file or the reason it

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::{format_double, LayoutLevel, QuickhashInput, MAX_IMAGE_EDGE, MAX_TILE_EDGE};
 use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{Alpha, BlobRef, CodecInfo, Compression, Grid, ImageIndex, Photometric, TileLoc, TileStream};
+use crate::index::{Alpha, BlobRef, CodecInfo, Compression, Grid, ImageIndex, Photometric, SampleBits, TileLoc, TileStream};
 use crate::io::ByteSource;
-use crate::tiff::{tags, TiffFile, ValueRange};
+use crate::tiff::{tags, ByteOrder, TiffFile, ValueRange};
 
 /// `true` when IFD `i` is tiled (has TileWidth).
 pub(crate) fn is_tiled(tf: &TiffFile, i: usize) -> bool {
@@ -45,13 +45,15 @@ pub(crate) fn image_from_ifd(
     if spp == 0 || spp > 4 {
         return Err(Error::unsupported(at, format!("SamplesPerPixel {spp}")));
     }
-    if let Some(bps) = r.uints(tags::BITS_PER_SAMPLE)? {
-        if let Some(b) = bps.iter().find(|&&b| b != 8) {
-            return Err(Error::unsupported(at, format!("BitsPerSample {b} (only 8-bit samples are read)")));
+    let bits = match r.uints(tags::BITS_PER_SAMPLE)? {
+        Some(bps) if !bps.is_empty() && bps.iter().all(|&b| b == 8) => 8,
+        Some(bps) if !bps.is_empty() && bps.iter().all(|&b| b == 16) => 16,
+        Some(bps) => {
+            let b = bps.iter().find(|&&b| b != 8).copied().unwrap_or(0);
+            return Err(Error::unsupported(at, format!("BitsPerSample {b} (8- and 16-bit samples are read)")));
         }
-    } else {
-        return Err(Error::unsupported(at, "BitsPerSample 1 (default; only 8-bit samples are read)"));
-    }
+        None => return Err(Error::unsupported(at, "BitsPerSample 1 (default; 8- and 16-bit samples are read)")),
+    };
     if let Some(sf) = r.uints(tags::SAMPLE_FORMAT)? {
         if let Some(s) = sf.iter().find(|&&s| s != 1) {
             let name = match s {
@@ -107,6 +109,19 @@ pub(crate) fn image_from_ifd(
         }
     } else {
         return Err(Error::unsupported(at, format!("SamplesPerPixel {spp} with photometric {photometric:?}")));
+    };
+    let sample_bits = if bits == 16 {
+        // 16-bit: lossless greyscale or RGB without extra samples (what libtiff's RGBA
+        // interface scales as `codec::samples` documents).
+        if !matches!(compression, Compression::None | Compression::Lzw | Compression::Deflate | Compression::Zstd) {
+            return Err(Error::unsupported(at, format!("BitsPerSample 16 with compression {compression_tag}")));
+        }
+        if alpha != Alpha::None {
+            return Err(Error::unsupported(at, format!("BitsPerSample 16 with SamplesPerPixel {spp} (extra samples)")));
+        }
+        SampleBits::U16 { big_endian: tf.byte_order == ByteOrder::Big }
+    } else {
+        SampleBits::U8
     };
     let predictor = r.uint(tags::PREDICTOR)?.unwrap_or(1) as u16;
     match predictor {
@@ -188,6 +203,7 @@ pub(crate) fn image_from_ifd(
             compression_tag,
             photometric,
             samples_per_pixel: spp as u16,
+            sample_bits,
             alpha,
             predictor,
             planar_separate,

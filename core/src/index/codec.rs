@@ -66,6 +66,22 @@ pub enum Alpha {
     Ignored,
 }
 
+/// Depth and byte order of the stored samples (TIFF BitsPerSample, tag 258, and the file's
+/// byte order).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SampleBits {
+    /// 8-bit unsigned samples.
+    #[default]
+    U8,
+    /// 16-bit unsigned samples (lossless codecs only), stored big-endian when `big_endian`.
+    /// `read_region` scales them to 8 bit as libtiff's RGBA interface (`codec::samples`);
+    /// `read_region_channels` returns them as stored.
+    U16 {
+        /// The file is big-endian ("MM").
+        big_endian: bool,
+    },
+}
+
 /// How to decode one image's tiles or strips.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodecInfo {
@@ -75,8 +91,10 @@ pub struct CodecInfo {
     pub compression_tag: u16,
     /// Photometric interpretation; decides the JPEG colour transform.
     pub photometric: Photometric,
-    /// Samples per pixel (1..=4), all 8-bit unsigned.
+    /// Samples per pixel (1..=4), all of depth [`sample_bits`](Self::sample_bits).
     pub samples_per_pixel: u16,
+    /// Depth of each sample (8 bit, or 16 bit for lossless greyscale and RGB).
+    pub sample_bits: SampleBits,
     /// What the extra sample is, if any.
     pub alpha: Alpha,
     /// Predictor (1 = none, 2 = horizontal differencing).
@@ -132,6 +150,7 @@ impl CodecInfo {
             compression_tag: 1,
             photometric: Photometric::Rgb,
             samples_per_pixel: 3,
+            sample_bits: SampleBits::U8,
             alpha: Alpha::None,
             predictor: 1,
             planar_separate: false,

@@ -12,6 +12,7 @@
 //!
 //! Everything here is `Send + Sync` and cheap to share (`Arc`).
 
+mod channels;
 mod codec;
 mod grid;
 mod image;
@@ -20,7 +21,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use codec::{Alpha, CodecInfo, Compression, Photometric, TileStream};
+pub use channels::ChannelPlanes;
+pub use codec::{Alpha, CodecInfo, Compression, Photometric, SampleBits, TileStream};
 pub use grid::{Grid, PositionedGrid, PositionedTile, RegularGrid, SourceId, SparseGrid, TileLoc, TileRef};
 pub use image::{ImageIndex, Level};
 
@@ -108,6 +110,9 @@ pub struct SlideIndex {
     pub icc: Option<BlobRef>,
     /// Where the ICC profiles of associated images are.
     pub associated_icc: BTreeMap<String, BlobRef>,
+    /// Channels stored as separate images (OME-TIFF multichannel), per level; `None` when the
+    /// channels are the samples of each level's image.
+    pub channels: Option<ChannelPlanes>,
 }
 
 impl SlideIndex {

@@ -21,6 +21,7 @@
 //! where a value is, typed value access).
 
 mod ifd;
+mod subifd;
 pub mod tags;
 
 use std::collections::{BTreeMap, HashSet};
@@ -29,6 +30,8 @@ use std::collections::{BTreeMap, HashSet};
 pub use ifd::{type_size, Entry, Ifd, IfdReader, ValueRange};
 pub(crate) use ifd::check_inside;
 use ifd::Data;
+#[cfg_attr(not(feature = "unstable"), allow(unused_imports))] // returned by `TiffFile::sub_ifds`
+pub use subifd::SubIfds;
 
 use crate::error::{Error, Location, Result};
 use crate::io::ByteSource;

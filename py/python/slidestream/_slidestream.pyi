@@ -161,7 +161,7 @@ class Slide:
 
     @property
     def vendor(self) -> str:
-        """Format driver that opened the slide: ``"aperio"`` or ``"generic-tiff"``
+        """Format driver that opened the slide: ``"aperio"``, ``"ome-tiff"`` or ``"generic-tiff"``
         (the ``openslide.vendor`` property)."""
 
     @property
@@ -190,6 +190,27 @@ class Slide:
 
     def _associated_sizes(self) -> Dict[str, Tuple[int, int]]:
         """Associated image name → (width, height) in pixels."""
+
+    @property
+    def channel_names(self) -> List[str]:
+        """Names of the channels ``read_region_channels`` indexes, in order: the OME-XML channel
+        names for OME-TIFF multichannel slides (``"C<i>"`` when unnamed), else the stored
+        samples of level 0: ``["gray"]`` (+ ``"alpha"``) or ``["R", "G", "B"]`` (+ ``"A"``)."""
+
+    def read_region_channels(
+        self, location: Tuple[int, int], level: int, size: Tuple[int, int], channels: Optional[Sequence[int]] = None
+    ) -> Union[npt.NDArray[np.uint8], npt.NDArray[np.uint16]]:
+        """Read a region's channels at their stored depth: array of shape (height, width, c),
+        channel-last, dtype uint8 for 8-bit images and uint16 for 16-bit ones (not scaled, not
+        converted to RGBA); 0 outside the image and on missing tiles. CPU only, not cached.
+
+        ``location``: (x, y) in level-0 pixels; ``level``: level index; ``size``: (width,
+        height) in pixels of that level (as ``read_region``). ``channels``: None for all, or
+        indices into ``channel_names`` in the order wanted (repeats allowed). OME-TIFF
+        multichannel slides: one channel per OME-XML channel plane; other slides: the level's
+        stored samples. JPEG / JPEG 2000 / WebP levels give their decoded 8-bit channels.
+        Raises InvalidArgumentError (a ValueError) for a level or channel that does not exist,
+        LimitsExceededError past ``max_region_bytes``, CorruptDataError for a corrupt tile."""
 
     def read_associated(self, name: str) -> npt.NDArray[np.uint8]:
         """A whole associated image (``thumbnail``, ``label``, ``macro``): uint8 array of shape
