@@ -81,7 +81,7 @@ pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
 pub use index::{
-    Alpha, BlobRef, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
+    Alpha, BlobRef, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, Piece, PositionedGrid, PositionedTile,
     RegularGrid, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
 };
 pub use io::metrics::IoCounters;

@@ -15,13 +15,14 @@
 mod codec;
 mod grid;
 mod image;
+mod positioned;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use codec::{Alpha, CodecInfo, Compression, Photometric, TileStream};
-pub use grid::{Grid, PositionedGrid, PositionedTile, RegularGrid, SourceId, SparseGrid, TileLoc, TileRef};
+pub use grid::{Grid, Piece, PositionedGrid, PositionedTile, RegularGrid, SourceId, SparseGrid, TileLoc, TileRef};
 pub use image::{ImageIndex, Level};
 
 /// What identifies a file beyond its path, so a reader can check it opens the same file the
