@@ -211,6 +211,14 @@ impl Grid {
         }
     }
 
+    /// Every piece of a positioned grid (empty for other grids).
+    pub fn pieces(&self) -> &[Piece] {
+        match self {
+            Grid::Positioned(g) => g.pieces(),
+            _ => &[],
+        }
+    }
+
     /// The stored image's (width, height) of a positioned grid (the valid area of its stored
     /// tiles), `None` for other grids.
     pub fn stored_size(&self) -> Option<(u64, u64)> {
