@@ -110,6 +110,16 @@ fn a_bif_stitches_overlapping_tiles_as_openslide_does() {
                 }
             }
         }
+        // The reduced read (thumbnails) places the reduced pieces: every seam of level 0 is
+        // even, so the 2 × 2 block means are the tiles' colours (level 1's row seam at 7 is not).
+        let (red, f) = s.read_level_reduced(level, 2, [9, 9, 9]).unwrap();
+        assert_eq!(f, 2);
+        for y in (0..red.height as i64).filter(|_| level == 0) {
+            for x in 0..red.width as i64 {
+                let want = expected(2 * x * d, 2 * y * d, ax, ay).unwrap_or([9, 9, 9]);
+                assert_eq!(red.data[((y * red.width as i64 + x) * 3) as usize..][..3], want, "level {level} reduced ({x}, {y})");
+            }
+        }
         // RGB batches over a background and per-patch reads agree.
         let locs = [(0, 0), (5 * d, 3 * d), (20 * d, 20 * d)];
         let rgb = s.read_regions_rgb(&locs, level, (9, 7), [9, 9, 9]).unwrap();

@@ -261,8 +261,8 @@ def _bif(out_dir: pathlib.Path) -> Generated:
 
 
 def _ventana_tiff(out_dir: pathlib.Path) -> Generated:
-    """The older layout: no EncodeInfo, so levels are plain tiled images; here lossless
-    (deflate), the iScan element under a Metadata root."""
+    """The older layout: no EncodeInfo, so levels are plain tiled images (JPEG, as the
+    scanners write them), the iScan element under a Metadata root."""
     w0, h0 = 600, 420
     truth = tissue_like(w0, h0, seed=17)
     path = out_dir / "ventana-tiff.tif"
@@ -272,13 +272,24 @@ def _ventana_tiff(out_dir: pathlib.Path) -> Generated:
                  extratags=[_xmp(_iscan(root_metadata=True))], metadata=None)
         for k, mag in enumerate(mags):
             img = truth if k == 0 else downscale(truth, mags[0] // mag)
-            tw.write(img, description=f"level={k} mag={mag} quality=100", photometric="rgb", compression="zlib",
-                     tile=(128, 128), metadata=None)
+            h, w = img.shape[:2]
+            pad = np.zeros((-(-h // 128) * 128, -(-w // 128) * 128, 3), np.uint8)
+            pad[:h, :w] = img
+
+            def chunks(m=pad, w=w, h=h):
+                for ty in range(0, h, 128):
+                    for tx in range(0, w, 128):
+                        yield _jpeg(m[ty : ty + 128, tx : tx + 128], quality=95)
+
+            tw.write(chunks(), shape=(h, w, 3), dtype=np.uint8, tile=(128, 128), photometric="rgb",
+                     description=f"level={k} mag={mag} quality=95", metadata=None)
         tw.write(downscale(truth, 6), description="Thumbnail", photometric="rgb", compression="zlib", metadata=None)
+    _patch_jpeg_tags(path, pages=range(1, 1 + len(mags)))
 
     def check(osr) -> None:
         got = np.asarray(osr.read_region((0, 0), 0, (w0, h0)))
-        assert (got[..., :3] == truth).all() and (got[..., 3] == 255).all(), "Ventana TIFF level 0 differs"
+        assert (got[..., 3] == 255).all(), "Ventana TIFF level 0 has holes"
+        _check_mean(got[..., :3], truth, "Ventana TIFF level 0", loose=False)
 
     return Generated(
         name=path.name,
@@ -293,7 +304,7 @@ def _ventana_tiff(out_dir: pathlib.Path) -> Generated:
         associated=("macro", "thumbnail"),
         properties={"openslide.objective-power": "40", "ventana.ScannerModel": "VENTANA DP 200"},
         check=check,
-        note="Ventana TIFF: no EncodeInfo (regular tiles), deflate 128x128, 3 levels; iScan under Metadata.",
+        note="Ventana TIFF: no EncodeInfo (regular tiles), JPEG 4:2:0 128x128, 3 levels; iScan under Metadata.",
     )
 
 

@@ -368,6 +368,20 @@ impl Bif {
         // whole tile when 1, else ceil(tile / spt).
         let spt = (downsample as i64).max(1);
         let (cw, ch) = if spt > 1 { ((tw / spt as f64).ceil() as u32, (th / spt as f64).ceil() as u32) } else { (stored.tile_width, stored.tile_height) };
+        // Every area inside the level's stored grid, and not too many tiles in all, before any
+        // work per tile.
+        let (cols, rows) = stored.grid.dims();
+        let mut total = 0i64;
+        for a in &self.areas {
+            let (last_col, last_row) = ((a.start_col + a.across - 1) / spt, (a.start_row + a.down - 1) / spt);
+            if last_col as u64 >= cols || last_row as u64 >= rows {
+                return Err(Error::format(at, format!("EncodeInfo area of tiles ({}, {}) .. ({}, {}) lies outside the level's {cols}x{rows} tile grid", a.start_col, a.start_row, a.start_col + a.across - 1, a.start_row + a.down - 1)));
+            }
+            total = total.saturating_add(a.across * a.down);
+        }
+        if total > MAX_PLACEMENTS {
+            return Err(Error::limits(at, format!("EncodeInfo areas of {total} tiles in all (limit {MAX_PLACEMENTS})")));
+        }
         // (row, col) → position; a later area replaces an earlier one's tile (a hash map in OpenSlide).
         let mut at_cell: BTreeMap<(i64, i64), (f64, f64)> = BTreeMap::new();
         let (mut left, mut top, mut right, mut bottom) = (f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY);
@@ -389,13 +403,9 @@ impl Bif {
         if !(width >= 1.0 && height >= 1.0 && width <= super::MAX_IMAGE_EDGE as f64 && height <= super::MAX_IMAGE_EDGE as f64) {
             return Err(Error::format(at, format!("level of {width}x{height} pixels from the EncodeInfo")));
         }
-        let (cols, rows) = stored.grid.dims();
         let mut placements = Vec::with_capacity(at_cell.len());
         for (&(row, col), &(x, y)) in &at_cell {
             let (scol, srow) = ((col / spt) as u64, (row / spt) as u64);
-            if scol >= cols || srow >= rows {
-                return Err(Error::format(at, format!("EncodeInfo tile ({col}, {row}) lies outside the level's {cols}x{rows} tile grid")));
-            }
             let src_x = ((col % spt) as f64 * (tw / spt as f64)) as u32;
             let src_y = ((row % spt) as f64 * (th / spt as f64)) as u32;
             let (mut px, mut py) = ((x + 0.5).floor() as i64, (y + 0.5).floor() as i64);

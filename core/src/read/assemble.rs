@@ -46,7 +46,7 @@ pub fn place_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Op
 /// Copy piece `q` of a positioned level from its decoded tile `t` (which holds the piece's
 /// pixels) into a patch covering `rect`: RGBA as decoded (`background` = `None`), or RGB
 /// composited over `background`. The piece lies inside `rect` ([`BatchPlan`] clipped it).
-fn blit_piece(t: &DecodedTile, q: &crate::read::batch_plan::PlacedPiece, rect: &Rect, background: Option<[u8; 3]>, out: &mut [u8]) {
+pub(crate) fn blit_piece(t: &DecodedTile, q: &crate::read::batch_plan::PlacedPiece, rect: &Rect, background: Option<[u8; 3]>, out: &mut [u8]) {
     let (sx, sy) = ((q.src_x - t.x as u64) as usize, (q.src_y - t.y as u64) as usize);
     let (dx, dy) = ((q.x - rect.x) as usize, (q.y - rect.y) as usize);
     let (tw, ow, n) = (t.width as usize, rect.w as usize, q.w as usize);

@@ -277,6 +277,24 @@ mod tests {
     }
 
     #[test]
+    fn positioned_levels_plan_pieces_clipped_to_the_patch() {
+        use crate::index::{Grid, PositionedTile};
+        // Stored 2 × 1 tiles of 10 × 10; tile 1 placed at (8, 0) over tile 0 at (0, 0).
+        let mut img = test_image(20, 10, 10, 10, 1, vec![TileLoc::primary(8, 1), TileLoc::primary(9, 1)]);
+        let place = |x, col| PositionedTile { x, y: 0, width: 10, height: 10, col, row: 0, src_x: 0, src_y: 0 };
+        img.grid = Grid::positioned(img.grid.clone(), (20, 10), (10, 10), &[place(0, 0), place(8, 1)]).unwrap();
+        let g = LevelGeom { slide: 7, level: 1, image: &img, downsample: 1.0 };
+        let p = BatchPlan::build(&g, &[(5, 2)], (6, 3));
+        assert!(p.has_pieces() && p.patches[0].cells.is_empty());
+        let mut got: Vec<(u64, i64, u64, u64)> = p.patch_pieces(0).iter().map(|q| (p.tiles[q.tile].key.col, q.x, q.src_x, q.w)).collect();
+        got.sort();
+        // Columns 5..8 from tile 0 (its pixels 5..8), 8..11 from tile 1 (its pixels 0..3).
+        assert_eq!(got, vec![(0, 5, 5, 3), (1, 8, 0, 3)]);
+        assert_eq!(p.tiles.iter().map(|t| t.part).collect::<Vec<_>>().len(), 2);
+        assert!(p.tiles.iter().any(|t| t.key.col == 1 && t.part == (0, 2, 3, 5)));
+    }
+
+    #[test]
     fn keys_separate_slides_and_levels() {
         let img = image();
         let a = LevelGeom { slide: 1, level: 0, image: &img, downsample: 1.0 };
