@@ -247,4 +247,20 @@ mod tests {
         assert!(Grid::positioned(stored(), (15, 10), (10, 10), &[place(0, 0, 10, 2)]).is_none(), "no stored tile 2");
         assert!(Grid::positioned(stored(), (15, 10), (10, 10), &[PositionedTile { src_x: 5, ..place(0, 0, 10, 0) }]).is_none());
     }
+
+    #[test]
+    fn a_large_stitched_grid_resolves_to_one_piece_per_tile_interior() {
+        // 300 × 200 tiles of 64 px advancing by 60 × 58: every tile keeps its advance-sized
+        // top-left part, the last column and row their whole width / height.
+        let (cols, rows) = (300u64, 200u64);
+        let stored = Grid::regular(cols, rows, 1, vec![TileLoc::primary(8, 1); (cols * rows) as usize]).unwrap();
+        let placements: Vec<PositionedTile> = (0..rows)
+            .flat_map(|r| (0..cols).map(move |c| PositionedTile { x: c as i64 * 60, y: r as i64 * 58, width: 64, height: 64, col: c, row: r, src_x: 0, src_y: 0 }))
+            .collect();
+        let g = Grid::positioned(stored, (cols * 64, rows * 64), (64, 64), &placements).unwrap();
+        assert_eq!(g.pieces().len() as u64, cols * rows, "one rectangle per tile");
+        let area: u64 = g.pieces().iter().map(|q| q.width as u64 * q.height as u64).sum();
+        assert_eq!(area, ((cols - 1) * 60 + 64) * ((rows - 1) * 58 + 64));
+        assert_eq!(owner(&g, 61, 59), Some((1, 1, 1)));
+    }
 }
