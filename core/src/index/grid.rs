@@ -2,10 +2,12 @@
 //!
 //! Three arrangements cover the formats slide readers meet (OpenSlide's `grid.c` has the same
 //! three): a dense regular grid (TIFF tiles and strips; a missing tile reads as background), a
-//! sparse grid (only some cells stored: DICOM `TILED_SPARSE`, NDPI/OME gaps), and tiles at
-//! arbitrary positions with their own sizes, possibly overlapping (Ventana overlaps, MIRAX,
-//! DICOM sparse frames with positions). Readers query the grid through its methods
-//! ([`Grid::tile`], [`Grid::tiles_in_rect`]) and never match on its variants.
+//! sparse grid (only some cells stored: DICOM `TILED_SPARSE`, NDPI/OME gaps), and stored tiles
+//! whose pixels go to arbitrary level positions, possibly overlapping (Ventana BIF's stitched
+//! tiles; MIRAX or positioned DICOM frames would fit too): [`PositionedGrid`], whose overlaps
+//! are resolved at build time into disjoint pieces. Readers query the grid through its methods
+//! ([`super::ImageIndex::tile`], [`super::ImageIndex::tiles_in_rect`], [`Grid::pieces_in`]) and
+//! never match on its variants.
 
 use std::collections::BTreeMap;
 
@@ -183,12 +185,8 @@ impl Grid {
     pub fn locs(&self, col: u64, row: u64) -> &[TileLoc] {
         match self {
             Grid::Positioned(g) => Grid::regular_locs(&g.stored, col, row),
-            Grid::Regular(g) if col < g.cols && row < g.rows => {
-                let i = (row * g.cols + col) as usize * g.planes;
-                &g.tiles[i..i + g.planes]
-            }
+            Grid::Regular(g) => Grid::regular_locs(g, col, row),
             Grid::Sparse(g) => g.tiles.get(&(row, col)).map_or(&[], Vec::as_slice),
-            _ => &[],
         }
     }
 
@@ -237,7 +235,7 @@ impl Grid {
         }
     }
 
-    pub(super) fn regular_locs(g: &RegularGrid, col: u64, row: u64) -> &[TileLoc] {
+    fn regular_locs(g: &RegularGrid, col: u64, row: u64) -> &[TileLoc] {
         if col < g.cols && row < g.rows {
             let i = (row * g.cols + col) as usize * g.planes;
             &g.tiles[i..i + g.planes]
