@@ -81,8 +81,8 @@ pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
 pub use index::{
-    Alpha, BlobRef, ChannelPlanes, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, PositionedGrid, PositionedTile,
-    RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
+    Alpha, BlobRef, ChannelPlanes, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, Piece, PositionedGrid,
+    PositionedTile, RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
 };
 pub use io::metrics::IoCounters;
 pub use io::{ByteSource, MemSource};

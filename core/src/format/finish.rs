@@ -12,15 +12,17 @@
 //!   Tile ranges past the end of their file are kept: reading such a tile fails with a
 //!   `Format` error naming it, so a truncated slide still reads the tiles before the cut
 //!   (OpenSlide opens such files too);
-//! * positioned grids are refused (`Unsupported`) until the read layer places positioned
-//!   tiles; the index and its queries already describe them;
+//! * a positioned grid's stored grid has `ceil(stored width / tile_width)` ×
+//!   `ceil(stored height / tile_height)` cells (its pieces were checked against it when built);
+//! * a driver-given downsample ([`SlideLayout::downsamples`]) is finite and at least 1;
 //! * `openslide.*` properties are the core's: a layout that sets one is refused.
 //!
 //! Properties filled (names and formats as `openslide.c`): `openslide.vendor`,
 //! `level-count`, `level[i].width/height/downsample`, `level[i].tile-width/-height` for tiled
 //! levels, `mpp-x/-y`, `objective-power`, `comment`, `background-color` (`RRGGBB`),
-//! `bounds-x/-y/-width/-height`, `associated.NAME.width/height/icc-size`, `icc-size` (the
-//! profile's length, without reading it) and `quickhash-1`.
+//! `bounds-x/-y/-width/-height`, `region[i].x/-y/-width/-height`,
+//! `associated.NAME.width/height/icc-size`, `icc-size` (the profile's length, without reading
+//! it) and `quickhash-1`.
 
 use std::collections::BTreeMap;
 
@@ -34,7 +36,7 @@ use crate::io::ByteSource;
 ///
 /// # Errors
 /// `Format` for a layout that breaks a rule above; `Limits` for oversized images or tiles;
-/// `Unsupported` for positioned grids; `Io` when an extra source file cannot be examined.
+/// `Io` when an extra source file cannot be examined.
 pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>) -> Result<SlideIndex> {
     if let Some(k) = layout.properties.keys().find(|k| k.starts_with("openslide.")) {
         return Err(Error::format(at, format!("driver {vendor} set the core's property {k}")));
@@ -51,9 +53,11 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     for (k, l) in layout.levels.into_iter().enumerate() {
         let lat = at.clone().with_image(ImageRef::Level(k));
         check_image(&l.image, &lat, &sources)?;
-        let downsample = match levels.first() {
-            None => 1.0,
-            Some(l0) => (l0.image.height as f64 / l.image.height as f64 + l0.image.width as f64 / l.image.width as f64) / 2.0,
+        let downsample = match (layout.downsamples.get(k), levels.first()) {
+            (Some(&d), _) if d.is_finite() && d >= 1.0 => d,
+            (Some(&d), _) => return Err(Error::format(&lat, format!("downsample {d}"))),
+            (None, None) => 1.0,
+            (None, Some(l0)) => (l0.image.height as f64 / l.image.height as f64 + l0.image.width as f64 / l.image.width as f64) / 2.0,
         };
         if let Some(prev) = levels.last() {
             if l.image.width > prev.image.width || l.image.height > prev.image.height {
@@ -109,6 +113,12 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         p.insert("openslide.bounds-y".into(), b.y.to_string());
         p.insert("openslide.bounds-width".into(), b.width.to_string());
         p.insert("openslide.bounds-height".into(), b.height.to_string());
+    }
+    for (i, b) in layout.regions.iter().enumerate() {
+        p.insert(format!("openslide.region[{i}].x"), b.x.to_string());
+        p.insert(format!("openslide.region[{i}].y"), b.y.to_string());
+        p.insert(format!("openslide.region[{i}].width"), b.width.to_string());
+        p.insert(format!("openslide.region[{i}].height"), b.height.to_string());
     }
     for (name, icc) in &layout.associated_icc {
         p.insert(format!("openslide.associated.{name}.icc-size"), icc.len().to_string());
@@ -185,12 +195,14 @@ fn check_image(img: &ImageIndex, at: &Location, sources: &[SourceFile]) -> Resul
     if tw > MAX_TILE_EDGE || th > MAX_TILE_EDGE {
         return Err(Error::limits(at, format!("tile size {tw}x{th} exceeds {MAX_TILE_EDGE} pixels per edge")));
     }
-    if img.grid.is_positioned() {
-        return Err(Error::unsupported(at, "tiles at arbitrary positions (the read layer places grid tiles only)"));
+    // A positioned grid's stored tiles cover the stored image, not the level.
+    let (sw, sh) = img.grid.stored_size().unwrap_or((w, h));
+    if sw == 0 || sh == 0 || sw > MAX_IMAGE_EDGE || sh > MAX_IMAGE_EDGE {
+        return Err(Error::format(at, format!("stored image of size {sw}x{sh}")));
     }
-    let want = (w.div_ceil(tw), h.div_ceil(th));
+    let want = (sw.div_ceil(tw), sh.div_ceil(th));
     if img.grid.dims() != want {
-        return Err(Error::format(at, format!("tile grid of {:?} cells for {w}x{h} pixels in {tw}x{th} tiles", img.grid.dims())));
+        return Err(Error::format(at, format!("tile grid of {:?} cells for {sw}x{sh} pixels in {tw}x{th} tiles", img.grid.dims())));
     }
     let planes = if img.codec.planar_separate { img.codec.samples_per_pixel as usize } else { 1 };
     if img.grid.planes() != planes {

@@ -19,6 +19,7 @@ pub(crate) mod known;
 mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
+pub mod ventana;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -116,6 +117,13 @@ pub struct SlideLayout {
     pub background_color: Option<[u8; 3]>,
     /// Bounds of the non-empty region (`openslide.bounds-*`).
     pub bounds: Option<Bounds>,
+    /// Scanned regions in level-0 pixels (`openslide.region[i].x/-y/-width/-height`, as
+    /// OpenSlide's BIF driver reports its AOIs); empty for most formats.
+    pub regions: Vec<Bounds>,
+    /// Downsample of each level when the format defines it (Ventana: the magnification
+    /// ratio); empty (or shorter than `levels`): the rest are computed from the dimensions,
+    /// OpenSlide's rule. Each must be finite and at least 1, and they must increase.
+    pub downsamples: Vec<f64>,
     /// ICC profile of the pyramid, not read (`openslide.icc-size` is its length).
     pub icc: Option<BlobRef>,
     /// ICC profiles of associated images.

@@ -2,14 +2,18 @@
 //!
 //! Three arrangements cover the formats slide readers meet (OpenSlide's `grid.c` has the same
 //! three): a dense regular grid (TIFF tiles and strips; a missing tile reads as background), a
-//! sparse grid (only some cells stored: DICOM `TILED_SPARSE`, NDPI/OME gaps), and tiles at
-//! arbitrary positions with their own sizes, possibly overlapping (Ventana overlaps, MIRAX,
-//! DICOM sparse frames with positions). Readers query the grid through its methods
-//! ([`Grid::tile`], [`Grid::tiles_in_rect`]) and never match on its variants.
+//! sparse grid (only some cells stored: DICOM `TILED_SPARSE`, NDPI/OME gaps), and stored tiles
+//! whose pixels go to arbitrary level positions, possibly overlapping (Ventana BIF's stitched
+//! tiles; MIRAX or positioned DICOM frames would fit too): [`PositionedGrid`], whose overlaps
+//! are resolved at build time into disjoint pieces. Readers query the grid through its methods
+//! ([`super::ImageIndex::tile`], [`super::ImageIndex::tiles_in_rect`], [`Grid::pieces_in`]) and
+//! never match on its variants.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::geometry::Rect;
+
+pub use super::positioned::{Piece, PositionedGrid, PositionedTile};
 
 /// Index of a source file in the slide's list of files ([`super::SlideIndex::sources`]).
 /// Source 0 is the file the slide was opened by.
@@ -71,21 +75,6 @@ pub struct TileRef<'a> {
     pub locs: &'a [TileLoc],
 }
 
-/// A tile at an arbitrary position of a level ([`Grid::positioned`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PositionedTile {
-    /// Left edge in level pixels.
-    pub x: i64,
-    /// Top edge in level pixels.
-    pub y: i64,
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
-    /// The byte ranges, one per sample plane.
-    pub locs: Vec<TileLoc>,
-}
-
 /// The tiles of one image. Build with [`Grid::regular`], [`Grid::sparse`] or
 /// [`Grid::positioned`]; query with the methods.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,18 +83,27 @@ pub enum Grid {
     Regular(RegularGrid),
     /// Only some cells of `cols × rows` are stored; the others read as background.
     Sparse(SparseGrid),
-    /// Tiles at arbitrary level positions with their own sizes, possibly overlapping.
+    /// Stored tiles (a regular grid) whose pieces are placed at arbitrary level positions,
+    /// overlaps resolved at build time ([`PositionedGrid`]).
     Positioned(PositionedGrid),
 }
 
 /// A dense grid (see [`Grid::Regular`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RegularGrid {
-    cols: u64,
-    rows: u64,
+    pub(super) cols: u64,
+    pub(super) rows: u64,
     planes: usize,
     /// Tile-major: the planes of tile `row * cols + col` are `tiles[i * planes .. (i + 1) * planes]`.
     tiles: Vec<TileLoc>,
+}
+
+impl RegularGrid {
+    /// Every range in TIFF order: plane after plane, each plane row-major.
+    pub(super) fn tiff_order(&self) -> Box<dyn Iterator<Item = TileLoc> + '_> {
+        let n = (self.cols * self.rows) as usize;
+        Box::new((0..self.planes).flat_map(move |p| (0..n).map(move |i| self.tiles[i * self.planes + p])))
+    }
 }
 
 /// A sparse grid (see [`Grid::Sparse`]).
@@ -116,21 +114,6 @@ pub struct SparseGrid {
     planes: usize,
     /// (row, col) → the tile's planes; ordered row-major.
     tiles: BTreeMap<(u64, u64), Vec<TileLoc>>,
-}
-
-/// Positioned tiles (see [`Grid::Positioned`]) with a bucket index for rectangle queries.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PositionedGrid {
-    tiles: Vec<PositionedTile>,
-    /// Bucket edge in pixels (the largest tile edge, at least 1).
-    bin: i64,
-    /// (bucket column, bucket row) → indices of the tiles overlapping that bucket.
-    bins: HashMap<(i64, i64), Vec<u32>>,
-}
-
-fn bin_span(lo: i64, len: u64, bin: i64) -> std::ops::RangeInclusive<i64> {
-    let hi = lo.saturating_add(len.max(1) as i64 - 1);
-    lo.div_euclid(bin)..=hi.div_euclid(bin)
 }
 
 impl Grid {
@@ -163,31 +146,22 @@ impl Grid {
         Some(Grid::Sparse(SparseGrid { cols, rows, planes, tiles: map }))
     }
 
-    /// Tiles at arbitrary positions. `None` when a tile is empty, has no byte range, the tiles
-    /// disagree on the number of planes, or there are more than `u32::MAX` tiles.
-    pub fn positioned(tiles: Vec<PositionedTile>) -> Option<Grid> {
-        let planes = tiles.first().map_or(1, |t| t.locs.len());
-        if tiles.len() > u32::MAX as usize || tiles.iter().any(|t| t.width == 0 || t.height == 0 || t.locs.len() != planes || planes == 0) {
-            return None;
-        }
-        let bin = tiles.iter().map(|t| t.width.max(t.height) as i64).max().unwrap_or(1).max(1);
-        let mut bins: HashMap<(i64, i64), Vec<u32>> = HashMap::new();
-        for (i, t) in tiles.iter().enumerate() {
-            for by in bin_span(t.y, t.height as u64, bin) {
-                for bx in bin_span(t.x, t.width as u64, bin) {
-                    bins.entry((bx, by)).or_default().push(i as u32);
-                }
-            }
-        }
-        Some(Grid::Positioned(PositionedGrid { tiles, bin, bins }))
+    /// Stored tiles `stored` (a regular grid of `tile_size` (width, height) tiles over a stored
+    /// image of `stored_size` (width, height) pixels) placed at arbitrary level positions by
+    /// `placements`, in paint order (a later placement covers an earlier one; see
+    /// [`PositionedGrid`]). `None` when `stored` is not regular, a placement names a tile
+    /// outside it or reaches past its tile, or there are more than `u32::MAX` pieces.
+    pub fn positioned(stored: Grid, stored_size: (u64, u64), tile_size: (u32, u32), placements: &[PositionedTile]) -> Option<Grid> {
+        let Grid::Regular(stored) = stored else { return None };
+        PositionedGrid::build(stored, stored_size, tile_size, placements).map(Grid::Positioned)
     }
 
-    /// (columns, rows) of a regular or sparse grid; (number of tiles, 1) for positioned tiles.
+    /// (columns, rows) of the grid; of the stored grid for positioned tiles.
     pub fn dims(&self) -> (u64, u64) {
         match self {
             Grid::Regular(g) => (g.cols, g.rows),
             Grid::Sparse(g) => (g.cols, g.rows),
-            Grid::Positioned(g) => (g.tiles.len() as u64, 1),
+            Grid::Positioned(g) => (g.stored.cols, g.stored.rows),
         }
     }
 
@@ -196,27 +170,23 @@ impl Grid {
         match self {
             Grid::Regular(g) => g.planes,
             Grid::Sparse(g) => g.planes,
-            Grid::Positioned(g) => g.tiles.first().map_or(1, |t| t.locs.len()),
+            Grid::Positioned(g) => g.stored.planes,
         }
     }
 
-    /// `true` for tiles at arbitrary positions (not addressable by column and row alone).
+    /// `true` for stored tiles whose pieces lie at arbitrary level positions ([`PositionedGrid`]).
     pub fn is_positioned(&self) -> bool {
         matches!(self, Grid::Positioned(_))
     }
 
     /// The stored ranges of cell (`col`, `row`), one per plane, possibly marking a missing
     /// tile; empty when the cell is outside the grid or not stored (sparse). For positioned
-    /// grids `col` is the tile's index and `row` must be 0.
+    /// grids: the cell of the stored grid.
     pub fn locs(&self, col: u64, row: u64) -> &[TileLoc] {
         match self {
-            Grid::Regular(g) if col < g.cols && row < g.rows => {
-                let i = (row * g.cols + col) as usize * g.planes;
-                &g.tiles[i..i + g.planes]
-            }
+            Grid::Positioned(g) => Grid::regular_locs(&g.stored, col, row),
+            Grid::Regular(g) => Grid::regular_locs(g, col, row),
             Grid::Sparse(g) => g.tiles.get(&(row, col)).map_or(&[], Vec::as_slice),
-            Grid::Positioned(g) if row == 0 => g.tiles.get(col as usize).map_or(&[], |t| t.locs.as_slice()),
-            _ => &[],
         }
     }
 
@@ -224,44 +194,54 @@ impl Grid {
     /// each plane row-major), missing markers included. Used by quickhash.
     pub fn chunks(&self) -> Box<dyn Iterator<Item = TileLoc> + '_> {
         match self {
-            Grid::Regular(g) => {
-                let n = (g.cols * g.rows) as usize;
-                Box::new((0..g.planes).flat_map(move |p| (0..n).map(move |i| g.tiles[i * g.planes + p])))
-            }
+            Grid::Regular(g) => g.tiff_order(),
             Grid::Sparse(g) => Box::new((0..g.planes).flat_map(move |p| g.tiles.values().map(move |v| v[p]))),
-            Grid::Positioned(g) => Box::new(g.tiles.iter().flat_map(|t| t.locs.iter().copied())),
+            Grid::Positioned(g) => g.stored.tiff_order(),
         }
     }
 
-    /// Positioned tile `i` of the list (`None` for other grids or past the end).
-    pub(crate) fn positioned_in_list(&self, i: u64) -> Option<&PositionedTile> {
+    /// The pieces of a positioned grid overlapping `rect` (level pixels): disjoint, in no
+    /// particular order. Empty for other grids.
+    pub(crate) fn pieces_in(&self, rect: &Rect) -> Vec<&Piece> {
         match self {
-            Grid::Positioned(g) => g.tiles.get(i as usize),
+            Grid::Positioned(g) => g.pieces_in(rect),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every piece of a positioned grid (empty for other grids).
+    pub fn pieces(&self) -> &[Piece] {
+        match self {
+            Grid::Positioned(g) => g.pieces(),
+            _ => &[],
+        }
+    }
+
+    /// The stored image's (width, height) of a positioned grid (the valid area of its stored
+    /// tiles), `None` for other grids.
+    pub fn stored_size(&self) -> Option<(u64, u64)> {
+        match self {
+            Grid::Positioned(g) => Some(g.stored_size),
             _ => None,
         }
     }
 
-    /// Positioned tiles overlapping `rect` (level pixels), in their list order (later tiles
-    /// are painted over earlier ones). Empty for other grids.
-    pub(crate) fn positioned_in(&self, rect: &Rect) -> Vec<(u64, &PositionedTile)> {
-        let Grid::Positioned(g) = self else { return Vec::new() };
-        let mut ids: Vec<u32> = Vec::new();
-        for by in bin_span(rect.y, rect.h, g.bin) {
-            for bx in bin_span(rect.x, rect.w, g.bin) {
-                if let Some(v) = g.bins.get(&(bx, by)) {
-                    ids.extend_from_slice(v);
-                }
-            }
+    /// Bounding box (x0, y0, x1, y1) in level pixels of a positioned grid's pieces; `None`
+    /// for other grids or no pieces.
+    pub fn positioned_bounds(&self) -> Option<(i64, i64, i64, i64)> {
+        match self {
+            Grid::Positioned(g) => g.bounds(),
+            _ => None,
         }
-        ids.sort_unstable();
-        ids.dedup();
-        let hits = |t: &PositionedTile| {
-            t.x < rect.x.saturating_add(rect.w as i64)
-                && rect.x < t.x.saturating_add(t.width as i64)
-                && t.y < rect.y.saturating_add(rect.h as i64)
-                && rect.y < t.y.saturating_add(t.height as i64)
-        };
-        ids.into_iter().map(|i| (i as u64, &g.tiles[i as usize])).filter(|(_, t)| hits(t)).collect()
+    }
+
+    fn regular_locs(g: &RegularGrid, col: u64, row: u64) -> &[TileLoc] {
+        if col < g.cols && row < g.rows {
+            let i = (row * g.cols + col) as usize * g.planes;
+            &g.tiles[i..i + g.planes]
+        } else {
+            &[]
+        }
     }
 }
 
@@ -291,19 +271,5 @@ mod tests {
         assert!(g.locs(1, 3).is_empty());
         assert_eq!(g.chunks().map(|l| l.offset).collect::<Vec<_>>(), vec![5, 7]);
         assert!(Grid::sparse(4, 4, 1, [((4, 0), vec![loc(1)])]).is_none());
-    }
-
-    #[test]
-    fn positioned_tiles_are_found_by_rectangle_including_overlaps_and_negative_positions() {
-        let t = |x: i64, y: i64, w: u32, o: u64| PositionedTile { x, y, width: w, height: w, locs: vec![loc(o)] };
-        let g = Grid::positioned(vec![t(0, 0, 100, 1), t(90, 0, 100, 2), t(-50, 300, 60, 3), t(1000, 1000, 10, 4)]).unwrap();
-        let ids = |r: Rect| g.positioned_in(&r).into_iter().map(|(i, _)| i).collect::<Vec<_>>();
-        assert_eq!(ids(Rect { x: 95, y: 10, w: 1, h: 1 }), vec![0, 1]);
-        assert_eq!(ids(Rect { x: 100, y: 0, w: 5, h: 5 }), vec![1]);
-        assert_eq!(ids(Rect { x: -60, y: 290, w: 20, h: 20 }), vec![2]);
-        assert_eq!(ids(Rect { x: 0, y: 0, w: 2000, h: 2000 }), vec![0, 1, 2, 3]);
-        assert!(ids(Rect { x: 500, y: 500, w: 10, h: 10 }).is_empty());
-        assert_eq!(g.locs(3, 0), &[loc(4)]);
-        assert!(Grid::positioned(vec![t(0, 0, 0, 1)]).is_none());
     }
 }

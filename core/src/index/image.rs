@@ -60,24 +60,18 @@ impl ImageIndex {
         if locs.is_empty() || locs.iter().any(TileLoc::is_missing) {
             return None;
         }
-        if self.grid.is_positioned() {
-            let t = self.grid.positioned_in_list(col)?;
-            return Some(TileRef { col, row, x: t.x, y: t.y, width: t.width, height: t.height, locs });
-        }
         let (x, y) = self.tile_origin(col, row);
         Some(TileRef { col, row, x: x as i64, y: y as i64, width: self.tile_width, height: self.tile_height, locs })
     }
 
-    /// The stored tiles that intersect `rect` (level pixels), row-major for regular and sparse
-    /// grids, in list order (paint order) for positioned grids.
+    /// The stored tiles that intersect `rect` (level pixels), row-major; for a positioned
+    /// grid, the stored tiles whose pieces intersect it (each once, row-major).
     pub fn tiles_in_rect(&self, rect: &Rect) -> Vec<TileRef<'_>> {
         if self.grid.is_positioned() {
-            return self
-                .grid
-                .positioned_in(rect)
-                .into_iter()
-                .map(|(i, t)| TileRef { col: i, row: 0, x: t.x, y: t.y, width: t.width, height: t.height, locs: &t.locs })
-                .collect();
+            let mut cells: Vec<(u64, u64)> = self.grid.pieces_in(rect).into_iter().map(|q| (q.row, q.col)).collect();
+            cells.sort_unstable();
+            cells.dedup();
+            return cells.into_iter().filter_map(|(r, c)| self.tile(c, r)).collect();
         }
         let Some(clip) = rect.clip(self.width, self.height) else { return Vec::new() };
         let (cols, rows) = tile_span(&clip, self.tile_width, self.tile_height);
@@ -89,10 +83,12 @@ impl ImageIndex {
         (col * self.tile_width as u64, row * self.tile_height as u64)
     }
 
-    /// The part of tile (`col`, `row`) that lies inside the image: (width, height) in pixels.
+    /// The part of tile (`col`, `row`) that lies inside the image (for a positioned grid, the
+    /// stored image): (width, height) in pixels.
     pub fn valid_tile_size(&self, col: u64, row: u64) -> (u32, u32) {
-        let w = (self.width - col * self.tile_width as u64).min(self.tile_width as u64);
-        let h = (self.height - row * self.tile_height as u64).min(self.tile_height as u64);
+        let (iw, ih) = self.grid.stored_size().unwrap_or((self.width, self.height));
+        let w = iw.saturating_sub(col * self.tile_width as u64).min(self.tile_width as u64);
+        let h = ih.saturating_sub(row * self.tile_height as u64).min(self.tile_height as u64);
         (w as u32, h as u32)
     }
 
@@ -153,13 +149,15 @@ mod tests {
     }
 
     #[test]
-    fn positioned_tiles_keep_their_own_positions_and_sizes() {
-        let t = PositionedTile { x: -5, y: 7, width: 30, height: 20, locs: vec![TileLoc::primary(8, 9)] };
-        let img = image(Grid::positioned(vec![t]).unwrap());
-        let r = img.tile(0, 0).unwrap();
-        assert_eq!((r.x, r.y, r.width, r.height), (-5, 7, 30, 20));
-        assert_eq!(img.tiles_in_rect(&Rect { x: 0, y: 0, w: 1, h: 8 }).len(), 1);
+    fn positioned_levels_report_stored_tiles_and_their_valid_size() {
+        // A stored image of 70 × 50 in 40 × 40 tiles (2 × 2), one piece of tile (1, 1) at (-5, 7).
+        let stored = Grid::regular(2, 2, 1, (1..=4).map(|o| TileLoc::primary(o * 8, 9)).collect()).unwrap();
+        let t = PositionedTile { x: -5, y: 7, width: 30, height: 10, col: 1, row: 1, src_x: 0, src_y: 0 };
+        let img = image(Grid::positioned(stored, (70, 50), (40, 40), &[t]).unwrap());
+        assert_eq!(img.valid_tile_size(1, 1), (30, 10));
+        assert_eq!(img.tiles_across(), 2);
+        let hits = img.tiles_in_rect(&Rect { x: 0, y: 0, w: 1, h: 8 });
+        assert_eq!(hits.iter().map(|t| (t.col, t.row)).collect::<Vec<_>>(), vec![(1, 1)]);
         assert!(img.tiles_in_rect(&Rect { x: 25, y: 0, w: 5, h: 5 }).is_empty());
-        assert!(img.tile(1, 0).is_none());
     }
 }

@@ -16,6 +16,7 @@ mod channels;
 mod codec;
 mod grid;
 mod image;
+mod positioned;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use std::sync::Arc;
 
 pub use channels::ChannelPlanes;
 pub use codec::{Alpha, CodecInfo, Compression, Photometric, SampleBits, TileStream};
-pub use grid::{Grid, PositionedGrid, PositionedTile, RegularGrid, SourceId, SparseGrid, TileLoc, TileRef};
+pub use grid::{Grid, Piece, PositionedGrid, PositionedTile, RegularGrid, SourceId, SparseGrid, TileLoc, TileRef};
 pub use image::{ImageIndex, Level};
 
 /// What identifies a file beyond its path, so a reader can check it opens the same file the

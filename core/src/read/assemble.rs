@@ -36,6 +36,44 @@ pub fn place_rgba(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Op
             blit_tile(t, key.col * tile_size.0 as u64, key.row * tile_size.1 as u64, &rect, out);
         }
     }
+    for q in plan.patch_pieces(p) {
+        if let Some(t) = &tiles[q.tile] {
+            blit_piece(t, q, &rect, None, out);
+        }
+    }
+}
+
+/// Copy piece `q` of a positioned level from its decoded tile `t` (which holds the piece's
+/// pixels) into a patch covering `rect`: RGBA as decoded (`background` = `None`), or RGB
+/// composited over `background`. The piece lies inside `rect` ([`BatchPlan`] clipped it).
+pub(crate) fn blit_piece(t: &DecodedTile, q: &crate::read::batch_plan::PlacedPiece, rect: &Rect, background: Option<[u8; 3]>, out: &mut [u8]) {
+    let (sx, sy) = ((q.src_x - t.x as u64) as usize, (q.src_y - t.y as u64) as usize);
+    let (dx, dy) = ((q.x - rect.x) as usize, (q.y - rect.y) as usize);
+    let (tw, ow, n) = (t.width as usize, rect.w as usize, q.w as usize);
+    for row in 0..q.h as usize {
+        let s = ((sy + row) * tw + sx) * 4;
+        let src = &t.rgba[s..s + n * 4];
+        match background {
+            None => {
+                let d = ((dy + row) * ow + dx) * 4;
+                out[d..d + n * 4].copy_from_slice(src);
+            }
+            Some(bg) => {
+                let d = ((dy + row) * ow + dx) * 3;
+                let dst = &mut out[d..d + n * 3];
+                if t.opaque {
+                    rgba_to_rgb(src, dst);
+                    continue;
+                }
+                for (p, o) in src.chunks_exact(4).zip(dst.chunks_exact_mut(3)) {
+                    let a = p[3] as u32;
+                    for c in 0..3 {
+                        o[c] = ((p[c] as u32 * a + bg[c] as u32 * (255 - a) + 127) / 255) as u8;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Assemble patch `p` of `plan` as RGB over `background` into `out` (`w × h × 3` bytes); as
@@ -47,14 +85,19 @@ pub fn assemble_rgb(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[
 
 /// Composite the decoded tiles present in `tiles` over `background` into patch `p`'s RGB
 /// output, leaving the other pixels as they are (the per-wave step; see [`place_rgba`]). Every
-/// pixel lies in one tile of a regular grid, so compositing over `background` rather than over
-/// the output's current value is exact.
+/// pixel lies in one tile of a regular grid or one piece of a positioned level, so compositing
+/// over `background` rather than over the output's current value is exact.
 pub fn place_rgb(plan: &BatchPlan, p: usize, tile_size: (u32, u32), tiles: &[Option<Arc<DecodedTile>>], background: [u8; 3], out: &mut [u8]) {
     let rect = plan.patches[p].rect;
     for (k, key) in plan.patch_tiles(p) {
         if let Some(t) = &tiles[k] {
             let (tx, ty) = (key.col * tile_size.0 as u64 + t.x as u64, key.row * tile_size.1 as u64 + t.y as u64);
             blit_rgb(t, tx, ty, &rect, background, out);
+        }
+    }
+    for q in plan.patch_pieces(p) {
+        if let Some(t) = &tiles[q.tile] {
+            blit_piece(t, q, &rect, Some(background), out);
         }
     }
 }

@@ -56,8 +56,33 @@ pub struct PatchGrid {
     pub cols: u64,
     /// See `cols`.
     pub rows: u64,
-    /// The grid's entries in [`BatchPlan::grid`], row-major (`cols × rows` of them).
+    /// The grid's entries in [`BatchPlan::grid`], row-major (`cols × rows` of them). Empty for
+    /// a patch of a positioned level, whose tiles are placed by [`pieces`](Self::pieces).
     pub cells: Range<usize>,
+    /// The patch's entries in [`BatchPlan::pieces`] (positioned levels only; empty otherwise).
+    pub pieces: Range<usize>,
+}
+
+/// A part of one stored tile placed into a patch of a positioned level
+/// ([`crate::index::PositionedGrid`]): the pixels `src_x .. src_x + w`, `src_y .. src_y + h` of
+/// the tile go to level position (`x`, `y`). The pieces of a level are disjoint, so a patch's
+/// pieces may be placed in any order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlacedPiece {
+    /// Index into [`BatchPlan::tiles`].
+    pub tile: usize,
+    /// Left edge in level pixels.
+    pub x: i64,
+    /// Top edge in level pixels.
+    pub y: i64,
+    /// Left edge in the stored tile's pixels.
+    pub src_x: u64,
+    /// Top edge in the stored tile's pixels.
+    pub src_y: u64,
+    /// Width in pixels.
+    pub w: u64,
+    /// Height in pixels.
+    pub h: u64,
 }
 
 impl PatchGrid {
@@ -78,6 +103,8 @@ pub struct BatchPlan {
     pub patches: Vec<PatchGrid>,
     /// Every patch's grid cells, concatenated: indices into [`tiles`](Self::tiles).
     pub grid: Vec<usize>,
+    /// Every patch's pieces (positioned levels), concatenated.
+    pub pieces: Vec<PlacedPiece>,
     index: HashMap<TileKey, usize>,
 }
 
@@ -110,7 +137,23 @@ impl BatchPlan {
     pub fn push_rect(&mut self, geom: &LevelGeom<'_>, rect: Rect) -> usize {
         let img = geom.image;
         let start = self.grid.len();
-        let mut pg = PatchGrid { rect, col0: 0, row0: 0, cols: 0, rows: 0, cells: start..start };
+        let pstart = self.pieces.len();
+        let mut pg = PatchGrid { rect, col0: 0, row0: 0, cols: 0, rows: 0, cells: start..start, pieces: pstart..pstart };
+        if img.grid.is_positioned() {
+            for q in img.grid.pieces_in(&rect) {
+                let x0 = q.x.max(rect.x);
+                let y0 = q.y.max(rect.y);
+                let x1 = (q.x + q.width as i64).min(rect.x + rect.w as i64);
+                let y1 = (q.y + q.height as i64).min(rect.y + rect.h as i64);
+                let (sx, sy) = (q.src_x as u64 + (x0 - q.x) as u64, q.src_y as u64 + (y0 - q.y) as u64);
+                let (w, h) = ((x1 - x0) as u64, (y1 - y0) as u64);
+                let k = self.need(TileKey { slide: geom.slide, level: geom.level, col: q.col, row: q.row }, (sx, sy, sx + w, sy + h));
+                self.pieces.push(PlacedPiece { tile: k, x: x0, y: y0, src_x: sx, src_y: sy, w, h });
+            }
+            pg.pieces = pstart..self.pieces.len();
+            self.patches.push(pg);
+            return self.patches.len() - 1;
+        }
         if let Some(clip) = rect.clip(img.width, img.height) {
             let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
             pg.col0 = *cols.start();
@@ -120,19 +163,7 @@ impl BatchPlan {
             for row in rows {
                 for col in cols.clone() {
                     let part = img.part_of_tile(&clip, col, row);
-                    let key = TileKey { slide: geom.slide, level: geom.level, col, row };
-                    let k = match self.index.get(&key) {
-                        Some(&k) => {
-                            let u = &mut self.tiles[k].part;
-                            *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
-                            k
-                        }
-                        None => {
-                            self.index.insert(key, self.tiles.len());
-                            self.tiles.push(TileNeed { key, part });
-                            self.tiles.len() - 1
-                        }
-                    };
+                    let k = self.need(TileKey { slide: geom.slide, level: geom.level, col, row }, part);
                     self.grid.push(k);
                 }
             }
@@ -140,6 +171,34 @@ impl BatchPlan {
         pg.cells = start..self.grid.len();
         self.patches.push(pg);
         self.patches.len() - 1
+    }
+
+    /// The index in [`tiles`](Self::tiles) of tile `key`, added if new, its part widened to
+    /// include `part`.
+    fn need(&mut self, key: TileKey, part: TilePart) -> usize {
+        match self.index.get(&key) {
+            Some(&k) => {
+                let u = &mut self.tiles[k].part;
+                *u = (u.0.min(part.0), u.1.min(part.1), u.2.max(part.2), u.3.max(part.3));
+                k
+            }
+            None => {
+                self.index.insert(key, self.tiles.len());
+                self.tiles.push(TileNeed { key, part });
+                self.tiles.len() - 1
+            }
+        }
+    }
+
+    /// The pieces of patch `p` (positioned levels; empty otherwise).
+    pub fn patch_pieces(&self, p: usize) -> &[PlacedPiece] {
+        &self.pieces[self.patches[p].pieces.clone()]
+    }
+
+    /// `true` when some patch of the plan reads a positioned level (placed by pieces, not by
+    /// a tile grid).
+    pub fn has_pieces(&self) -> bool {
+        !self.pieces.is_empty()
     }
 
     /// The cells of patch `p`: (index into [`tiles`](Self::tiles), the tile's key), row-major.
@@ -215,6 +274,24 @@ mod tests {
         assert_eq!(p.patch_tiles(k).map(|(_, key)| key).collect::<Vec<_>>(), vec![key(0, 0)]);
         assert_eq!(p.patches[k].tile_offset(0, 0, 256, 256), (20, 0));
         assert_eq!(p.tiles[1].part, (0, 0, 20, 10));
+    }
+
+    #[test]
+    fn positioned_levels_plan_pieces_clipped_to_the_patch() {
+        use crate::index::{Grid, PositionedTile};
+        // Stored 2 × 1 tiles of 10 × 10; tile 1 placed at (8, 0) over tile 0 at (0, 0).
+        let mut img = test_image(20, 10, 10, 10, 1, vec![TileLoc::primary(8, 1), TileLoc::primary(9, 1)]);
+        let place = |x, col| PositionedTile { x, y: 0, width: 10, height: 10, col, row: 0, src_x: 0, src_y: 0 };
+        img.grid = Grid::positioned(img.grid.clone(), (20, 10), (10, 10), &[place(0, 0), place(8, 1)]).unwrap();
+        let g = LevelGeom { slide: 7, level: 1, image: &img, downsample: 1.0 };
+        let p = BatchPlan::build(&g, &[(5, 2)], (6, 3));
+        assert!(p.has_pieces() && p.patches[0].cells.is_empty());
+        let mut got: Vec<(u64, i64, u64, u64)> = p.patch_pieces(0).iter().map(|q| (p.tiles[q.tile].key.col, q.x, q.src_x, q.w)).collect();
+        got.sort();
+        // Columns 5..8 from tile 0 (its pixels 5..8), 8..11 from tile 1 (its pixels 0..3).
+        assert_eq!(got, vec![(0, 5, 5, 3), (1, 8, 0, 3)]);
+        assert_eq!(p.tiles.iter().map(|t| t.part).collect::<Vec<_>>().len(), 2);
+        assert!(p.tiles.iter().any(|t| t.key.col == 1 && t.part == (0, 2, 3, 5)));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub(crate) mod waves;
 #[allow(unused_imports)]
 pub use crate::io::plan::{in_pool, pool_threads};
 #[allow(unused_imports)]
-pub use batch_plan::{BatchPlan, LevelGeom, PatchGrid, TileKey, TileNeed, TilePart};
+pub use batch_plan::{BatchPlan, LevelGeom, PatchGrid, PlacedPiece, TileKey, TileNeed, TilePart};
 #[allow(unused_imports)]
 pub use locate::{batch_bytes, locate_tile, region_bytes, MAX_TILE_BYTES};
 #[allow(unused_imports)]

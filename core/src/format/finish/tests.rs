@@ -102,9 +102,16 @@ fn bad_layouts_are_refused_with_typed_errors() {
     l.associated_icc.insert("macro".into(), BlobRef::Bytes(Arc::from(vec![1u8])));
     refused(l, "format", "macro");
     let mut l = layout(&[(64, 64)]);
-    l.levels[0].image.grid =
-        Grid::positioned(vec![PositionedTile { x: 0, y: 0, width: 64, height: 64, locs: vec![TileLoc::primary(8, 1)] }]).unwrap();
-    refused(l, "unsupported", "positions");
+    let stored = Grid::regular(1, 1, 1, vec![TileLoc::primary(8, 1)]).unwrap();
+    let t = PositionedTile { x: 0, y: 0, width: 64, height: 64, col: 0, row: 0, src_x: 0, src_y: 0 };
+    l.levels[0].image.grid = Grid::positioned(stored, (64, 64), (64, 64), &[t]).unwrap();
+    (l.levels[0].image.tile_width, l.levels[0].image.tile_height) = (64, 64);
+    assert!(run(l.clone()).is_ok(), "positioned grids are read");
+    l.levels[0].image.grid = Grid::positioned(Grid::regular(1, 1, 1, vec![TileLoc::primary(8, 1)]).unwrap(), (200, 64), (64, 64), &[t]).unwrap();
+    refused(l, "format", "tile grid");
+    let mut l = layout(&[(64, 64), (32, 32)]);
+    l.downsamples = vec![1.0, f64::NAN];
+    refused(l, "format", "downsample");
 }
 
 #[test]

@@ -117,6 +117,27 @@ impl Engine {
         // On an error return the allocation's stream is synchronised before `array` is freed on
         // the engine's free stream (declared after `array`, so dropped before it).
         let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
+        if plan.has_pieces() {
+            // A positioned level (Ventana BIF's overlapping stitched tiles) is placed piece by
+            // piece, which the assembly kernel does not do: such a batch is read on the CPU
+            // path (the same pixels by construction) and uploaded, and the reason recorded.
+            self.note_cpu("positioned tiles (overlapping stitched tiles, e.g. Ventana BIF): batch read on the CPU path and uploaded".into());
+            let mut host = vec![0u8; bytes];
+            if ch == 3 {
+                crate::slide::read_patches_into(requests, &crate::slide::ReadOptions { size, background: opts.background }, &mut host)?;
+            } else {
+                for (r, dst) in requests.iter().zip(host.chunks_mut(w * h * ch)) {
+                    r.slide.read_region_into(r.location, r.level, size, dst)?;
+                }
+            }
+            let stream = lane.slots[0].stream.raw();
+            // SAFETY: `out` holds `bytes` bytes; the copy reads `host` (alive until the stream is
+            // synchronised below).
+            cu(unsafe { cuda.cuMemcpyHtoDAsync(out, host.as_ptr() as *const std::ffi::c_void, bytes, stream) }, "cuMemcpyHtoDAsync")?;
+            lane.slots[0].stream.sync()?;
+            sync_on_error.armed = false;
+            return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
+        }
         // Tiles of every patch, deduplicated (the read layer's batch plan).
         let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { src: src_of[&(t.key.slide, t.key.level)], col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
         let patches: Vec<PatchDesc> = plan
