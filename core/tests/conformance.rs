@@ -65,7 +65,19 @@ static DRIVERS: &[DriverCases] = &[
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
-static GENERATED: &[DriverCases] = &[];
+static GENERATED: &[DriverCases] = &[
+    DriverCases {
+        driver: "generic-tiff",
+        files: &[
+            ("generic-bogus-depth.tif", Reads::Ok),
+            ("generic-cmyk.tif", Reads::Ok),
+            ("generic-grey-alpha-jpeg.tif", Reads::Ok),
+            ("generic-many-ifds.tif", Reads::Ok),
+            ("generic-no-subfiletype.tif", Reads::Ok),
+            ("generic-signed8.tif", Reads::Ok),
+        ],
+    },
+];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
 static REFUSED: &[(&str, &str)] = &[
