@@ -132,7 +132,8 @@ int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, un
  * markers say), as libtiff's JPEG codec decodes tiles whose photometric is not YCbCr. Every
  * component must be sampled 1x1 (libtiff refuses other factors there). The image must be at
  * most max_w x max_h and fit in dst_len bytes; checked from the header before decoding.
- * Returns 0 with the size in *out_w, *out_h, or -1 with a message in msg.
+ * Returns 0 with the size in *out_w, *out_h; -2 with the size there when it is too large; or
+ * -1 with a message in msg.
  */
 int slidestream_jpeg_decode_raw(const unsigned char *buf, unsigned long len, int components, unsigned int max_w,
                                 unsigned int max_h, unsigned char *dst, size_t dst_len, unsigned int *out_w,
@@ -174,12 +175,13 @@ int slidestream_jpeg_decode_raw(const unsigned char *buf, unsigned long len, int
       return -1;
     }
   }
-  if (d.image_width == 0 || d.image_height == 0 || d.image_width > max_w || d.image_height > max_h ||
+  if (d.image_width > max_w || d.image_height > max_h ||
       (size_t)d.image_width * d.image_height * (size_t)components > dst_len) {
-    snprintf(msg, (size_t)msg_len, "JPEG of size %ux%u (at most %ux%u)", (unsigned)d.image_width,
-             (unsigned)d.image_height, max_w, max_h);
+    /* Too large: the size for the caller's typed error. */
+    *out_w = d.image_width;
+    *out_h = d.image_height;
     jpeg_destroy_decompress(&d);
-    return -1;
+    return -2;
   }
   d.jpeg_color_space = JCS_UNKNOWN;
   d.out_color_space = JCS_UNKNOWN;

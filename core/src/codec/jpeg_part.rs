@@ -110,8 +110,9 @@ pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), Code
 ///
 /// # Errors
 /// libjpeg-turbo's message (warnings included); a message for another component count,
-/// precision or sampling, or an image larger than `max_w × max_h` (checked from the header,
-/// before any pixel buffer is allocated); [`super::jpeg_scans`]' limits on multi-scan streams.
+/// precision or sampling; [`CodecError::LargerThanTile`] for an image larger than
+/// `max_w × max_h` (checked from the header, before any pixel buffer is allocated);
+/// [`super::jpeg_scans`]' limits on multi-scan streams.
 pub fn decode_raw(stream: &[u8], components: u32, max_w: u32, max_h: u32, dst: &mut Vec<u8>) -> Result<(u32, u32), CodecError> {
     if !(1..=4).contains(&components) {
         return Err(format!("{components} JPEG components (1 to 4 are read)").into());
@@ -141,6 +142,9 @@ pub fn decode_raw(stream: &[u8], components: u32, max_w: u32, max_h: u32, dst: &
             msg.len() as c_int,
         )
     };
+    if rc == -2 {
+        return Err(CodecError::LargerThanTile { width: w, height: h, tile_width: max_w, tile_height: max_h });
+    }
     if rc != 0 {
         // SAFETY: the C side wrote a NUL-terminated message (snprintf or format_message).
         let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };

@@ -466,9 +466,10 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
                 _ => p[n - 1],
             };
             if codec.alpha == Alpha::Associated && a != 255 {
-                // openslide-python's un-premultiplication of OpenSlide's ARGB: 255 × c / a,
-                // truncated (clamped here where a damaged file has c > a).
-                let un = |c: u8| if a == 0 { 0 } else { (c as u32 * 255 / a as u32).min(255) as u8 };
+                // OpenSlide passes associated alpha through as its premultiplied ARGB and
+                // openslide-python un-premultiplies it: 255 × c / a, truncated, and a = 0 left
+                // as stored (clamped here where a damaged file has c > a).
+                let un = |c: u8| if a == 0 { c } else { (c as u32 * 255 / a as u32).min(255) as u8 };
                 d.copy_from_slice(&[un(r), un(gg), un(b), a]);
             } else {
                 d.copy_from_slice(&[r, gg, b, a]);
