@@ -74,6 +74,7 @@ static GENERATED: &[DriverCases] = &[
             ("generic-grey-alpha-jpeg.tif", Reads::Ok),
             ("generic-many-ifds.tif", Reads::Ok),
             ("generic-no-subfiletype.tif", Reads::Ok),
+            ("generic-rgba-jpeg.tif", Reads::Ok),
             ("generic-signed8.tif", Reads::Ok),
         ],
     },

@@ -1,6 +1,7 @@
 """Generic tiled TIFFs that OpenSlide 4.0.1 reads through libtiff's RGBA interface and that
-slidestream once refused: CMYK (JPEG-coded, with and without Adobe's inverted convention, and
-deflate), signed 8-bit samples, greyscale + alpha JPEG, the bogus ImageDepth = TileDepth = 3,
+slidestream once refused or misread: CMYK (JPEG-coded, with and without Adobe's inverted
+convention, and deflate), signed 8-bit samples, greyscale + alpha and RGB + alpha JPEG, the
+bogus ImageDepth = TileDepth = 3,
 a chain of more than 4096 IFDs, and a pyramid whose reduced IFDs lack the NewSubfileType
 reduced-image bit (OpenSlide then shows level 0 only).
 
@@ -31,14 +32,14 @@ REDUCED = {254: (tb.LONG, 1)}
 
 
 def _tiles(img: np.ndarray, t: int = TILE):
-    """Tiles of ``img`` in TIFF order, padded with zeros to ``t`` x ``t``."""
+    """Tiles of ``img`` in TIFF order, padded to ``t`` x ``t`` by repeating the edge pixels
+    (so JPEG blocks cut by the image edge stay as smooth as the image)."""
     h, w = img.shape[:2]
     for y in range(0, h, t):
         for x in range(0, w, t):
             part = img[y:y + t, x:x + t]
-            pad = np.zeros((t, t) + img.shape[2:], img.dtype)
-            pad[:part.shape[0], :part.shape[1]] = part
-            yield pad
+            widths = ((0, t - part.shape[0]), (0, t - part.shape[1])) + ((0, 0),) * (img.ndim - 2)
+            yield np.pad(part, widths, mode="edge")
 
 
 def _deflate(img: np.ndarray) -> List[bytes]:
@@ -190,6 +191,32 @@ def grey_alpha(out) -> Generated:
                      note="grey + alpha JPEG: unassociated, unspecified (ignored), associated alpha")
 
 
+def rgba_jpeg(out) -> Generated:
+    """RGB + alpha JPEG (4 components, decoded without colour transform): ExtraSamples 1
+    (associated) on level 0, no ExtraSamples tag on level 1, which libtiff also takes as
+    associated alpha. Colours are premultiplied by a block-constant 0/255 alpha (quality 100
+    keeps it exactly), so alpha-0 pixels are (0, 0, 0, 0) in both readers."""
+    lv = _pyramid(2)
+    alpha = [_block_mask(*x.shape[:2], seed=10 + k) for k, x in enumerate(lv)]
+    px = [np.dstack([(x.astype(np.uint32) * a[..., None] // 255).astype(np.uint8), a]) for x, a in zip(lv, alpha)]
+    ifds = [
+        _ifd(px[0], _jpegenc(px[0], 100), 2, 7, {338: (tb.SHORT, 1), **_describe("slidestream generated: RGBA JPEG")}),
+        _ifd(px[1], _jpegenc(px[1], 100), 2, 7, REDUCED),
+    ]
+    tb.write(out / "generic-rgba-jpeg.tif", ifds)
+
+    def check(osr) -> None:
+        for k in range(2):
+            got = _read(osr, k)
+            assert_close(got[..., 3], alpha[k], 0, f"generic-rgba-jpeg level {k} alpha")
+            seen = alpha[k] == 255
+            assert_close(got[..., :3][seen], lv[k][seen], 2, f"generic-rgba-jpeg level {k} colour")
+            assert (got[~seen] == 0).all(), f"generic-rgba-jpeg level {k}: transparent pixels not 0"
+
+    return Generated("generic-rgba-jpeg.tif", "generic-tiff", [x.shape[1::-1] for x in lv], _regions(2), check=check,
+                     note="RGB + alpha JPEG: ExtraSamples 1, and none (libtiff: associated alpha)")
+
+
 def bogus_depth(out) -> Generated:
     """ImageDepth = TileDepth = 3 on every level (JPEG YCbCr and deflate)."""
     lv = _pyramid(2)
@@ -245,4 +272,4 @@ def no_subfiletype(out) -> Generated:
 
 def build(out) -> List[Generated]:
     """Write every generic-TIFF case into ``out``."""
-    return [cmyk(out), signed8(out), grey_alpha(out), bogus_depth(out), many_ifds(out), no_subfiletype(out)]
+    return [cmyk(out), signed8(out), grey_alpha(out), rgba_jpeg(out), bogus_depth(out), many_ifds(out), no_subfiletype(out)]

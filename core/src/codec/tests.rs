@@ -195,6 +195,11 @@ fn raw_jpeg_components_must_be_sampled_one_by_one_and_match_the_sample_count() {
     let cmyk = CodecInfo { photometric: Photometric::Separated, samples_per_pixel: 4, alpha: Alpha::None, ..jpeg_codec() };
     let e = decode_chunk(&cmyk, &[&stream], g, &at).unwrap_err();
     assert!(matches!(e.codec_error(), Some(CodecError::Data(m)) if m.contains("2 components")), "{e}");
+    // Damaged (truncated) data: a Format error with libjpeg's words, never filler pixels.
+    let cut = &stream[..stream.len() * 2 / 3];
+    let e = decode_chunk(&codec, &[cut], g, &at).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(matches!(e.codec_error(), Some(CodecError::Data(_))), "{e}");
     // Component 1 sampled 2x2: refused (libtiff refuses such tiles too).
     let sof = stream.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
     stream[sof + 11] = 0x22;

@@ -134,6 +134,10 @@ pub(crate) fn image_from_ifd(
             Some(1) => Alpha::Associated,
             Some(2) => Alpha::Unassociated,
             _ if compression == Compression::WebP => Alpha::Unassociated,
+            // libtiff's RGBA interface (OpenSlide's reader here) takes an unspecified or absent
+            // extra sample of a pixel of more than 3 samples (RGB + 1) as associated alpha;
+            // grey + an unspecified sample stays opaque (both checked with OpenSlide 4.0.1).
+            Some(0) | None if spp > 3 => Alpha::Associated,
             _ => Alpha::Ignored,
         }
     } else {
