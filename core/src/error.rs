@@ -6,7 +6,7 @@
 //! * [`Error::Format`]: the file is damaged or breaks its format's rules (a corrupt tile, a tag
 //!   with an impossible value, an IFD chain that loops).
 //! * [`Error::Unsupported`]: the file is valid but uses a feature slidestream does not read
-//!   (16-bit samples, CMYK, an unknown compression), or no format driver recognised it.
+//!   (16-bit samples, palette colour, an unknown compression), or no format driver recognised it.
 //! * [`Error::Usage`]: the caller asked for something impossible (a level that does not exist).
 //! * [`Error::Io`]: the operating system refused a read or an open.
 //! * [`Error::Limits`]: a header value or a request would need more memory or work than the

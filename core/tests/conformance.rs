@@ -77,7 +77,18 @@ static GENERATED: &[DriverCases] = &[
     },
     DriverCases {
         driver: "generic-tiff",
-        files: &[("generic-subifd.tif", Reads::Ok), ("generic-rgb16.tif", Reads::Ok), ("generic-gray16.tif", Reads::Ok)],
+        files: &[
+            ("generic-subifd.tif", Reads::Ok),
+            ("generic-rgb16.tif", Reads::Ok),
+            ("generic-gray16.tif", Reads::Ok),
+            ("generic-bogus-depth.tif", Reads::Ok),
+            ("generic-cmyk.tif", Reads::Ok),
+            ("generic-grey-alpha-jpeg.tif", Reads::Ok),
+            ("generic-many-ifds.tif", Reads::Ok),
+            ("generic-no-subfiletype.tif", Reads::Ok),
+            ("generic-rgba-jpeg.tif", Reads::Ok),
+            ("generic-signed8.tif", Reads::Ok),
+        ],
     },
     DriverCases {
         driver: "ventana",

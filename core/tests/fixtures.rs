@@ -735,17 +735,18 @@ fn lossless_codecs_predictor_planar_and_alpha_are_bit_exact() {
 #[test]
 fn associated_and_unspecified_extra_samples() {
     // One 4x1 RGBA tile (tile 16x16): associated alpha is un-premultiplied; ExtraSamples 0
-    // (unspecified) is not alpha.
+    // (unspecified) of RGB + 1 is associated alpha too (libtiff's rule, so OpenSlide's).
     let px4: [[u8; 4]; 4] = [[10, 20, 30, 255], [64, 32, 0, 128], [99, 99, 99, 0], [50, 100, 200, 200]];
     let mut tile = vec![0u8; 16 * 16 * 4];
     for (i, p) in px4.iter().enumerate() {
         tile[i * 4..i * 4 + 4].copy_from_slice(p);
     }
     let cases: [(u16, [[u8; 4]; 4]); 2] = [
-        // round(c * 255 / a): 64*255/128 = 127.5 -> 128, 32*255/128 = 63.75 -> 64;
-        // 50*255/200 = 63.75 -> 64, 100*255/200 = 127.5 -> 128, 200*255/200 = 255.
-        (1, [[10, 20, 30, 255], [128, 64, 0, 128], [0, 0, 0, 0], [64, 128, 255, 200]]),
-        (0, [[10, 20, 30, 255], [64, 32, 0, 255], [99, 99, 99, 255], [50, 100, 200, 255]]),
+        // OpenSlide 4.0.1 + openslide-python 1.4.7 (checked on this tile, deflate-coded):
+        // 255 * c / a truncated (64*255/128 = 127.5 -> 127, 50*255/200 = 63.75 -> 63), and a
+        // pixel of alpha 0 keeps its stored colour.
+        (1, [[10, 20, 30, 255], [127, 63, 0, 128], [99, 99, 99, 0], [63, 127, 255, 200]]),
+        (0, [[10, 20, 30, 255], [127, 63, 0, 128], [99, 99, 99, 0], [63, 127, 255, 200]]),
     ];
     for (extra, want) in cases {
         let mut ifd = Ifd::tiled(4, 1, 16, 16, vec![Chunk::Data(tile.clone())]).color(4, 2);
@@ -754,6 +755,18 @@ fn associated_and_unspecified_extra_samples() {
         Tiff::new(Variant::Classic, vec![ifd]).write(file.path());
         let got = open(file.path()).read_region((0, 0), 0, (4, 1)).unwrap();
         assert_eq!(got.data, want.concat(), "ExtraSamples {extra}");
+    }
+    // Grey + one sample: unspecified (0) or no ExtraSamples tag is not alpha (OpenSlide 4.0.1:
+    // (10, 10, 10, 255), (64, 64, 64, 255), ...).
+    let mut tile = vec![0u8; 16 * 16 * 2];
+    tile[..8].copy_from_slice(&[10, 255, 64, 128, 99, 0, 50, 200]);
+    for extra in [Some(0u16), None] {
+        let mut ifd = Ifd::tiled(4, 1, 16, 16, vec![Chunk::Data(tile.clone())]).color(2, 1);
+        ifd.extra_samples = extra.map(|e| vec![e]);
+        let file = TempPath::new("grey-extra.tif");
+        Tiff::new(Variant::Classic, vec![ifd]).write(file.path());
+        let got = open(file.path()).read_region((0, 0), 0, (4, 1)).unwrap();
+        assert_eq!(got.data, [10, 10, 10, 255, 64, 64, 64, 255, 99, 99, 99, 255, 50, 50, 50, 255], "grey, ExtraSamples {extra:?}");
     }
 }
 
@@ -882,7 +895,13 @@ fn unsupported_features_are_named() {
     let cases: Vec<(&str, Ifd)> = vec![
         ("BitsPerSample 12", bps12),
         ("SampleFormat 3", base().tag(tag::SAMPLE_FORMAT, Value::Short(vec![3, 3, 3]))),
-        ("Photometric 5", base().color(4, 5)),
+        ("SampleFormat 5", base().tag(tag::SAMPLE_FORMAT, Value::Short(vec![5, 5, 5]))),
+        // CMYK (InkSet 1, four samples) is read; other separated images are not. 332 = InkSet.
+        ("Photometric 5 (separated) with InkSet 2", base().color(4, 5).tag(332, Value::Short(vec![2]))),
+        ("Photometric 5 (separated, CMYK) with SamplesPerPixel 3", base().color(3, 5)),
+        // ImageDepth (32997) > 1 is read only as one slice of tiles (TileDepth 32998 equal).
+        ("ImageDepth 3 with TileDepth 1", base().tag(32997, Value::Long(vec![3]))),
+        ("ImageDepth 3 with TileDepth 2", base().tag(32997, Value::Long(vec![3])).tag(32998, Value::Long(vec![2]))),
         ("Compression 6", base().compression(6)),
     ];
     for (feature, ifd) in cases {

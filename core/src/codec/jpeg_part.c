@@ -1,5 +1,9 @@
 /*
- * Partial JPEG decoding through libjpeg's own API (the libjpeg-turbo that turbojpeg-sys
+ * JPEG decoding through libjpeg's own API, for what TurboJPEG does not do: (1) partial
+ * decoding (below), (2) samples as coded, without colour conversion (slidestream_jpeg_decode_raw,
+ * at the end).
+ *
+ * (1) Partial JPEG decoding through libjpeg's own API (the libjpeg-turbo that turbojpeg-sys
  * builds; these are the calls TurboJPEG's tj3Decompress8 makes for a cropping region), with
  * one difference: the rows below the part are skipped with jpeg_skip_scanlines up to the last
  * row, which entropy-decodes them without output, and the last row is read, so the decoder
@@ -116,6 +120,90 @@ int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, un
     jpeg_destroy_decompress(&d);
     return -1;
   }
+  jpeg_finish_decompress(&d);
+  jpeg_destroy_decompress(&d);
+  return 0;
+}
+
+/*
+ * Decode a complete JPEG stream of `components` components to its samples as coded,
+ * interleaved (`components` bytes per pixel, rows width * components bytes apart) into dst:
+ * no colour conversion (jpeg_color_space and out_color_space JCS_UNKNOWN, whatever the
+ * markers say), as libtiff's JPEG codec decodes tiles whose photometric is not YCbCr. Every
+ * component must be sampled 1x1 (libtiff refuses other factors there). The image must be at
+ * most max_w x max_h and fit in dst_len bytes; checked from the header before decoding.
+ * Returns 0 with the size in *out_w, *out_h; -2 with the size there when it is too large; or
+ * -1 with a message in msg.
+ */
+int slidestream_jpeg_decode_raw(const unsigned char *buf, unsigned long len, int components, unsigned int max_w,
+                                unsigned int max_h, unsigned char *dst, size_t dst_len, unsigned int *out_w,
+                                unsigned int *out_h, long max_memory, char *msg, int msg_len) {
+  struct jpeg_decompress_struct d;
+  struct ss_err err;
+  volatile int created = 0;
+  memset(&d, 0, sizeof(d));
+  d.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = ss_fail;
+  err.pub.emit_message = ss_emit;
+  err.pub.output_message = ss_output;
+  err.msg = msg;
+  err.msg_len = msg_len;
+  if (setjmp(err.jump)) {
+    if (created) jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  jpeg_create_decompress(&d);
+  created = 1;
+  d.mem->max_memory_to_use = max_memory;
+  jpeg_mem_src(&d, buf, len);
+  jpeg_read_header(&d, TRUE);
+  if (d.data_precision != 8) {
+    snprintf(msg, (size_t)msg_len, "%d-bit JPEG (only 8-bit is read)", d.data_precision);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  if (d.num_components != components) {
+    snprintf(msg, (size_t)msg_len, "JPEG stream has %d components, SamplesPerPixel is %d", d.num_components, components);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  for (int c = 0; c < d.num_components; c++) {
+    if (d.comp_info[c].h_samp_factor != 1 || d.comp_info[c].v_samp_factor != 1) {
+      snprintf(msg, (size_t)msg_len, "JPEG component %d is sampled %dx%d (only 1x1 is read without colour transform)", c,
+               d.comp_info[c].h_samp_factor, d.comp_info[c].v_samp_factor);
+      jpeg_destroy_decompress(&d);
+      return -1;
+    }
+  }
+  if (d.image_width > max_w || d.image_height > max_h ||
+      (size_t)d.image_width * d.image_height * (size_t)components > dst_len) {
+    /* Too large: the size for the caller's typed error. */
+    *out_w = d.image_width;
+    *out_h = d.image_height;
+    jpeg_destroy_decompress(&d);
+    return -2;
+  }
+  d.jpeg_color_space = JCS_UNKNOWN;
+  d.out_color_space = JCS_UNKNOWN;
+  d.dct_method = JDCT_ISLOW;
+  jpeg_start_decompress(&d);
+  size_t pitch = (size_t)d.output_width * (size_t)d.output_components;
+  if (d.output_components != components) {
+    snprintf(msg, (size_t)msg_len, "libjpeg gives %d components, %d expected", d.output_components, components);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  while (d.output_scanline < d.output_height) {
+    JSAMPROW row = dst + (size_t)d.output_scanline * pitch;
+    if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+  }
+  if (d.output_scanline < d.output_height) {
+    snprintf(msg, (size_t)msg_len, "decoding stopped at row %u of %u", (unsigned)d.output_scanline, (unsigned)d.output_height);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
+  *out_w = d.output_width;
+  *out_h = d.output_height;
   jpeg_finish_decompress(&d);
   jpeg_destroy_decompress(&d);
   return 0;

@@ -32,6 +32,20 @@ extern "C" {
         msg: *mut c_char,
         msg_len: c_int,
     ) -> c_int;
+    fn slidestream_jpeg_decode_raw(
+        buf: *const u8,
+        len: c_ulong,
+        components: c_int,
+        max_w: c_uint,
+        max_h: c_uint,
+        dst: *mut u8,
+        dst_len: usize,
+        out_w: *mut c_uint,
+        out_h: *mut c_uint,
+        max_memory: c_long,
+        msg: *mut c_char,
+        msg_len: c_int,
+    ) -> c_int;
 }
 
 thread_local! {
@@ -85,4 +99,57 @@ pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), Code
             Err(CodecError::Data(text.to_string_lossy().into_owned()))
         }
     })
+}
+
+/// Decode the complete stream `stream` of `components` components (1 to 4) to its samples as
+/// coded, interleaved (`components` bytes per pixel, rows `width × components` bytes apart),
+/// into `dst` (resized to fit): no colour conversion whatever the stream's markers say (libjpeg
+/// `JCS_UNKNOWN` in and out), as libtiff's JPEG codec decodes the tiles OpenSlide reads through
+/// libtiff (photometric other than RGB/YCbCr with 3 samples: CMYK, grey + alpha, RGBA). Every
+/// component must be sampled 1x1, as libtiff requires there. Returns (width, height).
+///
+/// # Errors
+/// libjpeg-turbo's message (warnings included); a message for another component count,
+/// precision or sampling; [`CodecError::LargerThanTile`] for an image larger than
+/// `max_w × max_h` (checked from the header, before any pixel buffer is allocated);
+/// [`super::jpeg_scans`]' limits on multi-scan streams.
+pub fn decode_raw(stream: &[u8], components: u32, max_w: u32, max_h: u32, dst: &mut Vec<u8>) -> Result<(u32, u32), CodecError> {
+    if !(1..=4).contains(&components) {
+        return Err(format!("{components} JPEG components (1 to 4 are read)").into());
+    }
+    super::jpeg_scans::check_scans(stream)?;
+    let room = max_w as usize * max_h as usize * components as usize;
+    dst.clear();
+    dst.resize(room, 0);
+    let (mut w, mut h) = (0 as c_uint, 0 as c_uint);
+    let mut msg = [0 as c_char; 200];
+    // SAFETY: `stream` is read-only input of its length; `dst` holds `room` bytes and the C
+    // side writes at most width × height × components ≤ `room` bytes (checked from the header
+    // first); `w`, `h` and `msg` are valid for writes.
+    let rc = unsafe {
+        slidestream_jpeg_decode_raw(
+            stream.as_ptr(),
+            stream.len() as c_ulong,
+            components as c_int,
+            max_w,
+            max_h,
+            dst.as_mut_ptr(),
+            room,
+            &mut w,
+            &mut h,
+            (backstop_mib() as c_long) << 20,
+            msg.as_mut_ptr(),
+            msg.len() as c_int,
+        )
+    };
+    if rc == -2 {
+        return Err(CodecError::LargerThanTile { width: w, height: h, tile_width: max_w, tile_height: max_h });
+    }
+    if rc != 0 {
+        // SAFETY: the C side wrote a NUL-terminated message (snprintf or format_message).
+        let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
+        return Err(CodecError::Data(text.to_string_lossy().into_owned()));
+    }
+    dst.truncate(w as usize * h as usize * components as usize);
+    Ok((w, h))
 }

@@ -61,11 +61,24 @@ pub struct ChunkGeometry {
 }
 
 fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
+    if jpeg_raw(codec) {
+        // Decoded without colour conversion whatever the markers say: no Adobe marker.
+        return jpeg::JpegColor::Gray;
+    }
     match codec.photometric {
         Photometric::Rgb => jpeg::JpegColor::Rgb,
         Photometric::YCbCr => jpeg::JpegColor::YCbCr,
-        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
+        Photometric::MinIsBlack | Photometric::Separated => jpeg::JpegColor::Gray,
     }
+}
+
+/// `true` for JPEG chunks decoded to their samples as coded ([`jpeg_part::decode_raw`]) and
+/// converted here, not by TurboJPEG: 2 samples (grey + alpha) or 4 (CMYK, RGB + alpha).
+/// OpenSlide reads these through libtiff's RGBA interface (its direct JPEG path takes only
+/// 3-sample RGB/YCbCr), whose JPEG codec applies no colour transform to them. Such chunks are
+/// always decoded whole (no partial or DCT-scaled decoding) and never by nvJPEG.
+pub fn jpeg_raw(codec: &CodecInfo) -> bool {
+    codec.compression == Compression::Jpeg && matches!(codec.samples_per_pixel, 2 | 4)
 }
 
 thread_local! {
@@ -94,6 +107,14 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
     let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
     let dec_err = |e: CodecError| Error::decode(at, e);
     match codec.compression {
+        Compression::Jpeg if jpeg_raw(codec) => {
+            let n = codec.samples_per_pixel as u32;
+            let mut s = Vec::new();
+            let (w, h) = with_spliced_jpeg(codec, planes[0], |stream| jpeg_part::decode_raw(stream, n, g.tile_width, g.tile_height, &mut s))
+                .map_err(dec_err)?;
+            check_dims(w, h, g).map_err(dec_err)?;
+            Ok(samples_to_rgba(&s, (w * n) as usize, n as usize, codec, g))
+        }
         Compression::Jpeg => {
             let mut px = Vec::new();
             let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
@@ -184,7 +205,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
 /// As [`decode_chunk_part`].
 pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
-    if codec.compression != Compression::Jpeg {
+    if codec.compression != Compression::Jpeg || jpeg_raw(codec) {
         return decode_chunk(codec, planes, g, at);
     }
     PART_BUF.with(|cell| {
@@ -284,6 +305,15 @@ pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: 
     if let Some(w) = want {
         check_part(w, g)?;
     }
+    if jpeg_raw(codec) {
+        // Decoded whole and converted on the CPU ([`jpeg_raw`]), then copied.
+        let t = decode_chunk(codec, &[tile], g, at)?;
+        if dst.len() < t.rgba.len() {
+            return Err(Error::limits(at, format!("buffer of {} bytes for a decoded tile of {} bytes", dst.len(), t.rgba.len())));
+        }
+        dst[..t.rgba.len()].copy_from_slice(&t.rgba);
+        return Ok(Placed { x: 0, y: 0, width: t.width, height: t.height, pitch: t.width, offset: 0, used: t.rgba.len() });
+    }
     let (hdr, crop) = with_spliced_jpeg(codec, tile, |stream| {
         jpeg::decode_rgba_into(stream, dst, |hdr| {
             check_dims(hdr.width, hdr.height, g)?;
@@ -345,17 +375,30 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
     let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
     let mut out = vec![0u8; vw * vh * 4];
     let gray = codec.photometric == Photometric::MinIsBlack;
+    let cmyk = codec.photometric == Photometric::Separated;
+    // libtiff's CMYK to RGB (tif_getimage.c, 8-bit separated): (255 - K) × (255 - ink) / 255,
+    // truncated.
+    let ink = |c: u8, k: u8| ((255 - k as u32) * (255 - c as u32) / 255) as u8;
     for y in 0..vh {
         let src = &s[y * stride..y * stride + vw * n];
         let dst = &mut out[y * vw * 4..(y + 1) * vw * 4];
         for (d, p) in dst.chunks_exact_mut(4).zip(src.chunks_exact(n)) {
-            let (r, gg, b) = if gray { (p[0], p[0], p[0]) } else { (p[0], p[1], p[2]) };
+            let (r, gg, b) = if gray {
+                (p[0], p[0], p[0])
+            } else if cmyk {
+                (ink(p[0], p[3]), ink(p[1], p[3]), ink(p[2], p[3]))
+            } else {
+                (p[0], p[1], p[2])
+            };
             let a = match codec.alpha {
                 Alpha::None | Alpha::Ignored => 255,
                 _ => p[n - 1],
             };
             if codec.alpha == Alpha::Associated && a != 255 {
-                let un = |c: u8| if a == 0 { 0 } else { ((c as u32 * 255 + a as u32 / 2) / a as u32).min(255) as u8 };
+                // OpenSlide passes associated alpha through as its premultiplied ARGB and
+                // openslide-python un-premultiplies it: 255 × c / a, truncated, and a = 0 left
+                // as stored (clamped here where a damaged file has c > a).
+                let un = |c: u8| if a == 0 { c } else { (c as u32 * 255 / a as u32).min(255) as u8 };
                 d.copy_from_slice(&[un(r), un(gg), un(b), a]);
             } else {
                 d.copy_from_slice(&[r, gg, b, a]);

@@ -32,7 +32,7 @@ pub fn decode_chunk_reduced(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometr
         return Err(Error::Usage("reduction factor 0".into()));
     }
     let s = jpeg_scale(factor, (g.valid_width, g.valid_height));
-    let (px, width, scale, vw, vh) = if codec.compression == Compression::Jpeg && s > 1 {
+    let (px, width, scale, vw, vh) = if codec.compression == Compression::Jpeg && !super::jpeg_raw(codec) && s > 1 {
         let mut px = Vec::new();
         let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width, h.height, g)))
             .map_err(|e| Error::decode(at, e))?;

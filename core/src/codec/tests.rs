@@ -67,3 +67,148 @@ fn damaged_data_is_a_format_error_with_the_codecs_words() {
     let e = decode_chunk(&deflate, &[&[1, 2, 3, 4]], tile32(), &at).unwrap_err();
     assert!(matches!(e.codec_error(), Some(CodecError::Data(m)) if m.starts_with("plane 0: deflate")), "{e}");
 }
+
+/// A JPEG of `planes.len()` components (ids 1.., each sampled 1x1), one scan per component:
+/// each plane is encoded by TurboJPEG as a greyscale JPEG (same quality, so the same tables)
+/// and its scan is reused as is (a non-interleaved scan of one component is coded exactly as
+/// a greyscale image). Lets the tests make grey + alpha and CMYK streams, which TurboJPEG does
+/// not write.
+fn components_jpeg(planes: &[Vec<u8>], w: usize, h: usize) -> Vec<u8> {
+    let mut tables = Vec::new();
+    let mut scans = Vec::new();
+    for (k, p) in planes.iter().enumerate() {
+        let img = turbojpeg::Image { pixels: &p[..], width: w, pitch: w, height: h, format: turbojpeg::PixelFormat::GRAY };
+        let j = turbojpeg::compress(img, 95, turbojpeg::Subsamp::Gray).expect("compress").to_vec();
+        let mut i = 2;
+        loop {
+            let marker = j[i + 1];
+            let len = u16::from_be_bytes([j[i + 2], j[i + 3]]) as usize;
+            if marker == 0xDA {
+                // Entropy data: after the SOS header, up to EOI.
+                scans.push(j[i + 2 + len..j.len() - 2].to_vec());
+                break;
+            }
+            if k == 0 && (marker == 0xDB || marker == 0xC4) {
+                tables.extend_from_slice(&j[i..i + 2 + len]);
+            }
+            i += 2 + len;
+        }
+    }
+    let n = planes.len() as u8;
+    let mut out = vec![0xFF, 0xD8];
+    out.extend_from_slice(&tables);
+    let sof_len = 8 + 3 * n as u16;
+    out.extend_from_slice(&[0xFF, 0xC0]);
+    out.extend_from_slice(&sof_len.to_be_bytes());
+    out.push(8);
+    out.extend_from_slice(&(h as u16).to_be_bytes());
+    out.extend_from_slice(&(w as u16).to_be_bytes());
+    out.push(n);
+    for c in 0..n {
+        out.extend_from_slice(&[c + 1, 0x11, 0]);
+    }
+    for (c, s) in scans.iter().enumerate() {
+        out.extend_from_slice(&[0xFF, 0xDA, 0, 8, 1, c as u8 + 1, 0x00, 0, 63, 0]);
+        out.extend_from_slice(s);
+    }
+    out.extend_from_slice(&[0xFF, 0xD9]);
+    out
+}
+
+fn plane(w: usize, h: usize, f: impl Fn(usize, usize) -> u8) -> Vec<u8> {
+    (0..h).flat_map(|y| (0..w).map(move |x| (x, y))).map(|(x, y)| f(x, y)).collect()
+}
+
+fn max_diff(a: &[u8], b: &[u8]) -> u8 {
+    a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0)
+}
+
+/// libtiff's 8-bit CMYK to RGB (`tif_getimage.c`): `(255 - K) × (255 - ink) / 255`, truncated.
+fn libtiff_cmyk(c: u8, k: u8) -> u8 {
+    ((255 - k as u32) * (255 - c as u32) / 255) as u8
+}
+
+#[test]
+fn uncompressed_cmyk_converts_as_libtiff() {
+    let codec = CodecInfo { photometric: Photometric::Separated, samples_per_pixel: 4, ..CodecInfo::uncompressed_rgb() };
+    let g = ChunkGeometry { tile_width: 2, tile_height: 1, valid_width: 2, valid_height: 1 };
+    // (10, 200, 100, 50) is (196, 44, 124) in OpenSlide 4.0.1 (checked with openslide-bin).
+    let t = decode_chunk(&codec, &[&[10, 200, 100, 50, 0, 255, 0, 255]], g, &Location::file("c.tif")).unwrap();
+    assert_eq!(t.rgba, vec![196, 44, 124, 255, 0, 0, 0, 255]);
+    assert_eq!(libtiff_cmyk(10, 50), 196);
+    assert!(t.opaque);
+}
+
+#[test]
+fn cmyk_jpeg_is_decoded_without_colour_transform_then_converted() {
+    let (w, h) = (32, 24);
+    let inks: Vec<Vec<u8>> = (0..4).map(|c| plane(w, h, |x, y| ((x * 5 + y * 3 + c * 60) % 256) as u8)).collect();
+    let stream = components_jpeg(&inks, w, h);
+    let codec = CodecInfo { photometric: Photometric::Separated, samples_per_pixel: 4, ..jpeg_codec() };
+    assert!(jpeg_raw(&codec));
+    let g = ChunkGeometry { tile_width: 32, tile_height: 32, valid_width: 32, valid_height: 24 };
+    let at = Location::file("c.tif");
+    let t = decode_chunk(&codec, &[&stream], g, &at).unwrap();
+    let want: Vec<u8> = (0..w * h)
+        .flat_map(|i| [libtiff_cmyk(inks[0][i], inks[3][i]), libtiff_cmyk(inks[1][i], inks[3][i]), libtiff_cmyk(inks[2][i], inks[3][i]), 255])
+        .collect();
+    assert!(max_diff(&t.rgba, &want) <= 8, "max diff {}", max_diff(&t.rgba, &want));
+    // Every entry point gives the whole-tile decode: parts, the GPU engine's CPU path.
+    let part = decode_chunk_part(&codec, &[&stream], g, PartRect { x: 3, y: 2, w: 5, h: 4 }, &at).unwrap();
+    assert_eq!((part.x, part.width, part.rgba.len()), (0, 32, t.rgba.len()));
+    let mut dst = vec![0u8; 32 * 32 * 4];
+    let p = decode_jpeg_into(&codec, &stream, g, None, &at, &mut dst).unwrap();
+    assert_eq!((p.pitch, p.width, p.height), (32, 32, 24));
+    assert_eq!(&dst[..p.used], &t.rgba[..]);
+}
+
+#[test]
+fn grey_alpha_jpeg_keeps_or_ignores_alpha_as_extra_samples_say() {
+    let (w, h) = (16, 16);
+    let grey = plane(w, h, |x, y| (40 + x * 9 + y) as u8);
+    let alpha = plane(w, h, |x, _| if x < 8 { 0 } else { 255 });
+    let stream = components_jpeg(&[grey.clone(), alpha.clone()], w, h);
+    let g = ChunkGeometry { tile_width: 16, tile_height: 16, valid_width: 16, valid_height: 16 };
+    let at = Location::file("ga.tif");
+    for (mode, keep) in [(Alpha::Unassociated, true), (Alpha::Ignored, false)] {
+        let codec = CodecInfo { photometric: Photometric::MinIsBlack, samples_per_pixel: 2, alpha: mode, ..jpeg_codec() };
+        let t = decode_chunk(&codec, &[&stream], g, &at).unwrap();
+        let want: Vec<u8> = (0..w * h).flat_map(|i| [grey[i], grey[i], grey[i], if keep { alpha[i] } else { 255 }]).collect();
+        // Alpha blocks are constant: exact; grey within the JPEG error.
+        let alphas: Vec<u8> = t.rgba.iter().skip(3).step_by(4).copied().collect();
+        let want_a: Vec<u8> = want.iter().skip(3).step_by(4).copied().collect();
+        assert!(max_diff(&alphas, &want_a) <= 1, "{mode:?}");
+        assert!(max_diff(&t.rgba, &want) <= 3, "{mode:?}: max diff {}", max_diff(&t.rgba, &want));
+        assert_eq!(t.opaque, !keep);
+    }
+}
+
+#[test]
+fn raw_jpeg_components_must_be_sampled_one_by_one_and_match_the_sample_count() {
+    let (w, h) = (16, 16);
+    let p = plane(w, h, |x, y| (x * 16 + y) as u8);
+    let mut stream = components_jpeg(&[p.clone(), p.clone()], w, h);
+    let g = ChunkGeometry { tile_width: 16, tile_height: 16, valid_width: 16, valid_height: 16 };
+    let at = Location::file("ga.tif");
+    let codec = CodecInfo { photometric: Photometric::MinIsBlack, samples_per_pixel: 2, alpha: Alpha::Unassociated, ..jpeg_codec() };
+    // Four samples per pixel declared, two components coded.
+    let cmyk = CodecInfo { photometric: Photometric::Separated, samples_per_pixel: 4, alpha: Alpha::None, ..jpeg_codec() };
+    let e = decode_chunk(&cmyk, &[&stream], g, &at).unwrap_err();
+    assert!(matches!(e.codec_error(), Some(CodecError::Data(m)) if m.contains("2 components")), "{e}");
+    // Damaged (truncated) data: a Format error with libjpeg's words, never filler pixels.
+    let cut = &stream[..stream.len() * 2 / 3];
+    let e = decode_chunk(&codec, &[cut], g, &at).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(matches!(e.codec_error(), Some(CodecError::Data(_))), "{e}");
+    // Component 1 sampled 2x2: refused (libtiff refuses such tiles too).
+    let sof = stream.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
+    stream[sof + 11] = 0x22;
+    let e = decode_chunk(&codec, &[&stream], g, &at).unwrap_err();
+    assert!(matches!(e, Error::Format { .. }), "{e}");
+    assert!(matches!(e.codec_error(), Some(CodecError::Data(m)) if m.contains("sampled 2x2")), "{e}");
+    // A stream larger than the tile is refused before decoding, as a typed Limits error.
+    let big = components_jpeg(&[plane(32, 16, |x, _| x as u8), plane(32, 16, |_, y| y as u8)], 32, 16);
+    let e = decode_chunk(&codec, &[&big], g, &at).unwrap_err();
+    assert!(matches!(e, Error::Limits { .. }), "{e}");
+    assert_eq!(e.codec_error(), Some(&CodecError::LargerThanTile { width: 32, height: 16, tile_width: 16, tile_height: 16 }));
+}

@@ -2,9 +2,17 @@
 //!
 //! Facts follow OpenSlide 4.0.1's `openslide-vendor-generic-tiff.c`:
 //! * detection: any TIFF or BigTIFF whose IFD 0 is tiled;
-//! * pyramid levels: IFD 0 and every tiled IFD whose NewSubfileType has the reduced-image bit
-//!   (1) set, ordered by decreasing width (untiled IFDs and other tiled IFDs are skipped); the
-//!   downsamples must increase;
+//! * pyramid levels: OpenSlide walks the main IFD chain (libtiff's `TIFFReadDirectory`) and
+//!   keeps a directory when it is tiled and either is IFD 0 or has a NewSubfileType tag with
+//!   the reduced-image bit (1) set; a tiled IFD without the tag, or with the bit clear, is
+//!   skipped even when it has the shape of a pyramid level (so a pyramid written without
+//!   NewSubfileType opens as one level), and so is every untiled IFD. Levels are then ordered
+//!   by decreasing width (a stable sort: file order breaks ties); here the downsamples must
+//!   also increase. Chains of up to 2^20 IFDs are read ([`crate::tiff::MAX_IFDS`]);
+//! * pixels: what libtiff's RGBA interface (OpenSlide's reader for every tile that is not
+//!   3-sample RGB/YCbCr JPEG) gives: CMYK converted as libtiff does, signed 8-bit samples read
+//!   as their bytes, grey + alpha JPEG decoded without colour transform (see
+//!   [`crate::codec::jpeg_raw`]), ImageDepth = TileDepth read as one slice;
 //! * properties: `tiff.*` from IFD 0, `openslide.comment` = ImageDescription, and
 //!   `openslide.mpp-x/-y` from X/YResolution when ResolutionUnit is inch or centimeter.
 

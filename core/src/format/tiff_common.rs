@@ -55,17 +55,30 @@ pub(crate) fn image_from_ifd(
         None => return Err(Error::unsupported(at, "BitsPerSample 1 (default; 8- and 16-bit samples are read)")),
     };
     if let Some(sf) = r.uints(tags::SAMPLE_FORMAT)? {
-        if let Some(s) = sf.iter().find(|&&s| s != 1) {
+        // Signed 8-bit samples (2) are read as their unsigned bytes, as libtiff's RGBA
+        // interface (OpenSlide's reader for them) does: it does not look at SampleFormat for
+        // 8-bit samples.
+        if let Some(s) = sf.iter().find(|&&s| s != 1 && s != 2) {
             let name = match s {
-                2 => "signed integer",
                 3 => "floating point",
+                4 => "undefined",
+                5 => "complex integer",
+                6 => "complex floating point",
                 _ => "unknown",
             };
             return Err(Error::unsupported(at, format!("SampleFormat {s} ({name} samples)")));
         }
     }
-    if r.uint(tags::IMAGE_DEPTH)?.unwrap_or(1) > 1 {
-        return Err(Error::unsupported(at, "ImageDepth > 1 (volumetric tiles)"));
+    // ImageDepth (32997) = TileDepth (32998) > 1, which some writers put in 2D files, is one
+    // slice of tiles: libtiff (and so OpenSlide) reads it as a plain 2D image. More slices than
+    // one (ImageDepth > TileDepth) would be a volume.
+    let image_depth = r.uint(tags::IMAGE_DEPTH)?.unwrap_or(1);
+    let tile_depth = r.uint(tags::TILE_DEPTH)?.unwrap_or(1);
+    if image_depth > 1 && image_depth != tile_depth {
+        return Err(Error::unsupported(
+            at,
+            format!("ImageDepth {image_depth} with TileDepth {tile_depth} (volumetric tiles)"),
+        ));
     }
     if r.uint(tags::FILL_ORDER)?.unwrap_or(1) == 2 {
         return Err(Error::unsupported(at, "FillOrder 2 (LSB-first bit order)"));
@@ -92,12 +105,30 @@ pub(crate) fn image_from_ifd(
         Some(6) => return Err(Error::unsupported(at, format!("Photometric 6 (YCbCr) with compression {compression_tag}"))),
         Some(0) => return Err(Error::unsupported(at, "Photometric 0 (MinIsWhite)")),
         Some(3) => return Err(Error::unsupported(at, "Photometric 3 (palette)")),
-        Some(5) => return Err(Error::unsupported(at, "Photometric 5 (separated, CMYK)")),
+        Some(5) => {
+            // libtiff's RGBA interface reads separated images only with InkSet 1 (CMYK, the
+            // default) and at least four samples; ours: exactly four (no extra sample).
+            let inkset = r.uint(tags::INK_SET)?.unwrap_or(1);
+            if inkset != 1 {
+                return Err(Error::unsupported(at, format!("Photometric 5 (separated) with InkSet {inkset} (only CMYK is read)")));
+            }
+            if spp != 4 {
+                return Err(Error::unsupported(at, format!("Photometric 5 (separated, CMYK) with SamplesPerPixel {spp}")));
+            }
+            Photometric::Separated
+        }
         Some(p) => return Err(Error::unsupported(at, format!("Photometric {p}"))),
         None if spp >= 3 => Photometric::Rgb,
         None => Photometric::MinIsBlack,
     };
-    let base = if photometric == Photometric::MinIsBlack { 1 } else { 3 };
+    if photometric == Photometric::YCbCr && spp != 3 {
+        return Err(Error::unsupported(at, format!("JPEG with Photometric 6 (YCbCr) and SamplesPerPixel {spp}")));
+    }
+    let base = match photometric {
+        Photometric::MinIsBlack => 1,
+        Photometric::Separated => 4,
+        Photometric::Rgb | Photometric::YCbCr => 3,
+    };
     let alpha = if spp == base {
         Alpha::None
     } else if spp == base + 1 {
@@ -105,6 +136,10 @@ pub(crate) fn image_from_ifd(
             Some(1) => Alpha::Associated,
             Some(2) => Alpha::Unassociated,
             _ if compression == Compression::WebP => Alpha::Unassociated,
+            // libtiff's RGBA interface (OpenSlide's reader here) takes an unspecified or absent
+            // extra sample of a pixel of more than 3 samples (RGB + 1) as associated alpha;
+            // grey + an unspecified sample stays opaque (both checked with OpenSlide 4.0.1).
+            Some(0) | None if spp > 3 => Alpha::Associated,
             _ => Alpha::Ignored,
         }
     } else {
@@ -136,11 +171,6 @@ pub(crate) fn image_from_ifd(
         2 => return Err(Error::unsupported(at, format!("PlanarConfiguration 2 with compression {compression_tag}"))),
         p => return Err(Error::format(at, format!("PlanarConfiguration {p}"))),
     };
-    if compression == Compression::Jpeg && spp == 2 {
-        // libjpeg-turbo decodes 1, 3 or 4 components; a grey + alpha JPEG would fail on every
-        // tile, so it is refused at open.
-        return Err(Error::unsupported(at, "JPEG with SamplesPerPixel 2 (greyscale + alpha JPEG tiles)"));
-    }
     let tables = if compression == Compression::Jpeg { r.raw(tags::JPEG_TABLES)? } else { None };
     let stream = match tables {
         Some(t) => TileStream::JpegTablesSplice { tables: Arc::from(t) },

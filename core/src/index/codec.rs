@@ -51,6 +51,12 @@ pub enum Photometric {
     Rgb,
     /// 6: YCbCr; only with JPEG compression, whose decoder converts to RGB.
     YCbCr,
+    /// 5: separated, with InkSet 1 (CMYK, the default) and four samples: converted to RGB as
+    /// libtiff's RGBA interface does (`R = (255 - K) × (255 - C) / 255`, truncated; likewise
+    /// G from M and B from Y), which is what OpenSlide shows. JPEG-coded CMYK is decoded
+    /// without colour transform (an Adobe marker's inversion or YCCK flag is not applied, as
+    /// libtiff's JPEG codec does not).
+    Separated,
 }
 
 /// Meaning of an extra (fourth or second) sample (TIFF tag 338).

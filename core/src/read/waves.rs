@@ -36,7 +36,7 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
     let stored = img.tile_width as u64 * img.tile_height as u64;
     let spp = img.codec.samples_per_pixel as u64;
     let s = crate::codec::reduce::jpeg_scale(reduce, (vw, vh)) as u64;
-    if img.codec.compression == Compression::Jpeg && s > 1 {
+    if img.codec.compression == Compression::Jpeg && !crate::codec::jpeg_raw(&img.codec) && s > 1 {
         // DCT-scaled decode into a tile-sized / s² buffer, then the reduced output.
         return compressed.saturating_add((stored / (s * s) + 1).saturating_mul(8));
     }

@@ -36,8 +36,13 @@ pub use subifd::SubIfds;
 use crate::error::{Error, Location, Result};
 use crate::io::ByteSource;
 
-/// Most IFDs followed in one chain (a slide has tens; more means a damaged or hostile file).
-pub const MAX_IFDS: usize = 4096;
+/// Most IFDs followed in one chain: libtiff's own limit (`TIFF_MAX_DIR_COUNT`, 2^20), so every
+/// chain OpenSlide reads is read (a slide has tens of IFDs, but valid files with thousands of
+/// small ones exist). What really bounds a hostile chain is the structure budget: each
+/// directory's bytes are charged to it, so a chain of `n` IFDs needs a file of at least
+/// `3n` bytes (`8n` for BigTIFF); this cap bounds the memory of the parsed chain (tens of
+/// bytes per IFD) on top.
+pub const MAX_IFDS: usize = 1 << 20;
 /// Most bytes one tag value may occupy (also bounded by the file size).
 pub const MAX_TAG_BYTES: u64 = 512 << 20;
 /// Most entries in one IFD.

@@ -33,6 +33,8 @@ pub const TILE_LENGTH: u16 = 323;
 pub const TILE_OFFSETS: u16 = 324;
 pub const TILE_BYTE_COUNTS: u16 = 325;
 pub const SUB_IFDS: u16 = 330;
+/// InkSet (TIFF 6.0 section 16): 1 = CMYK (the default), 2 = not CMYK.
+pub const INK_SET: u16 = 332;
 pub const EXTRA_SAMPLES: u16 = 338;
 pub const SAMPLE_FORMAT: u16 = 339;
 pub const JPEG_TABLES: u16 = 347;
@@ -41,5 +43,7 @@ pub const REFERENCE_BLACK_WHITE: u16 = 532;
 pub const COPYRIGHT: u16 = 33432;
 /// ICC profile (TIFF/EP, "InterColorProfile").
 pub const ICC_PROFILE: u16 = 34675;
-/// Number of z-planes / depth (SGI), refused when > 1.
+/// Number of z-planes / depth (SGI); > 1 is read only when equal to TileDepth (one slice).
 pub const IMAGE_DEPTH: u16 = 32997;
+/// Depth of a tile in z-planes (SGI).
+pub const TILE_DEPTH: u16 = 32998;

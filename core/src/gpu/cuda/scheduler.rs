@@ -62,7 +62,9 @@ impl Engine {
             misses.sort_by_key(|m| (m.src, m.offset));
         }
         // Tiles of JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding
-        // from the other end of the same queue); the rest to the CPU decoders. Until the
+        // from the other end of the same queue); the rest to the CPU decoders, among them the
+        // 2- and 4-sample JPEG tiles (grey + alpha, CMYK, RGB + alpha) that are decoded without
+        // colour transform and converted on the CPU (`codec::jpeg_raw`). Until the
         // background warm-up made nvJPEG and a warmed lane (warm-up `first`), every tile goes to
         // the CPU decoders, so the first reads of a process do not wait for nvJPEG's start.
         let lanes_ready = self.gpu_ready.load(std::sync::atomic::Ordering::Acquire);
