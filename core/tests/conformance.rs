@@ -65,7 +65,9 @@ static DRIVERS: &[DriverCases] = &[
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
-static GENERATED: &[DriverCases] = &[];
+static GENERATED: &[DriverCases] = &[
+    DriverCases { driver: "philips", files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok)] },
+];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
 static REFUSED: &[(&str, &str)] = &[

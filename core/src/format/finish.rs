@@ -19,7 +19,7 @@
 //! Properties filled (names and formats as `openslide.c`): `openslide.vendor`,
 //! `level-count`, `level[i].width/height/downsample`, `level[i].tile-width/-height` for tiled
 //! levels, `mpp-x/-y`, `objective-power`, `comment`, `background-color` (`RRGGBB`),
-//! `bounds-x/-y/-width/-height`, `associated.NAME.width/height/icc-size`, `icc-size` (the
+//! `bounds-x/-y/-width/-height`, `barcode`, `region[i].x/-y/-width/-height`, `associated.NAME.width/height/icc-size`, `icc-size` (the
 //! profile's length, without reading it) and `quickhash-1`.
 
 use std::collections::BTreeMap;
@@ -47,13 +47,19 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     if layout.levels.is_empty() {
         return Err(Error::format(at, "no pyramid levels"));
     }
+    if let Some(d) = &layout.level_downsamples {
+        if d.len() != layout.levels.len() || d.first() != Some(&1.0) || d.iter().any(|v| !v.is_finite()) {
+            return Err(Error::format(at, format!("{} level downsamples for {} levels (level 0 must have 1)", d.len(), layout.levels.len())));
+        }
+    }
     let mut levels: Vec<Level> = Vec::with_capacity(layout.levels.len());
     for (k, l) in layout.levels.into_iter().enumerate() {
         let lat = at.clone().with_image(ImageRef::Level(k));
         check_image(&l.image, &lat, &sources)?;
-        let downsample = match levels.first() {
-            None => 1.0,
-            Some(l0) => (l0.image.height as f64 / l.image.height as f64 + l0.image.width as f64 / l.image.width as f64) / 2.0,
+        let downsample = match (levels.first(), &layout.level_downsamples) {
+            (None, _) => 1.0,
+            (Some(_), Some(d)) => d[k],
+            (Some(l0), None) => (l0.image.height as f64 / l.image.height as f64 + l0.image.width as f64 / l.image.width as f64) / 2.0,
         };
         if let Some(prev) = levels.last() {
             if l.image.width > prev.image.width || l.image.height > prev.image.height {
@@ -110,6 +116,15 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         p.insert("openslide.bounds-width".into(), b.width.to_string());
         p.insert("openslide.bounds-height".into(), b.height.to_string());
     }
+    if let Some(b) = &layout.barcode {
+        p.insert("openslide.barcode".into(), b.clone());
+    }
+    for (i, r) in layout.regions.iter().enumerate() {
+        p.insert(format!("openslide.region[{i}].x"), r.x.to_string());
+        p.insert(format!("openslide.region[{i}].y"), r.y.to_string());
+        p.insert(format!("openslide.region[{i}].width"), r.width.to_string());
+        p.insert(format!("openslide.region[{i}].height"), r.height.to_string());
+    }
     for (name, icc) in &layout.associated_icc {
         p.insert(format!("openslide.associated.{name}.icc-size"), icc.len().to_string());
     }
@@ -118,7 +133,7 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     }
     if let Some(q) = &layout.quickhash {
         let lowest = &levels.last().expect("at least one level").image;
-        if let Some(hex) = quickhash(q, lowest, src, at)? {
+        if let Some(hex) = quickhash(q, lowest, layout.quickhash_chunks.as_deref(), src, at)? {
             p.insert("openslide.quickhash-1".into(), hex);
         }
     }

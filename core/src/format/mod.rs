@@ -15,15 +15,18 @@ pub mod aperio;
 pub mod finish;
 pub mod generic_tiff;
 pub(crate) mod known;
+
+pub mod philips;
 mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
+pub(crate) mod xml;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Location, Result};
-use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, TileLoc};
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
 
@@ -121,6 +124,19 @@ pub struct SlideLayout {
     pub associated_icc: BTreeMap<String, BlobRef>,
     /// What `openslide.quickhash-1` covers; `None`: no hash.
     pub quickhash: Option<QuickhashInput>,
+    /// The stored chunks hashed first by quickhash when they are not the lowest level's grid
+    /// (Leica hashes a macro image's IFD; Philips every tile of the lowest level's IFD,
+    /// including columns past the level size the XML gives). `None`: the lowest level's.
+    pub quickhash_chunks: Option<Vec<TileLoc>>,
+    /// Downsample of each level when the format states them (Philips: integer downsamples
+    /// from the XML pixel spacings), level 0 first; `None`: OpenSlide's rule, the mean of the
+    /// per-axis size ratios. Checked by [`finish()`] to start at 1 and increase.
+    pub level_downsamples: Option<Vec<f64>>,
+    /// The slide's barcode as text (`openslide.barcode`).
+    pub barcode: Option<String>,
+    /// Rectangles of scanned data in level-0 pixels, reported as
+    /// `openslide.region[i].x/-y/-width/-height` (Leica: one per main image).
+    pub regions: Vec<Bounds>,
 }
 
 /// For each driver in order: its name and `Ok(())` if it accepted the file or the reason it

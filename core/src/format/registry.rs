@@ -1,10 +1,11 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, FormatDriver};
+use super::{aperio, generic_tiff, philips, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &aperio::Aperio,
+    &philips::Philips,
     &generic_tiff::GenericTiff, // last: accepts every tiled TIFF
 ];
