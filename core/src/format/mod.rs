@@ -15,7 +15,7 @@ pub mod aperio;
 pub mod finish;
 pub mod generic_tiff;
 pub(crate) mod known;
-
+pub mod leica;
 pub mod philips;
 mod quickhash;
 pub mod registry;

@@ -1,11 +1,12 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, philips, FormatDriver};
+use super::{aperio, generic_tiff, leica, philips, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &aperio::Aperio,
+    &leica::Leica,
     &philips::Philips,
     &generic_tiff::GenericTiff, // last: accepts every tiled TIFF
 ];
