@@ -95,8 +95,14 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
 def tolerance_for(path: pathlib.Path, width: int, height: int, tiled: bool) -> int:
     """Allowed max abs difference for the image of that size: 0 for lossless codecs,
     LOSSY_TOLERANCE for JPEG / JPEG 2000 / WebP (different decoders may round differently)."""
-    comp = page_compressions(path).get((width, height, tiled))
-    assert comp is not None, f"{path.name}: no IFD of {width}x{height} (tiled={tiled})"
+    pages = page_compressions(path)
+    comp = pages.get((width, height, tiled))
+    if comp is None:
+        # Level sizes from metadata rather than an IFD (Philips clips padded IFDs, a Leica level
+        # is the whole slide around its main image) and associated images stored outside any
+        # IFD (Philips's base64 JPEGs in the XML): lossy when any image of the file is.
+        assert pages, f"{path.name}: no IFDs"
+        return LOSSY_TOLERANCE if any(c in LOSSY_COMPRESSIONS for c in pages.values()) else 0
     return LOSSY_TOLERANCE if comp in LOSSY_COMPRESSIONS else 0
 
 

@@ -106,7 +106,12 @@ def test_level_geometry(name):
     assert tuple(tuple(d) for d in s.level_dimensions) == osr.level_dimensions
     assert tuple(s.level_downsamples) == pytest.approx(osr.level_downsamples, rel=1e-12, abs=0)
     for i, (tw, th) in enumerate(s.level_tile_sizes):
-        assert str(tw) == osr.properties[f"openslide.level[{i}].tile-width"]
+        key = f"openslide.level[{i}].tile-width"
+        if key not in osr.properties:
+            # OpenSlide reports no tile size for some formats (Leica); nor must we.
+            assert key not in s.properties
+            continue
+        assert str(tw) == osr.properties[key]
         assert str(th) == osr.properties[f"openslide.level[{i}].tile-height"]
     mpp = s.mpp
     if "openslide.mpp-x" in osr.properties:
@@ -191,7 +196,9 @@ def test_random_regions(name):
     osr.set_cache(openslide.OpenSlideCache(512 << 20))
     path = slide_path(name)
     tols = [tolerance_for(path, w, h, tiled=True) for w, h in s.level_dimensions]
-    counts = {"whole": 0, "fractional": 0, "error": 0}
+    counts = {"whole": 0, "fractional": 0, "error": 0, "leica-trunc": 0}
+    leica = osr.properties.get("openslide.vendor") == "leica"
+    n_regions = sum(1 for k in osr.properties if k.startswith("openslide.region[") and k.endswith("].x"))
     for (x, y), level, (w, h) in _random_regions(s, name):
         what = f"{name} level {level} location {(x, y)} size {(w, h)}"
         ds = s.level_downsamples[level]
@@ -216,6 +223,17 @@ def test_random_regions(name):
                 assert not got.any(), f"{what}: OpenSlide fails ({e}), slidestream must give transparent pixels"
             continue
         assert expected.shape == (h, w, 4)
+        if leica:
+            # OpenSlide's Leica driver paints each main image at the whole level pixel
+            # trunc(x / ds - area offset): no resampling, so the exact crop at floor(x / ds)
+            # matches where that is floor too; left of / above an area with a fractional
+            # origin trunc rounds up and OpenSlide's area lands one pixel further
+            # (docs/formats.md, Leica): not compared.
+            offs = [(float(osr.properties[f"openslide.region[{k}].x"]) / ds, float(osr.properties[f"openslide.region[{k}].y"]) / ds) for k in range(n_regions)]
+            if any((fx > 0 and x / ds < axo) or (fy > 0 and y / ds < ayo) for axo, ayo in offs):
+                counts["leica-trunc"] += 1
+                continue
+            fx = fy = 0
         if fx == 0 and fy == 0:
             got = s.read_region(loc, level, (w, h))
             assert got.dtype == np.uint8 and got.shape == (h, w, 4)
@@ -232,7 +250,7 @@ def test_random_regions(name):
             counts["fractional"] += 1
     assert sum(counts.values()) == N_REGIONS
     if s.level_count > 1 and name != "unreadable.svs":
-        assert counts["whole"] > 0 and counts["fractional"] > 0, counts
+        assert counts["whole"] > 0 and (counts["fractional"] > 0 or leica), counts
 
 
 @pytest.mark.xfail(
