@@ -47,8 +47,65 @@ def _image(name: str, dims, view, objective: str, source: str, aperture: str) ->
 """
 
 
+def _two_areas(out: pathlib.Path) -> Generated:
+    """Two brightfield main images composited into each level, plus a macro."""
+    import tifffile
+
+    name = "leica-two-areas.tiff"
+    cw, ch = SLIDE[0] * NM_PER_PX, SLIDE[1] * NM_PER_PX
+    a, b = tissue_like(256, 256, seed=51), tissue_like(384, 256, seed=52)
+    pos_a, pos_b = (128, 128), (512, 384)
+    macro = tissue_like(256, 192, seed=53)
+    view = lambda img, pos: (img.shape[1] * NM_PER_PX, img.shape[0] * NM_PER_PX, pos[0] * NM_PER_PX, pos[1] * NM_PER_PX)
+    dims = lambda img, first: [(img.shape[1] >> k, img.shape[0] >> k, first + k) for k in range(3)]
+    xml = f"""<?xml version="1.0" encoding="utf-8"?>
+<scn xmlns="{NS}">
+<collection name="two" uuid="urn:uuid:two" sizeX="{cw}" sizeY="{ch}">
+<barcode>{base64.b64encode(b"TWO").decode()}</barcode>
+{_image("macro", [(256, 192, 0)], (cw, ch, 0, 0), "5", "brightfield", "0.1")}{_image("a", dims(a, 1), view(a, pos_a), "20", "brightfield", "0.4")}{_image("b", dims(b, 4), view(b, pos_b), "20", "brightfield", "0.4")}</collection>
+</scn>
+"""
+    jpeg = dict(compression="jpeg", photometric="ycbcr", subsampling=(2, 2), dtype=np.uint8, metadata=None)
+    px_per_cm = 1e7 / NM_PER_PX
+    with tifffile.TiffWriter(out / name, bigtiff=True) as tw:
+        tw.write(_tiles(macro, 64), shape=macro.shape, tile=(64, 64), description=xml, **jpeg)
+        for img in (a, b):
+            for k in range(3):
+                d = downscale(img, 2**k)
+                r = px_per_cm / 2**k
+                tw.write(_tiles(d, 32), shape=d.shape, tile=(32, 32), resolution=(r, r), resolutionunit="CENTIMETER", **jpeg)
+
+    def check(osr) -> None:
+        for img, (x, y) in ((a, pos_a), (b, pos_b)):
+            got = np.asarray(osr.read_region((x, y), 0, (img.shape[1], img.shape[0])))
+            assert_close(got[..., :3], img, 24, f"{name} area at {(x, y)}")
+        gap = np.asarray(osr.read_region((400, 100), 0, (100, 250)))
+        assert (gap[..., 3] == 0).all(), f"{name}: between the areas is transparent"
+
+    return Generated(
+        name=name,
+        vendor="leica",
+        level_dimensions=[(1024, 768), (512, 384), (256, 192)],
+        regions=[
+            Region("l0_all", 0, (0, 0), (1024, 768)),
+            Region("l0_a", 0, (100, 100), (300, 300)),
+            Region("l0_b_edge", 0, (850, 600), (100, 100)),
+            Region("l1_all", 1, (0, 0), (512, 384)),
+            Region("l2_all", 2, (0, 0), (256, 192)),
+        ],
+        associated=("macro",),
+        properties={"openslide.region[1].x": "512", "openslide.bounds-x": "128", "openslide.bounds-width": "768", "openslide.bounds-height": "512"},
+        check=check,
+        note="Two main images (areas) per level at whole-tile offsets; quickhash over the macro.",
+    )
+
+
 def build(out: pathlib.Path) -> List[Generated]:
-    """Write the Leica file into ``out``; return what OpenSlide must report for it."""
+    """Write the Leica files into ``out``; return what OpenSlide must report for each."""
+    return [_one_area(out), _two_areas(out)]
+
+
+def _one_area(out: pathlib.Path) -> Generated:
     import tifffile
 
     _allow_precompressed_jpeg(tifffile)
@@ -87,8 +144,7 @@ def build(out: pathlib.Path) -> List[Generated]:
         assert_close(got2[..., :3], mains[2], 24, f"{name} level 2")
         assert_close(np.asarray(osr.associated_images["macro"].convert("RGB")), macro, 24, f"{name} macro")
 
-    return [
-        Generated(
+    return Generated(
             name=name,
             vendor="leica",
             level_dimensions=[(1024, 768), (512, 384), (256, 192)],
@@ -111,4 +167,3 @@ def build(out: pathlib.Path) -> List[Generated]:
             check=check,
             note="Main image at a whole-tile offset, macro, a fluorescence image OpenSlide skips.",
         )
-    ]

@@ -321,7 +321,25 @@ fn xml_associated(root: Node<'_, '_>, kind: &str, desc: &xml::Description) -> Op
 
 #[cfg(test)]
 mod tests {
-    use super::{objective_power, pixel_spacing};
+    use std::sync::Arc;
+
+    use super::{objective_power, pixel_spacing, resized};
+    use crate::error::Location;
+    use crate::index::{CodecInfo, Grid, ImageIndex, TileLoc};
+
+    #[test]
+    fn resized_grids_are_cut_or_extended_with_missing_tiles() {
+        let locs = (1..=6).map(|o| TileLoc::primary(o * 10, 5)).collect();
+        let img = ImageIndex { width: 96, height: 64, tile_width: 32, tile_height: 32, tiled: true, codec: Arc::new(CodecInfo::uncompressed_rgb()), grid: Grid::regular(3, 2, 1, locs).unwrap() };
+        let at = Location::file("t.tiff");
+        let cut = resized(&img, 40, 20, &at).unwrap();
+        assert_eq!((cut.width, cut.height, cut.grid.dims()), (40, 20, (2, 1)));
+        assert_eq!(cut.grid.chunks().map(|t| t.offset).collect::<Vec<_>>(), vec![10, 20]);
+        let grown = resized(&img, 130, 64, &at).unwrap();
+        assert_eq!(grown.grid.dims(), (5, 2));
+        assert!(grown.tile(3, 0).is_none() && grown.tile(4, 1).is_none());
+        assert_eq!(grown.tile(2, 1).unwrap().locs[0].offset, 60);
+    }
 
     #[test]
     fn spacing_and_objective_parse_as_openslide() {
