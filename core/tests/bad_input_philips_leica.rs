@@ -196,6 +196,12 @@ fn leica_xml_naming_missing_ifds_or_no_main_image_is_a_format_error() {
 }
 
 #[test]
+fn leica_main_image_without_dimensions_is_a_format_error() {
+    let xml = leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "z=\"2\"");
+    assert_eq!(err_kind(open(leica(&xml).path()), "only z-plane 2"), "format");
+}
+
+#[test]
 fn leica_other_z_planes_are_skipped() {
     let xml = leica_xml(&[(1, 32, 32), (2, 16, 16)], (0, 0), Some(0), "").replacen("ifd=\"2\" ", "ifd=\"2\" z=\"1\"", 1);
     let s = open(leica(&xml).path()).unwrap();

@@ -67,7 +67,7 @@ static DRIVERS: &[DriverCases] = &[
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
 static GENERATED: &[DriverCases] = &[
     DriverCases { driver: "leica", files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok)] },
-    DriverCases { driver: "philips", files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok)] },
+    DriverCases { driver: "philips", files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)] },
 ];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.

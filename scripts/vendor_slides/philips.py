@@ -7,7 +7,7 @@ NewSubfileType 1; tiles of byte count 0 are missing (sparse slides); a label or 
 untiled IFD whose ImageDescription starts with "Label"/"Macro", else a base64 JPEG in the
 XML (``PIM_DP_IMAGE_DATA`` of a ``LABELIMAGE``/``MACROIMAGE`` scanned image).
 
-Two files:
+Three files:
 
 * ``philips-sparse.tiff``: 3 levels, 64 px JPEG tiles, four level-0 tiles and two level-1
   tiles stored with offset and byte count 0; the last level's IFD is one tile column wider
@@ -16,6 +16,8 @@ Two files:
 * ``philips-xml.tiff``: 4 levels of a 1000x700 level 0 in 128 px tiles, padded IFDs; label
   and macro both base64 JPEGs in the XML, the macro's text broken into lines with
   ``&#10;`` character references.
+* ``philips-depth.tiff``: ImageDepth = TileDepth = 2 in both IFDs (Philips DP v1.1 writes
+  the level count there); OpenSlide reads it as 2-D.
 """
 
 from __future__ import annotations
@@ -239,6 +241,46 @@ def _xml_assoc(out: pathlib.Path) -> Generated:
     )
 
 
+def _depth(out: pathlib.Path) -> Generated:
+    """ImageDepth = TileDepth = 2 (the level count) in every IFD, as Philips DP v1.1 writes;
+    tifffile will not write those tags, so placeholders are written and renumbered."""
+    import tifffile
+
+    name = "philips-depth.tiff"
+    l0 = tissue_like(256, 192, seed=61)
+    levels = [l0, downscale(l0, 2)]
+    xml = _xml([0.0005, 0.001], None, None, "tiff-levels=20,10001")
+    _allow_precompressed_jpeg(tifffile)
+    jpeg = dict(compression="jpeg", photometric="ycbcr", subsampling=(2, 2), dtype=np.uint8, metadata=None)
+    placeholders = [(32990, "I", 1, len(levels), True), (32991, "I", 1, len(levels), True)]
+    with tifffile.TiffWriter(out / name) as tw:
+        for k, img in enumerate(levels):
+            tw.write(_tiles(img, 64), shape=img.shape, tile=(64, 64), subfiletype=0 if k == 0 else 1, description=xml if k == 0 else None, software="Philips DP v1.1", extratags=placeholders, **jpeg)
+    data = bytearray((out / name).read_bytes())
+    with tifffile.TiffFile(out / name) as tf:
+        entries = [(p.tags[32990].offset, p.tags[32991].offset) for p in tf.pages]
+    for a, b in entries:
+        struct.pack_into("<H", data, a, 32997)  # ImageDepth
+        struct.pack_into("<H", data, b, 32998)  # TileDepth
+    (out / name).write_bytes(bytes(data))
+    with tifffile.TiffFile(out / name) as tf:
+        assert int(tf.pages[0].tags[32997].value) == len(levels)
+
+    def check(osr) -> None:
+        got = np.asarray(osr.read_region((0, 0), 0, (256, 192)))
+        assert_close(got[..., :3], l0, 24, f"{name} level 0")
+
+    return Generated(
+        name=name,
+        vendor="philips",
+        level_dimensions=[(256, 192), (128, 96)],
+        regions=[Region("l0_all", 0, (0, 0), (256, 192)), Region("l1_all", 1, (0, 0), (128, 96)), Region("l1_edge", 1, (200, 150), (80, 60))],
+        properties={"openslide.objective-power": "20", "openslide.mpp-x": "0.5"},
+        check=check,
+        note="ImageDepth = TileDepth = level count in every IFD (Philips DP v1.1).",
+    )
+
+
 def build(out: pathlib.Path) -> List[Generated]:
     """Write the Philips files into ``out``; return what OpenSlide must report for each."""
-    return [_sparse(out), _xml_assoc(out)]
+    return [_sparse(out), _xml_assoc(out), _depth(out)]

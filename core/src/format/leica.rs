@@ -185,6 +185,9 @@ fn ifd_image(tf: &TiffFile, src: &dyn ByteSource, at: &Location, ifd: usize, wha
 fn build(tf: &TiffFile, src: &dyn ByteSource, at: &Location, c: &Collection) -> Result<SlideLayout> {
     let mains: Vec<&Image> = c.images.iter().filter(|i| !i.is_macro && i.brightfield()).collect();
     let first = *mains.first().ok_or_else(|| Error::format(at, "no brightfield main image in the XML"))?;
+    if first.dims.is_empty() {
+        return Err(Error::format(at, "the main image has no dimension in z-plane 0"));
+    }
     let legacy_hash = c.images.iter().filter(|i| !i.is_macro).all(Image::brightfield) && mains.len() == 1 && c.images.iter().filter(|i| i.is_macro).count() <= 1;
     let mut nm_per_px: Vec<f64> = first.dims.iter().map(|d| d.2).collect();
     let mut areas: Vec<Vec<(usize, (i64, i64))>> = vec![Vec::new(); first.dims.len()];

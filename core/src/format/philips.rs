@@ -32,7 +32,9 @@
 //!   `philips.PIM_DP_UFS_BARCODE`;
 //! * quickhash: the lowest level's tiles, then the `tiff.*` strings of IFD 0.
 //!
-//! No `openslide.bounds-*` or background colour (OpenSlide sets none for Philips).
+//! ImageDepth / TileDepth tags (Philips DP v1.1 writes the level count in both) are ignored,
+//! as OpenSlide reads those files as 2-D images. No `openslide.bounds-*` or background colour
+//! (OpenSlide sets none for Philips).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ use super::{parse_double, FormatDriver, LayoutLevel, Probe, SlideLayout};
 use crate::codec::{base64_text, jpeg};
 use crate::error::{Error, ImageRef, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, TileLoc, TileStream};
-use crate::tiff::tags;
+use crate::tiff::{tags, TiffFile};
 
 /// The Philips TIFF driver.
 pub struct Philips;
@@ -79,7 +81,7 @@ impl FormatDriver for Philips {
 
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
-        let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
+        let tf = &without_depth_tags(probe.tiff.map_err(|e| Error::format(at, e.to_string()))?);
         let desc = xml::description(tf, src, at, 0)?.ok_or_else(|| Error::format(at, "IFD 0 has no ImageDescription"))?;
         let doc = xml::parse(&desc.text, at, "ImageDescription")?;
         let root = doc.root_element();
@@ -151,6 +153,21 @@ impl FormatDriver for Philips {
         })
     }
 }
+
+/// `tf` without ImageDepth (32997) and TileDepth (32998): Philips DP v1.1 writes both with the
+/// pyramid's level count in every IFD, and OpenSlide (through libtiff) reads such files as the
+/// 2-D images they are.
+fn without_depth_tags(tf: &TiffFile) -> TiffFile {
+    let mut tf = tf.clone();
+    for ifd in &mut tf.ifds {
+        ifd.entries.remove(&tags::IMAGE_DEPTH);
+        ifd.entries.remove(&TILE_DEPTH);
+    }
+    tf
+}
+
+/// TileDepth (SGI), the companion of [`tags::IMAGE_DEPTH`].
+const TILE_DEPTH: u16 = 32998;
 
 /// The scanned images (`DataObject`s under `PIM_DP_SCANNED_IMAGES/Array`) of type `kind`,
 /// matching OpenSlide's XPath predicate: some `Attribute` named `PIM_DP_IMAGE_TYPE` and some
