@@ -66,7 +66,7 @@ static DRIVERS: &[DriverCases] = &[
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
 static GENERATED: &[DriverCases] = &[
-    DriverCases { driver: "leica", files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok)] },
+    DriverCases { driver: "leica", files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)] },
     DriverCases { driver: "philips", files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)] },
 ];
 

@@ -7,7 +7,8 @@ level sizes are the collection's size at each dimension's nm per pixel, the main
 placed at its offset (the rest transparent). ``openslide.region[i]`` / ``bounds-*`` give the
 main images' level-0 rectangles; mpp from the main image's XResolution in px/cm.
 
-``leica-scn.tiff``: a 1024x768 slide (500 nm per pixel), main image 512x384 at (256, 256)
+``leica-scn.tiff`` (and ``leica-scn-2010-03.tiff``, the same in the older namespace with a
+barcode attribute): a 1024x768 slide (500 nm per pixel), main image 512x384 at (256, 256)
 in 3 dimensions (32 px JPEG tiles), a 320x240 macro in 2 dimensions, and a fluorescence
 image that OpenSlide skips (so the quickhash covers the macro's smallest dimension).
 Offsets and sizes are whole tiles at every level.
@@ -25,6 +26,7 @@ from .common import Generated, Region, assert_close, downscale, tissue_like
 from .philips import _allow_precompressed_jpeg, _jpeg_bytes, _tiles
 
 NS = "http://www.leica-microsystems.com/scn/2010/10/01"
+NS_OLD = "http://www.leica-microsystems.com/scn/2010/03/10"
 NM_PER_PX = 500
 SLIDE = (1024, 768)
 MAIN = (512, 384)
@@ -102,14 +104,19 @@ def _two_areas(out: pathlib.Path) -> Generated:
 
 def build(out: pathlib.Path) -> List[Generated]:
     """Write the Leica files into ``out``; return what OpenSlide must report for each."""
-    return [_one_area(out), _two_areas(out)]
+    return [_one_area(out), _two_areas(out), _one_area(out, old_namespace=True)]
 
 
-def _one_area(out: pathlib.Path) -> Generated:
+def _one_area(out: pathlib.Path, old_namespace: bool = False) -> Generated:
+    """One main image; with ``old_namespace``, the 2010/03/10 namespace, whose barcode is a
+    ``collection`` attribute taken as is."""
     import tifffile
 
     _allow_precompressed_jpeg(tifffile)
-    name = "leica-scn.tiff"
+    name = "leica-scn-2010-03.tiff" if old_namespace else "leica-scn.tiff"
+    ns = NS_OLD if old_namespace else NS
+    barcode_attr = ' barcode="OLD-42"' if old_namespace else ""
+    barcode_elem = "" if old_namespace else f"<barcode>{base64.b64encode(b'LEICA-7').decode()}</barcode>"
     cw, ch = SLIDE[0] * NM_PER_PX, SLIDE[1] * NM_PER_PX
     main = tissue_like(*MAIN, seed=41)
     mains = [main, downscale(main, 2), downscale(main, 4)]
@@ -117,9 +124,9 @@ def _one_area(out: pathlib.Path) -> Generated:
     macros = [macro, downscale(macro, 2)]
     fluo = tissue_like(64, 64, seed=43)
     xml = f"""<?xml version="1.0" encoding="utf-8"?>
-<scn xmlns="{NS}">
-<collection name="gen" uuid="urn:uuid:gen" sizeX="{cw}" sizeY="{ch}">
-<barcode>{base64.b64encode(b"LEICA-7").decode()}</barcode>
+<scn xmlns="{ns}">
+<collection name="gen" uuid="urn:uuid:gen" sizeX="{cw}" sizeY="{ch}"{barcode_attr}>
+{barcode_elem}
 {_image("macro", [(320, 240, 0), (160, 120, 1)], (cw, ch, 0, 0), "5", "brightfield", "0.1")}{_image("main", [(512, 384, 2), (256, 192, 3), (128, 96, 4)], (MAIN[0] * NM_PER_PX, MAIN[1] * NM_PER_PX, OFFSET[0] * NM_PER_PX, OFFSET[1] * NM_PER_PX), "20", "brightfield", "0.4")}{_image("fluo", [(64, 64, 5)], (64 * NM_PER_PX, 64 * NM_PER_PX, 10000, 10000), "20", "fluorescence", "0.4")}</collection>
 </scn>
 """
@@ -163,6 +170,7 @@ def _one_area(out: pathlib.Path) -> Generated:
                 "openslide.bounds-x": "256",
                 "openslide.bounds-width": "512",
                 "leica.illumination-source": "brightfield",
+                "openslide.barcode": "OLD-42" if old_namespace else "LEICA-7",
             },
             check=check,
             note="Main image at a whole-tile offset, macro, a fluorescence image OpenSlide skips.",
