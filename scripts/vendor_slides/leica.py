@@ -11,6 +11,8 @@ main images' level-0 rectangles; mpp from the main image's XResolution in px/cm.
 barcode attribute): a 1024x768 slide (500 nm per pixel), main image 512x384 at (256, 256)
 in 3 dimensions (32 px JPEG tiles), a 320x240 macro in 2 dimensions, and a fluorescence
 image that OpenSlide skips (so the quickhash covers the macro's smallest dimension).
+``leica-two-areas.tiff``: two brightfield main images composited into each level
+(``openslide.region[0..1]``, bounds their union), quickhash over the macro.
 Offsets and sizes are whole tiles at every level.
 """
 
