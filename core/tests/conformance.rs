@@ -94,6 +94,14 @@ static GENERATED: &[DriverCases] = &[
         driver: "ventana",
         files: &[("ventana-bif-overlaps.bif", Reads::Ok), ("ventana-tiff.tif", Reads::Ok)],
     },
+    DriverCases {
+        driver: "leica",
+        files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)],
+    },
+    DriverCases {
+        driver: "philips",
+        files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)],
+    },
 ];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.

@@ -108,7 +108,8 @@ def test_level_geometry(name):
     for i, (tw, th) in enumerate(s.level_tile_sizes):
         key = f"openslide.level[{i}].tile-width"
         if key not in osr.properties:
-            # Levels without a tile size hint (Ventana BIF's stitched levels) have none here too.
+            # OpenSlide reports no tile size for some levels (Leica; Ventana BIF's stitched
+            # levels); nor must we.
             assert key not in s.properties
             continue
         assert str(tw) == osr.properties[key]
@@ -196,8 +197,11 @@ def test_random_regions(name):
     osr.set_cache(openslide.OpenSlideCache(512 << 20))
     path = slide_path(name)
     tols = [tolerance_for(path, w, h, tiled=True) for w, h in s.level_dimensions]
-    stitched = [f"openslide.region[0].x" in osr.properties and f"openslide.level[{k}].tile-width" not in osr.properties for k in range(s.level_count)]
-    counts = {"whole": 0, "fractional": 0, "error": 0}
+    vendor = osr.properties.get("openslide.vendor")
+    stitched = [vendor == "ventana" and f"openslide.level[{k}].tile-width" not in osr.properties for k in range(s.level_count)]
+    counts = {"whole": 0, "fractional": 0, "error": 0, "leica-trunc": 0}
+    leica = vendor == "leica"
+    n_regions = sum(1 for k in osr.properties if k.startswith("openslide.region[") and k.endswith("].x"))
     for (x, y), level, (w, h) in _random_regions(s, name):
         what = f"{name} level {level} location {(x, y)} size {(w, h)}"
         ds = s.level_downsamples[level]
@@ -222,6 +226,17 @@ def test_random_regions(name):
                 assert not got.any(), f"{what}: OpenSlide fails ({e}), slidestream must give transparent pixels"
             continue
         assert expected.shape == (h, w, 4)
+        if leica:
+            # OpenSlide's Leica driver paints each main image at the whole level pixel
+            # trunc(x / ds - area offset): no resampling, so the exact crop at floor(x / ds)
+            # matches where that is floor too; left of / above an area with a fractional
+            # origin trunc rounds up and OpenSlide's area lands one pixel further
+            # (docs/formats.md, Leica): not compared.
+            offs = [(float(osr.properties[f"openslide.region[{k}].x"]) / ds, float(osr.properties[f"openslide.region[{k}].y"]) / ds) for k in range(n_regions)]
+            if any((fx > 0 and x / ds < axo) or (fy > 0 and y / ds < ayo) for axo, ayo in offs):
+                counts["leica-trunc"] += 1
+                continue
+            fx = fy = 0
         if fx == 0 and fy == 0:
             got = s.read_region(loc, level, (w, h))
             assert got.dtype == np.uint8 and got.shape == (h, w, 4)
@@ -252,7 +267,7 @@ def test_random_regions(name):
             counts["fractional"] += 1
     assert sum(counts.values()) == N_REGIONS
     if s.level_count > 1 and name != "unreadable.svs":
-        assert counts["whole"] > 0 and counts["fractional"] > 0, counts
+        assert counts["whole"] > 0 and (counts["fractional"] > 0 or leica), counts
 
 
 @pytest.mark.xfail(

@@ -13,10 +13,11 @@ pub mod jpeg;
 pub mod jpeg_part;
 pub mod jpeg_scans;
 pub mod reduce;
+pub mod base64_text;
 pub mod samples;
 
 use crate::error::{CodecError, Error, Location, Result};
-use crate::index::{Alpha, CodecInfo, Compression, Photometric};
+use crate::index::{Alpha, CodecInfo, Compression, Photometric, TileStream};
 pub use samples::{decode_native, Samples};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
@@ -88,10 +89,16 @@ thread_local! {
 }
 
 /// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
+/// A [`TileStream::Base64`] tile is decoded from base64 first.
 pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, CodecError>) -> Result<T, CodecError> {
     SPLICE_BUF.with(|b| {
         let mut buf = b.borrow_mut();
-        jpeg::splice(codec.jpeg_tables(), tile, jpeg_color(codec), &mut buf)?;
+        if codec.stream == TileStream::Base64 {
+            let raw = base64_text::decode(tile).map_err(|m| CodecError::Data(format!("base64: {m}")))?;
+            jpeg::splice(None, &raw, jpeg_color(codec), &mut buf)?;
+        } else {
+            jpeg::splice(codec.jpeg_tables(), tile, jpeg_color(codec), &mut buf)?;
+        }
         f(&buf)
     })
 }

@@ -20,9 +20,8 @@
 //! Properties filled (names and formats as `openslide.c`): `openslide.vendor`,
 //! `level-count`, `level[i].width/height/downsample`, `level[i].tile-width/-height` for tiled
 //! levels, `mpp-x/-y`, `objective-power`, `comment`, `background-color` (`RRGGBB`),
-//! `bounds-x/-y/-width/-height`, `region[i].x/-y/-width/-height`,
-//! `associated.NAME.width/height/icc-size`, `icc-size` (the profile's length, without reading
-//! it) and `quickhash-1`.
+//! `bounds-x/-y/-width/-height`, `barcode`, `region[i].x/-y/-width/-height`, `associated.NAME.width/height/icc-size`, `icc-size` (the
+//! profile's length, without reading it) and `quickhash-1`.
 
 use std::collections::BTreeMap;
 
@@ -48,6 +47,10 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     }
     if layout.levels.is_empty() {
         return Err(Error::format(at, "no pyramid levels"));
+    }
+    let d = &layout.downsamples;
+    if d.len() > layout.levels.len() || d.first().is_some_and(|&v| v != 1.0) {
+        return Err(Error::format(at, format!("{} level downsamples for {} levels (level 0 must have 1)", d.len(), layout.levels.len())));
     }
     let mut levels: Vec<Level> = Vec::with_capacity(layout.levels.len());
     for (k, l) in layout.levels.into_iter().enumerate() {
@@ -114,6 +117,9 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         p.insert("openslide.bounds-width".into(), b.width.to_string());
         p.insert("openslide.bounds-height".into(), b.height.to_string());
     }
+    if let Some(b) = &layout.barcode {
+        p.insert("openslide.barcode".into(), b.clone());
+    }
     for (i, b) in layout.regions.iter().enumerate() {
         p.insert(format!("openslide.region[{i}].x"), b.x.to_string());
         p.insert(format!("openslide.region[{i}].y"), b.y.to_string());
@@ -144,8 +150,8 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         }
     }
     if let Some(q) = &layout.quickhash {
-        let lowest = layout.quickhash_tiles.as_ref().unwrap_or(&levels.last().expect("at least one level").image);
-        if let Some(hex) = quickhash(q, lowest, src, at)? {
+        let lowest = &levels.last().expect("at least one level").image;
+        if let Some(hex) = quickhash(q, lowest, layout.quickhash_chunks.as_deref(), src, at)? {
             p.insert("openslide.quickhash-1".into(), hex);
         }
     }

@@ -16,16 +16,19 @@ pub mod finish;
 pub mod generic_tiff;
 pub mod ome_tiff;
 pub(crate) mod known;
+pub mod leica;
+pub mod philips;
 mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
 pub mod ventana;
+pub(crate) mod xml;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Location, Result};
-use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, TileLoc};
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
 
@@ -130,11 +133,14 @@ pub struct SlideLayout {
     pub associated_icc: BTreeMap<String, BlobRef>,
     /// What `openslide.quickhash-1` covers; `None`: no hash.
     pub quickhash: Option<QuickhashInput>,
-    /// The image whose tiles the quickhash covers when not the lowest-resolution level (a
-    /// driver that exposes more levels than OpenSlide and keeps OpenSlide's hash: `ome_tiff`).
-    pub quickhash_tiles: Option<ImageIndex>,
     /// Channels stored as separate images, per level (see [`crate::index::ChannelPlanes`]).
     pub channels: Option<crate::index::ChannelPlanes>,
+    /// The stored chunks hashed first by quickhash when they are not the lowest level's grid
+    /// (Leica hashes a macro image's IFD; Philips every tile of the lowest level's IFD,
+    /// including columns past the level size the XML gives). `None`: the lowest level's.
+    pub quickhash_chunks: Option<Vec<TileLoc>>,
+    /// The slide's barcode as text (`openslide.barcode`).
+    pub barcode: Option<String>,
 }
 
 /// For each driver in order: its name and `Ok(())` if it accepted the file or the reason it

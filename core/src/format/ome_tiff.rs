@@ -315,7 +315,7 @@ impl FormatDriver for OmeTiff {
         }
         Ok(SlideLayout {
             icc: icc_ref(tf, src, at, 0)?,
-            quickhash_tiles,
+            quickhash_chunks: quickhash_tiles.map(|img| img.grid.chunks().collect()),
             levels,
             properties,
             mpp,

@@ -11,25 +11,40 @@ use sha2::{Digest, Sha256};
 
 use super::QuickhashInput;
 use crate::error::{Error, Location, Result};
-use crate::index::{ImageIndex, SourceId};
+use crate::index::{ImageIndex, SourceId, TileLoc};
 use crate::io::ByteSource;
 
 /// Lowest-level data above this many bytes disables the hash (OpenSlide's `5 << 20`).
 const MAX_HASHED_BYTES: u64 = 5 << 20;
 
-/// The hex digest, or `None` when the lowest level is too large to hash.
+/// The hex digest, or `None` when the lowest level is too large to hash. `chunks`, when
+/// given, replaces the lowest level's stored chunks (`SlideLayout::quickhash_chunks`).
 ///
 /// # Errors
 /// `Format` when a hashed chunk lies past the end of the file or cannot be read;
 /// `Unsupported` for chunks in another source file (not needed by any driver yet).
-pub(crate) fn quickhash(input: &QuickhashInput, lowest: &ImageIndex, src: &dyn ByteSource, at: &Location) -> Result<Option<String>> {
+pub(crate) fn quickhash(
+    input: &QuickhashInput,
+    lowest: &ImageIndex,
+    chunks: Option<&[TileLoc]>,
+    src: &dyn ByteSource,
+    at: &Location,
+) -> Result<Option<String>> {
     let mut h = Sha256::new();
     if input.lowest_level_tiles {
-        if lowest.total_bytes() > MAX_HASHED_BYTES {
+        let list: Box<dyn Iterator<Item = TileLoc> + '_> = match chunks {
+            Some(c) => Box::new(c.iter().copied()),
+            None => lowest.grid.chunks(),
+        };
+        let total = match chunks {
+            Some(c) => c.iter().fold(0u64, |a, t| a.saturating_add(t.length)),
+            None => lowest.total_bytes(),
+        };
+        if total > MAX_HASHED_BYTES {
             return Ok(None);
         }
         let mut buf = Vec::new();
-        for t in lowest.grid.chunks() {
+        for t in list {
             if t.length == 0 {
                 continue;
             }

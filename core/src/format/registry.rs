@@ -1,11 +1,13 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, ome_tiff, ventana, FormatDriver};
+use super::{aperio, generic_tiff, leica, ome_tiff, philips, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &aperio::Aperio,
+    &leica::Leica,
+    &philips::Philips,
     &ventana::Ventana, // OpenSlide's table: ... aperio, leica, philips, ventana, generic-tiff
     &ome_tiff::OmeTiff, // not in OpenSlide 4.0.1 (its generic-tiff reads these): just before generic-tiff
     &generic_tiff::GenericTiff, // last: accepts every tiled TIFF

@@ -120,7 +120,7 @@ impl CodecInfo {
     pub fn jpeg_tables(&self) -> Option<&[u8]> {
         match &self.stream {
             TileStream::JpegTablesSplice { tables } => Some(tables),
-            TileStream::Plain => None,
+            TileStream::Plain | TileStream::Base64 => None,
         }
     }
 }
@@ -144,6 +144,12 @@ pub enum TileStream {
         /// The tables stream as stored in the tag.
         tables: Arc<[u8]>,
     },
+    /// The stored bytes are the base64 text (standard alphabet) of the whole codestream, as
+    /// XML character data: whitespace, `=` padding and character references (`&...;`) are
+    /// skipped, as GLib's lenient `g_base64_decode` skips what is not base64 (Philips keeps
+    /// its label and macro JPEGs so, inside the XML ImageDescription: the byte range is the
+    /// text node's span in the tag's value). Decoded before the codec sees it.
+    Base64,
 }
 
 #[cfg(test)]

@@ -121,3 +121,35 @@ fn tiles_past_the_end_of_the_file_are_kept_for_a_read_time_error() {
     let idx = run(l).unwrap();
     assert_eq!(idx.levels[0].image.tile(1, 0).unwrap().locs, &[TileLoc::primary(4000, 1 << 20)]);
 }
+
+#[test]
+fn driver_downsamples_barcode_and_regions_are_reported_and_checked() {
+    let mut l = layout(&[(101, 61), (50, 30)]);
+    l.downsamples = vec![1.0, 2.0];
+    l.barcode = Some("B-1".into());
+    l.regions = vec![Bounds { x: 1, y: 2, width: 3, height: 4 }, Bounds { x: 5, y: 6, width: 7, height: 8 }];
+    let idx = run(l).unwrap();
+    let p = |k: &str| idx.properties.get(k).map(String::as_str);
+    assert_eq!(p("openslide.level[1].downsample"), Some("2"));
+    assert_eq!(idx.levels[1].downsample, 2.0);
+    assert_eq!(p("openslide.barcode"), Some("B-1"));
+    assert_eq!(p("openslide.region[1].x"), Some("5"));
+    assert_eq!(p("openslide.region[0].height"), Some("4"));
+    for bad in [vec![1.0, 2.0, 4.0], vec![2.0, 4.0], vec![1.0, f64::NAN], vec![1.0, 1.0]] {
+        let mut l = layout(&[(100, 60), (50, 30)]);
+        l.downsamples = bad.clone();
+        assert!(matches!(run(l), Err(Error::Format { .. })), "{bad:?}");
+    }
+}
+
+#[test]
+fn quickhash_chunks_replace_the_lowest_levels() {
+    let base = run(layout(&[(32, 32)])).unwrap();
+    let mut l = layout(&[(32, 32)]);
+    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![] });
+    let a = run(l.clone()).unwrap().properties["openslide.quickhash-1"].clone();
+    l.quickhash_chunks = Some(vec![TileLoc::primary(8, 1), TileLoc::primary(9, 1), TileLoc::primary(10, 1)]);
+    let b = run(l).unwrap().properties["openslide.quickhash-1"].clone();
+    assert_ne!(a, b, "three chunks hash differently from the level's four");
+    assert!(!base.properties.contains_key("openslide.quickhash-1"));
+}
