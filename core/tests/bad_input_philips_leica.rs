@@ -209,9 +209,20 @@ fn leica_other_z_planes_are_skipped() {
 }
 
 #[test]
-fn leica_offset_off_the_tile_grid_is_refused_until_positioned_tiles_read() {
-    let e = err_kind(open(leica(&leica_xml(&[(1, 32, 32), (2, 16, 16)], (5000, 0), Some(0), "")).path()), "offset 5 px");
-    assert_eq!(e, "unsupported");
+fn leica_main_image_off_the_tile_grid_is_placed_at_its_offset() {
+    // One main image 5 px right of the level's tile grid: read as positioned tiles.
+    let s = open(leica(&leica_xml(&[(1, 32, 32), (2, 16, 16)], (5000, 0), Some(0), "")).path()).unwrap();
+    assert_eq!(s.vendor(), "leica");
+    let px = s.read_region((0, 0), 0, (64, 32)).unwrap();
+    let tile = raster(16, 16);
+    for y in 0..32usize {
+        assert_eq!(px.data[(y * 64 + 4) * 4 + 3], 0, "left of the main image is transparent");
+        for x in 0..32usize {
+            let got = &px.data[(y * 64 + 5 + x) * 4..][..4];
+            let want = &tile[((y % 16) * 16 + x % 16) * 3..][..3];
+            assert_eq!((&got[..3], got[3]), (want, 255), "pixel ({x}, {y}) of the main image");
+        }
+    }
 }
 
 #[test]
