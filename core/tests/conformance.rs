@@ -62,6 +62,7 @@ static DRIVERS: &[DriverCases] = &[
             ("yb10kx5k.zstd.tiff", Reads::Ok),
         ],
     },
+    DriverCases { driver: "hamamatsu", files: &[("test3-DAPI-2-387.ndpi", Reads::Ok)] },
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
@@ -73,7 +74,6 @@ static REFUSED: &[(&str, &str)] = &[
     ("camelyon-jpeg-ybr.dcm", "unsupported"),
     ("CMU-1-Small-Region-dicom", "unsupported"),
     ("seek_too_large.tif", "format"),
-    ("test3-DAPI-2-387.ndpi", "unsupported"),
     ("unopenable.tiff", "unsupported"),
     ("zero_gi.tif", "unsupported"),
 ];
@@ -278,6 +278,11 @@ fn check_reference(slide: &Slide, dir: &Path, driver: &str, what: &str) {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok().map(|s| serde_json::from_str::<Value>(&s).unwrap());
     if let Some(r) = read("regions.json") {
         assert_eq!(r["detect_format"].as_str(), Some(driver), "{what}: OpenSlide's detected format");
+    }
+    // NDPI tiles are restart intervals of one strip and most levels are synthesised: the
+    // TIFF chunk counts say nothing about them (reference.rs compares geometry and pixels).
+    if driver == "hamamatsu" {
+        return;
     }
     let Some(s) = read("structure.json") else { return };
     let pages = s["pages"].as_array().unwrap();

@@ -26,7 +26,7 @@ LOSSY_TOLERANCE = 2
 SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
-SUPPORTED_VENDORS = ("aperio", "generic-tiff")
+SUPPORTED_VENDORS = ("aperio", "generic-tiff", "hamamatsu")
 # Test ids of generated vendor slides start with this prefix (see slide_path).
 GENERATED_PREFIX = "gen:"
 

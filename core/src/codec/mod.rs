@@ -11,6 +11,7 @@ pub mod jpeg;
 pub mod jpeg_part;
 pub mod jpeg_scans;
 pub mod reduce;
+pub mod stream;
 
 use std::io::Read;
 
@@ -58,25 +59,19 @@ pub struct ChunkGeometry {
     pub valid_height: u32,
 }
 
-fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
-    match codec.photometric {
-        Photometric::Rgb => jpeg::JpegColor::Rgb,
-        Photometric::YCbCr => jpeg::JpegColor::YCbCr,
-        Photometric::MinIsBlack => jpeg::JpegColor::Gray,
-    }
-}
-
 thread_local! {
     static SPLICE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Scratch pixels for partial decodes (reused: large fresh allocations cost page faults).
     static PART_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
+/// Frame `tile` as the image's [`crate::index::TileStream`] says ([`stream::frame_jpeg`]:
+/// JPEGTables spliced in, or an NDPI restart run behind its level's header) and run `f` on the
+/// complete stream.
 pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, CodecError>) -> Result<T, CodecError> {
     SPLICE_BUF.with(|b| {
         let mut buf = b.borrow_mut();
-        jpeg::splice(codec.jpeg_tables(), tile, jpeg_color(codec), &mut buf)?;
+        stream::frame_jpeg(codec, tile, &mut buf)?;
         f(&buf)
     })
 }
@@ -92,6 +87,16 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
     let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
     let dec_err = |e: CodecError| Error::decode(at, e);
     match codec.compression {
+        Compression::Jpeg if codec.jpeg_scale() > 1 => {
+            // NDPI levels OpenSlide synthesises: the stored tile decoded at 1/s by DCT scaling.
+            let s = codec.jpeg_scale();
+            let mut px = Vec::new();
+            let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| {
+                jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width.div_ceil(s), h.height.div_ceil(s), g))
+            })
+            .map_err(dec_err)?;
+            Ok(crop_rgba(px, w, g))
+        }
         Compression::Jpeg => {
             let mut px = Vec::new();
             let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
@@ -212,7 +217,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
 /// As [`decode_chunk_part`].
 pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
-    if codec.compression != Compression::Jpeg {
+    if codec.compression != Compression::Jpeg || codec.jpeg_scale() > 1 {
         return decode_chunk(codec, planes, g, at);
     }
     PART_BUF.with(|cell| {
@@ -311,6 +316,15 @@ pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: 
     }
     if let Some(w) = want {
         check_part(w, g)?;
+    }
+    if codec.jpeg_scale() > 1 {
+        // Scaled NDPI tiles: decoded whole (TurboJPEG's scaled decode has no crop here).
+        let t = decode_chunk(codec, &[tile], g, at)?;
+        if dst.len() < t.rgba.len() {
+            return Err(Error::limits(at, format!("{} bytes of room for a {}x{} tile", dst.len(), t.width, t.height)));
+        }
+        dst[..t.rgba.len()].copy_from_slice(&t.rgba);
+        return Ok(Placed { x: 0, y: 0, width: t.width, height: t.height, pitch: t.width, offset: 0, used: t.rgba.len() });
     }
     let (hdr, crop) = with_spliced_jpeg(codec, tile, |stream| {
         jpeg::decode_rgba_into(stream, dst, |hdr| {

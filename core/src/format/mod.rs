@@ -14,6 +14,7 @@
 pub mod aperio;
 pub mod finish;
 pub mod generic_tiff;
+pub mod hamamatsu;
 pub(crate) mod known;
 mod quickhash;
 pub mod registry;
@@ -23,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use crate::error::{Error, Location, Result};
-use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, TileLoc};
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
 
@@ -75,6 +76,10 @@ pub struct QuickhashInput {
     /// Hash the stored bytes of every tile of the lowest-resolution level first, in the
     /// format's storage order (OpenSlide's TIFF rule; no hash when they exceed 5 MiB).
     pub lowest_level_tiles: bool,
+    /// With `lowest_level_tiles`: hash these stored byte ranges instead of the lowest level's
+    /// tiles (NDPI: the strips of the smallest stored level, whose tiles are restart runs of
+    /// one strip, or a synthesised level).
+    pub chunks: Option<Vec<TileLoc>>,
     /// Then each (name, value), each followed by a NUL byte.
     pub strings: Vec<(String, String)>,
 }

@@ -25,11 +25,16 @@ const MAX_HASHED_BYTES: u64 = 5 << 20;
 pub(crate) fn quickhash(input: &QuickhashInput, lowest: &ImageIndex, src: &dyn ByteSource, at: &Location) -> Result<Option<String>> {
     let mut h = Sha256::new();
     if input.lowest_level_tiles {
-        if lowest.total_bytes() > MAX_HASHED_BYTES {
+        let chunks: Vec<_> = match &input.chunks {
+            Some(c) => c.clone(),
+            None => lowest.grid.chunks().collect(),
+        };
+        let total = chunks.iter().fold(0u64, |a, t| a.saturating_add(t.length));
+        if total > MAX_HASHED_BYTES {
             return Ok(None);
         }
         let mut buf = Vec::new();
-        for t in lowest.grid.chunks() {
+        for t in chunks {
             if t.length == 0 {
                 continue;
             }

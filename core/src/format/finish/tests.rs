@@ -40,7 +40,7 @@ fn standard_properties_are_filled_from_the_layout() {
     l.associated.insert("label".into(), image(20, 10, 20));
     l.associated_icc.insert("label".into(), BlobRef::Bytes(Arc::from(vec![1u8, 2, 3])));
     l.properties.insert("tiff.Make".into(), "x".into());
-    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![("a".into(), "b".into())] });
+    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, chunks: None, strings: vec![("a".into(), "b".into())] });
     let idx = run(l).unwrap();
     let p = |k: &str| idx.properties.get(k).map(String::as_str);
     assert_eq!(p("openslide.vendor"), Some("test"));
