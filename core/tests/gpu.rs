@@ -655,3 +655,36 @@ fn reused_device_buffers_never_corrupt_a_later_or_earlier_batch() {
     }
     eprintln!("48 batches of 256 patches over {} slides equal the CPU path; {} kept batches unchanged", slides.len(), kept.len());
 }
+
+/// NDPI (issue 15): restart-interval tiles framed behind their level's header go through nvJPEG
+/// on the host-bitstream path; the DCT-scaled levels OpenSlide synthesises go to the CPU
+/// workers. Device reads must equal CPU reads within [`TOLERANCE`] on every level of the real
+/// NDPI and of every generated one (`scripts/make_vendor_slides.py`, when present).
+#[test]
+fn ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu() {
+    if !gpu_present("ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu") {
+        return;
+    }
+    let mut paths: Vec<PathBuf> = testdata().map(|d| d.join("test3-DAPI-2-387.ndpi")).into_iter().filter(|p| p.exists()).collect();
+    if let Some(vd) = common::vendor_slides() {
+        paths.extend(slides_in(&vd).into_iter().filter(|p| p.extension().and_then(|e| e.to_str()) == Some("ndpi")));
+    }
+    assert!(!paths.is_empty(), "no NDPI test slide");
+    for path in paths {
+        let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(slide.vendor(), "hamamatsu");
+        let before = gpu::stats(0);
+        let mut worst = 0u8;
+        for (loc, level, size) in regions(&slide, 15, 6) {
+            worst = worst.max(compare(&slide, loc, level, size));
+        }
+        let after = gpu::stats(0);
+        eprintln!("{}: GPU vs CPU max abs diff {worst}", path.display());
+        assert!(worst <= TOLERANCE, "{}: max abs diff {worst}", path.display());
+        assert!(
+            after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid,
+            "{}: no NDPI tile was decoded by nvJPEG",
+            path.display()
+        );
+    }
+}
