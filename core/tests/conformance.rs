@@ -66,7 +66,15 @@ static DRIVERS: &[DriverCases] = &[
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
-static GENERATED: &[DriverCases] = &[];
+static GENERATED: &[DriverCases] = &[DriverCases {
+    driver: "hamamatsu",
+    files: &[
+        ("ndpi-420-ri7.ndpi", Reads::Ok),
+        ("ndpi-420-wide.ndpi", Reads::Ok),
+        ("ndpi-422-ri5.ndpi", Reads::Ok),
+        ("ndpi-444-nomcu.ndpi", Reads::Ok),
+    ],
+}];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
 static REFUSED: &[(&str, &str)] = &[

@@ -266,12 +266,26 @@ fn stored_level(tf: &TiffFile, src: &dyn ByteSource, at: &Location, dir: usize, 
     let data_start = start + l.header_len as u64;
     let end = start + num_bytes;
     let starts = mcu_starts(tf, src, at, dir, count, start, data_start, end)?;
-    let locs: Vec<TileLoc> = (0..count as usize)
+    let mut locs: Vec<TileLoc> = (0..count as usize)
         .map(|k| {
             let next = starts.get(k + 1).copied().unwrap_or(end);
             TileLoc::primary(starts[k], next - starts[k])
         })
         .collect();
+    if tiles.0 * tw < width || tiles.1 * th < height {
+        // The strip holds restart intervals beyond the grid (a partial last MCU row or column):
+        // OpenSlide's last tile runs to the end of the strip, and its decoder stops after one
+        // interval. A decoder that reads to EOI would meet the extra intervals, so the last
+        // tile ends at its own restart marker.
+        let last = locs.last_mut().expect("count > 0");
+        if last.length > MAX_SCANNED_STRIP_BYTES {
+            return Err(Error::limits(at, format!("IFD {dir}: last tile of {} bytes to scan for its restart marker", last.length)));
+        }
+        let bytes = read_at(src, at, last.offset, last.length)?;
+        if let Some(i) = bytes.windows(2).position(|w| w[0] == 0xFF && (0xD0..=0xD7).contains(&w[1])) {
+            last.length = i as u64 + 2;
+        }
+    }
     let mut header = head[..l.header_len].to_vec();
     patch_sof_size(&mut header, l.sof_pos, tw as u32, th as u32).map_err(|m| Error::format(at, format!("IFD {dir}: {m}")))?;
     let header: Arc<[u8]> = Arc::from(header);
