@@ -274,21 +274,24 @@ def _check_wide(known: np.ndarray):
 
 def write_large_ndpi(path: pathlib.Path, width: int = 40960, height: int = 40960, tile_w: int = 512, quality: int = 80, variants: int = 64) -> int:
     """Write a large brightfield NDPI for benchmarks: one ``width × height`` level (multiples
-    of ``tile_w`` and 16), 4:2:0 tiles of ``tile_w × 16`` cut from ``tissue_like`` content,
-    ``variants`` distinct tiles reused cyclically (fast to write), MCU starts tag. Returns the
-    file size in bytes. The strip is streamed to disk."""
-    assert width % tile_w == 0 and height % 16 == 0
-    src = tissue_like(tile_w * 8, 16 * (variants // 8), seed=40)
+    of ``tile_w`` and 8), YCbCr 4:2:2 tiles of ``tile_w × 8`` (one restart interval of
+    ``tile_w / 16`` MCUs; 4:2:2 because OpenSlide cannot read multi-row 4:2:0 NDPI levels, see
+    ``build``) cut from ``tissue_like`` content, ``variants`` distinct tiles reused cyclically
+    (fast to write), MCU starts tag. Returns the file size in bytes. The strip is streamed to
+    disk; OpenSlide synthesises the 1/2, 1/4, 1/8 levels."""
+    assert width % tile_w == 0 and height % 8 == 0 and tile_w % 16 == 0
+    mcu_h = 8
+    src = tissue_like(tile_w * 8, mcu_h * (variants // 8), seed=40)
     enc = []
     for v in range(variants):
         r, c = divmod(v, 8)
-        enc.append(_split(_jpeg_tile(np.ascontiguousarray(src[r * 16:(r + 1) * 16, c * tile_w:(c + 1) * tile_w]), 2, quality)))
+        enc.append(_split(_jpeg_tile(np.ascontiguousarray(src[r * mcu_h:(r + 1) * mcu_h, c * tile_w:(c + 1) * tile_w]), 1, quality)))
     header, sof = enc[0][0], enc[0][2]
     hdr = bytearray(header)
     hdr[sof + 5:sof + 9] = struct.pack(">HH", height if height <= 65535 else 0, width if width <= 65535 else 0)
     sos = bytes(hdr).rindex(b"\xff\xda")
     hdr = bytes(hdr[:sos]) + b"\xff\xdd\x00\x04" + struct.pack(">H", tile_w // 16) + bytes(hdr[sos:])
-    across, down = width // tile_w, height // 16
+    across, down = width // tile_w, height // mcu_h
     n = across * down
     starts = []
     with open(path, "wb") as f:
