@@ -51,8 +51,10 @@ def slide_path(name: str) -> pathlib.Path:
 
 
 def locate_testdata() -> pathlib.Path:
-    """``../shared/testdata`` next to the repository; skips the test when it is absent."""
-    td = pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+    """``$SLIDESTREAM_TESTDATA`` (as the Rust tests), else ``../shared/testdata`` next to the
+    repository; skips the test when it is absent."""
+    env = os.environ.get("SLIDESTREAM_TESTDATA")
+    td = pathlib.Path(env) if env else pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
     if not td.is_dir():
         pytest.skip(f"test slides not found at {td}")
     return td

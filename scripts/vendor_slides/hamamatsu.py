@@ -96,8 +96,9 @@ class _Ifd:
 
 def write_ndpi(path: pathlib.Path, ifds: List[Tuple[_Ifd, bytes]]) -> None:
     """Write NDPI-style classic TIFF: header with an 8-byte first-IFD offset, each IFD's strip
-    then its out-of-line values then the directory (8-byte next offset). StripOffsets (273) is
-    filled in here."""
+    then its out-of-line values then the directory (8-byte next offset, then 4 bytes per entry
+    with the high bits of its value, as Hamamatsu writes and tifffile reads; OpenSlide ignores
+    them). StripOffsets (273) is filled in here."""
     out = bytearray(b"II*\0" + b"\0" * 8)
     link = 4
     for ifd, strip in ifds:
@@ -122,6 +123,7 @@ def write_ndpi(path: pathlib.Path, ifds: List[Tuple[_Ifd, bytes]]) -> None:
             out += struct.pack("<HHI", tag, typ, count) + val
         link = len(out)
         out += b"\0" * 8
+        out += b"\0" * (4 * len(ifd.entries))  # high 32 bits of each value (NDPI; tifffile reads them)
     path.write_bytes(bytes(out))
 
 
@@ -330,6 +332,7 @@ def write_large_ndpi(path: pathlib.Path, width: int = 40960, height: int = 40960
             val = struct.pack("<I", blobs[tag]) if tag in blobs else data.ljust(4, b"\0")
             body += struct.pack("<HHI", tag, typ, count) + val
         body += b"\0" * 8
+        body += b"\0" * (4 * len(ifd.entries))  # high 32 bits of each value (NDPI)
         f.write(body)
         f.seek(4)
         f.write(struct.pack("<Q", diroff))
