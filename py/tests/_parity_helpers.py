@@ -53,17 +53,23 @@ def slide_path(name: str) -> pathlib.Path:
 def locate_testdata() -> pathlib.Path:
     """``$SLIDESTREAM_TESTDATA`` (as the Rust tests), else ``../shared/testdata`` next to the
     repository; skips the test when it is absent."""
-    env = os.environ.get("SLIDESTREAM_TESTDATA")
-    td = pathlib.Path(env) if env else pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+    td = _testdata_dir()
     if not td.is_dir():
         pytest.skip(f"test slides not found at {td}")
     return td
 
 
+def _testdata_dir() -> pathlib.Path:
+    """``$SLIDESTREAM_TESTDATA`` (as the Rust tests), else ``../shared/testdata`` next to the
+    repository."""
+    env = os.environ.get("SLIDESTREAM_TESTDATA")
+    return pathlib.Path(env) if env else pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+
+
 def slide_files() -> List[str]:
     """Names of the slide files in the test-data folder (for parametrisation; empty when the
     folder is absent, in which case the single placeholder test skips)."""
-    td = pathlib.Path(__file__).resolve().parents[3] / "shared" / "testdata"
+    td = _testdata_dir()
     names = []
     if td.is_dir():
         names = sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)

@@ -12,6 +12,7 @@ pub mod jpeg_part;
 pub mod jpeg_scans;
 pub mod reduce;
 pub mod stream;
+pub mod stack;
 
 use std::io::Read;
 
@@ -269,7 +270,7 @@ fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
 /// `None` (decode whole) for an unknown subsampling and for multi-scan streams: libjpeg-turbo
 /// entropy-decodes all their scans before the first row, so a part costs as much as the whole
 /// tile, which is then cached.
-fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
+pub(crate) fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
     if hdr.multi_scan {
         return None;
     }

@@ -64,6 +64,37 @@ pub fn frame_jpeg(codec: &CodecInfo, stored: &[u8], out: &mut Vec<u8>) -> Result
     }
 }
 
+/// Frame the restart runs of `runs.len()` NDPI tiles of one column, in consecutive rows, as
+/// one JPEG of `tile_width × (n × tile_height)`: the level's header with the SOF height set to
+/// the stack's, then each run with its trailing marker renumbered RST0, RST1, … (EOI after the
+/// last). Each restart interval is one MCU row of the stack, so its decode equals the tiles'
+/// decodes wherever no vertical chroma upsampling crosses a tile edge (MCUs 8 pixels high:
+/// [`crate::read`] stacks only such levels).
+///
+/// # Errors
+/// [`CodecError::Data`] when the codec is not an NDPI run, a run does not end in a marker, or
+/// the header has no SOF.
+pub fn frame_ndpi_stack(codec: &CodecInfo, runs: &[&[u8]], tile_height: u32, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let TileStream::NdpiRestartRun { header, .. } = &codec.stream else {
+        return Err("not an NDPI restart run".to_string().into());
+    };
+    let l = scan_header(header).map_err(CodecError::from)?;
+    out.clear();
+    out.reserve(header.len() + runs.iter().map(|r| r.len()).sum::<usize>());
+    out.extend_from_slice(header);
+    let height = tile_height * runs.len() as u32;
+    patch_sof_size(out, l.sof_pos, l.width as u32, height).map_err(CodecError::from)?;
+    for (k, r) in runs.iter().enumerate() {
+        let n = r.len();
+        if n < 2 || r[n - 2] != 0xFF {
+            return Err(format!("NDPI restart interval of {n} bytes does not end in a marker").into());
+        }
+        out.extend_from_slice(&r[..n - 2]);
+        out.extend_from_slice(&[0xFF, if k + 1 == runs.len() { 0xD9 } else { 0xD0 + (k % 8) as u8 }]);
+    }
+    Ok(())
+}
+
 /// What [`scan_header`] finds in a JPEG's markers up to SOS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JpegLayout {
