@@ -78,6 +78,85 @@ impl TiffFile {
 #[cfg(test)]
 mod tests {
     use super::fix_offset;
+    use crate::error::Location;
+    use crate::io::ByteSource;
+    use crate::tiff::TiffFile;
+
+    /// A large source of zeros except a few byte strings at given offsets (no memory for the
+    /// rest).
+    #[derive(Debug)]
+    struct Sparse(u64, Vec<(u64, Vec<u8>)>);
+
+    impl ByteSource for Sparse {
+        fn len(&self) -> u64 {
+            self.0
+        }
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            if offset + buf.len() as u64 > self.0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            buf.fill(0);
+            for (at, bytes) in &self.1 {
+                for (i, b) in bytes.iter().enumerate() {
+                    let p = at + i as u64;
+                    if p >= offset && p < offset + buf.len() as u64 {
+                        buf[(p - offset) as usize] = *b;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// An NDPI directory: entries (tag, type, count, 4-byte value), then the 8-byte next offset.
+    fn ifd(entries: &[(u16, u16, u32, u32)], next: u64) -> Vec<u8> {
+        let mut v = (entries.len() as u16).to_le_bytes().to_vec();
+        for &(tag, typ, count, value) in entries {
+            v.extend_from_slice(&tag.to_le_bytes());
+            v.extend_from_slice(&typ.to_le_bytes());
+            v.extend_from_slice(&count.to_le_bytes());
+            v.extend_from_slice(&value.to_le_bytes());
+        }
+        v.extend_from_slice(&next.to_le_bytes());
+        v
+    }
+
+    #[test]
+    fn directories_and_values_past_4_gib_are_found() {
+        const G4: u64 = 1 << 32;
+        // IFD 0 at 100; IFD 1 at 8 GiB + 1 MB, whose ASCII value (Software, 8 bytes) lies 800
+        // bytes before it, its offset written with its low 32 bits only, as NDPI writes it.
+        let ifd1_at = 2 * G4 + 1_000_000;
+        let value_at = ifd1_at - 800;
+        let mut head = b"II*\0".to_vec();
+        head.extend_from_slice(&100u64.to_le_bytes());
+        let ifd0 = ifd(&[(256, 4, 1, 16), (65420, 4, 1, 1)], ifd1_at);
+        let ifd1 = ifd(&[(256, 4, 1, 32), (305, 2, 8, value_at as u32), (65420, 4, 1, 1)], 0);
+        let src = Sparse(3 * G4, vec![(0, head), (100, ifd0), (ifd1_at, ifd1), (value_at, b"NDP.scn\0".to_vec())]);
+        let at = Location::file("big.ndpi");
+        let tf = TiffFile::parse(&src, &at).unwrap();
+        assert!(tf.ndpi);
+        assert_eq!(tf.ifds.len(), 2);
+        assert_eq!(tf.ifds[1].offset, ifd1_at);
+        assert_eq!(tf.reader(&src, &at, 1).ascii(305).unwrap().as_deref(), Some("NDP.scn"));
+        assert_eq!(tf.reader(&src, &at, 1).uint(256).unwrap(), Some(32));
+        // A strip offset value of IFD 1 gets the same high bits.
+        assert_eq!(tf.fix_offset_ndpi(1, (value_at as u32) as u64), value_at);
+        assert_eq!(tf.fix_offset_ndpi(0, 50), 50);
+    }
+
+    #[test]
+    fn a_classic_tiff_is_not_ndpi() {
+        // IFD at 8 (the 8-byte reading of the header offset is garbage): plain TIFF.
+        let mut v = b"II*\0".to_vec();
+        v.extend_from_slice(&8u32.to_le_bytes());
+        v.extend_from_slice(&ifd(&[(256, 4, 1, 16)], 0)[..2 + 12]);
+        v.extend_from_slice(&0u32.to_le_bytes());
+        let src = crate::io::MemSource::new(v);
+        let tf = TiffFile::parse(&src, &Location::file("x.tif")).unwrap();
+        assert!(!tf.ndpi);
+        assert_eq!(tf.ifds.len(), 1);
+    }
 
     #[test]
     fn implied_high_bits_keep_offsets_below_their_directory() {
