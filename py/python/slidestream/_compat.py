@@ -17,7 +17,7 @@ error that is both :data:`OpenSlideUnsupportedFormatError` (as openslide-python)
 
 Known differences from openslide-python: reading a level that does not exist (negative, or
 ``level_count`` and above) raises :class:`~slidestream.InvalidArgumentError` (OpenSlide returns
-a transparent image); slides of vendors slidestream cannot read (NDPI, DICOM) are detected but
+a transparent image); slides of vendors slidestream cannot read (DICOM) are detected but
 refused with :data:`OpenSlideUnsupportedFormatError`, by :func:`open_slide` too (it never hands a
 detected slide to Pillow); regions of
 levels > 0 whose location is not a multiple of the level's downsample start at the level pixel
@@ -365,8 +365,8 @@ class OpenSlide(AbstractSlide):
     @classmethod
     def detect_format(cls, filename: Filename) -> Optional[str]:
         """The vendor of the file's slide format, or None (:func:`slidestream.detect_vendor`):
-        ``aperio`` or ``generic-tiff`` for the formats slidestream reads, ``hamamatsu`` (NDPI)
-        or ``dicom`` for whole-slide formats it recognises but cannot read yet; None for a
+        ``aperio``, ``generic-tiff`` or ``hamamatsu`` (NDPI) for the formats slidestream reads,
+        ``dicom`` for a whole-slide format it recognises but cannot read yet; None for a
         file that is not a slide format slidestream knows, or cannot be opened.
 
         As openslide's, this is detection only: a file that is detected but cannot be opened
@@ -536,7 +536,7 @@ def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
     A file whose slide format is detected (:meth:`OpenSlide.detect_format` is not None) is
     opened as a slide or refused with the error :class:`OpenSlide` raises
     (:data:`OpenSlideUnsupportedFormatError` for a vendor slidestream cannot read, such as
-    NDPI or DICOM; another :data:`OpenSlideError` for a damaged or unsupported file). Only a
+    DICOM; another :data:`OpenSlideError` for a damaged or unsupported file). Only a
     file that is not a slide at all (detection returns None, or the file is missing) is handed
     to Pillow, whose errors (``PIL.UnidentifiedImageError``, ``FileNotFoundError``) propagate
     as with openslide-python."""
