@@ -140,7 +140,9 @@ pub fn scan_header(head: &[u8]) -> Result<JpegLayout, String> {
         return Err("the strip does not start with a JPEG SOI marker".into());
     }
     let mut i = 2usize;
-    let mut sof: Option<(usize, u16, u16, u8, (u8, u8))> = None;
+    // (SOF offset, width, height, components, largest sampling factors)
+    type Sof = (usize, u16, u16, u8, (u8, u8));
+    let mut sof: Option<Sof> = None;
     let mut dri = 0u16;
     loop {
         if i + 4 > head.len() {

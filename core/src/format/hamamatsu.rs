@@ -186,8 +186,11 @@ fn buffer_tag(r: &IfdReader<'_>, tag: u16) -> Result<Option<String>> {
     }
 }
 
+/// mpp (x, y) in µm and objective power, when known.
+type Optics = (Option<(f64, f64)>, Option<f64>);
+
 /// The `hamamatsu.*` properties of IFD 0, mpp and objective power (OpenSlide's `ndpi_set_props`).
-fn ndpi_properties(tf: &TiffFile, src: &dyn ByteSource, at: &Location, p: &mut BTreeMap<String, String>) -> Result<(Option<(f64, f64)>, Option<f64>)> {
+fn ndpi_properties(tf: &TiffFile, src: &dyn ByteSource, at: &Location, p: &mut BTreeMap<String, String>) -> Result<Optics> {
     let r = tf.reader(src, at, 0);
     let unit = r.uint(tags::RESOLUTION_UNIT)?.unwrap_or(2);
     let res = |tag| -> Result<Option<f64>> { Ok(if unit == 3 { float_tag(&r, tag)?.map(|v| 10_000.0 / v) } else { None }) };
