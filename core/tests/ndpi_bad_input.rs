@@ -180,3 +180,53 @@ fn missing_strip_tags_and_lens_are_format_errors() {
         assert!(matches!(err, Error::Format { .. }), "{what}: {err}");
     }
 }
+
+/// Random damage to the structure an NDPI open reads (IFD 0 and the later directories, the
+/// level headers and MCU-start arrays): every open and read returns (Ok or a typed error), none
+/// panics.
+#[test]
+fn random_structure_damage_never_panics() {
+    let Some(orig) = original() else { return };
+    // Byte ranges open reads: each IFD with its out-of-line values, and each strip's first 1 KiB.
+    let mut hot: Vec<(usize, usize)> = Vec::new();
+    let mut off = u64::from_le_bytes(orig[4..12].try_into().unwrap()) as usize;
+    while off != 0 && off + 2 < orig.len() {
+        let n = u16_at(&orig, off) as usize;
+        hot.push((off, off + 2 + 12 * n + 8));
+        for i in 0..n {
+            let e = off + 2 + 12 * i;
+            let (tag, value) = (u16_at(&orig, e), u32_at(&orig, e + 8) as usize);
+            if tag == STRIP_OFFSETS && value < orig.len() {
+                hot.push((value, (value + 1024).min(orig.len())));
+            }
+            if tag == MCU_STARTS && value < orig.len() {
+                hot.push((value, (value + 64).min(orig.len())));
+            }
+        }
+        off = u64::from_le_bytes(orig[off + 2 + 12 * n..off + 2 + 12 * n + 8].try_into().unwrap()) as usize;
+    }
+    let mut rng = common::tiffwriter::Rng::new(15);
+    let f = TempPath::new("ndpi-fuzz.ndpi");
+    for round in 0..120 {
+        let mut b = orig.clone();
+        for _ in 0..1 + round % 4 {
+            let (lo, hi) = hot[rng.range(0, hot.len() as i64) as usize];
+            let p = rng.range(lo as i64, hi as i64) as usize;
+            b[p] = rng.next_u64() as u8;
+        }
+        std::fs::write(f.path(), &b).unwrap();
+        let p = f.path().to_path_buf();
+        let outcome = std::panic::catch_unwind(move || {
+            if let Ok(s) = Slide::open(&p) {
+                for level in 0..s.level_count() {
+                    let _ = s.read_region((0, 0), level, (64, 64));
+                    let _ = s.read_region((1000, 2000), level, (300, 100));
+                }
+                for name in s.associated_images().into_keys() {
+                    let _ = s.read_associated(&name);
+                }
+            }
+        });
+        assert!(outcome.is_ok(), "round {round}: a damaged NDPI panicked");
+    }
+}
