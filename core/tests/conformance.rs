@@ -62,6 +62,7 @@ static DRIVERS: &[DriverCases] = &[
             ("yb10kx5k.zstd.tiff", Reads::Ok),
         ],
     },
+    DriverCases { driver: "hamamatsu", files: &[("test3-DAPI-2-387.ndpi", Reads::Ok)] },
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
@@ -102,6 +103,15 @@ static GENERATED: &[DriverCases] = &[
         driver: "philips",
         files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)],
     },
+    DriverCases {
+        driver: "hamamatsu",
+        files: &[
+            ("ndpi-420-ri7.ndpi", Reads::Ok),
+            ("ndpi-420-wide.ndpi", Reads::Ok),
+            ("ndpi-422-ri5.ndpi", Reads::Ok),
+            ("ndpi-444-nomcu.ndpi", Reads::Ok),
+        ],
+    },
 ];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
@@ -110,7 +120,6 @@ static REFUSED: &[(&str, &str)] = &[
     ("camelyon-jpeg-ybr.dcm", "unsupported"),
     ("CMU-1-Small-Region-dicom", "unsupported"),
     ("seek_too_large.tif", "format"),
-    ("test3-DAPI-2-387.ndpi", "unsupported"),
     ("unopenable.tiff", "unsupported"),
     ("zero_gi.tif", "unsupported"),
 ];
@@ -328,6 +337,11 @@ fn check_reference(slide: &Slide, dir: &Path, driver: &str, what: &str) {
         // OpenSlide 4.0.1 has no OME-TIFF driver: it opens those as generic-tiff (reference.rs).
         let openslide_driver = if driver == "ome-tiff" { "generic-tiff" } else { driver };
         assert_eq!(r["detect_format"].as_str(), Some(openslide_driver), "{what}: OpenSlide's detected format");
+    }
+    // NDPI tiles are restart intervals of one strip and most levels are synthesised: the
+    // TIFF chunk counts say nothing about them (reference.rs compares geometry and pixels).
+    if driver == "hamamatsu" {
+        return;
     }
     let Some(s) = read("structure.json") else { return };
     let pages = s["pages"].as_array().unwrap();

@@ -655,3 +655,40 @@ fn reused_device_buffers_never_corrupt_a_later_or_earlier_batch() {
     }
     eprintln!("48 batches of 256 patches over {} slides equal the CPU path; {} kept batches unchanged", slides.len(), kept.len());
 }
+
+/// NDPI (issue 15): restart-interval tiles framed behind their level's header go through nvJPEG
+/// on the host-bitstream path; the DCT-scaled levels OpenSlide synthesises go to the CPU
+/// workers. Device reads must equal CPU reads within [`TOLERANCE`] on every level of the real
+/// NDPI and of every generated one (`scripts/make_vendor_slides.py`, when present).
+#[test]
+fn ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu() {
+    if !gpu_present("ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu") {
+        return;
+    }
+    let mut paths: Vec<PathBuf> = testdata().map(|d| d.join("test3-DAPI-2-387.ndpi")).into_iter().filter(|p| p.exists()).collect();
+    if let Some(vd) = common::vendor_slides() {
+        paths.extend(slides_in(&vd).into_iter().filter(|p| p.extension().and_then(|e| e.to_str()) == Some("ndpi")));
+    }
+    assert!(!paths.is_empty(), "no NDPI test slide");
+    let nvjpeg = |s: &gpu::GpuStats| s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid;
+    let start = gpu::stats(0);
+    for path in paths {
+        let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(slide.vendor(), "hamamatsu");
+        let before = gpu::stats(0);
+        let mut worst = 0u8;
+        // Whole tiles of level 0 (the batch nvJPEG takes), then regions on every level (small
+        // parts go to the CPU workers' partial decodes, DCT-scaled levels to the CPU workers).
+        let (w, h) = slide.dimensions();
+        let (tw, th) = slide.level_tile_sizes()[0];
+        let (tw, th) = (tw as u64, th as u64);
+        worst = worst.max(compare(&slide, (0, 0), 0, ((2 * tw).min(w), (64 * th).min(h))));
+        for (loc, level, size) in regions(&slide, 15, 6) {
+            worst = worst.max(compare(&slide, loc, level, size));
+        }
+        let after = gpu::stats(0);
+        eprintln!("{}: GPU vs CPU max abs diff {worst}; {} tiles by nvJPEG", path.display(), nvjpeg(&after) - nvjpeg(&before));
+        assert!(worst <= TOLERANCE, "{}: max abs diff {worst}", path.display());
+    }
+    assert!(nvjpeg(&gpu::stats(0)) > nvjpeg(&start), "no NDPI tile was decoded by nvJPEG");
+}

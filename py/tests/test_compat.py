@@ -222,9 +222,9 @@ def test_errors_for_bad_files_are_openslide_errors():
         # for slidestream, "unsupported or missing" for OpenSlide: both are OpenSlideErrors.
         if isinstance(theirs.value, openslide.OpenSlideUnsupportedFormatError) and name != "seek_too_large.tif":
             assert isinstance(ours.value, slidestream.OpenSlideUnsupportedFormatError), (name, ours.value)
-    # NDPI: OpenSlide opens it (hamamatsu); slidestream has no driver and says so.
-    with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
-        slidestream.OpenSlide(td / "test3-DAPI-2-387.ndpi")
+    # NDPI: OpenSlide opens it (hamamatsu), and so does slidestream's driver (issue 15).
+    with slidestream.OpenSlide(td / "test3-DAPI-2-387.ndpi") as ours, openslide.OpenSlide(str(td / "test3-DAPI-2-387.ndpi")) as theirs:
+        assert ours.level_dimensions == theirs.level_dimensions and ours.level_count == 7
     # A missing file: OpenSlideUnsupportedFormatError as openslide-python, and FileNotFoundError.
     missing = td / "no-such-slide.svs"
     with pytest.raises(openslide.OpenSlideUnsupportedFormatError):
@@ -364,15 +364,19 @@ def test_open_slide_falls_back_to_pillow_only_for_non_slides():
 
 
 def test_open_slide_refuses_detected_slides_it_cannot_read():
-    """The three files of issue 12: an NDPI (OpenSlide: 7 levels) and a DICOM WSI are
-    OpenSlideUnsupportedFormatError, not a one-level ImageSlide or PIL.UnidentifiedImageError;
-    unopenable.tiff (a generic TIFF with compression 52479) is an OpenSlideError."""
+    """The files of issue 12: a DICOM WSI is OpenSlideUnsupportedFormatError, not a one-level
+    ImageSlide or PIL.UnidentifiedImageError; unopenable.tiff (a generic TIFF with compression
+    52479) is an OpenSlideError. The NDPI (OpenSlide: 7 levels) opens as an OpenSlide since
+    issue 15's hamamatsu driver, with OpenSlide's 7 levels."""
     td = locate_testdata()
     ndpi = td / "test3-DAPI-2-387.ndpi"
     dicom = sorted((td / "CMU-1-Small-Region-dicom").glob("*.dcm"))[0]
     with openslide.open_slide(str(ndpi)) as theirs:
         assert isinstance(theirs, openslide.OpenSlide) and theirs.level_count == 7
-    for path, vendor in [(ndpi, "hamamatsu"), (dicom, "dicom"), (td / "camelyon-jpeg-ybr.dcm", "dicom")]:
+    assert slidestream.detect_vendor(ndpi) == "hamamatsu"
+    with slidestream.open_slide(ndpi) as ours:
+        assert isinstance(ours, slidestream.OpenSlide) and ours.level_count == 7
+    for path, vendor in [(dicom, "dicom"), (td / "camelyon-jpeg-ybr.dcm", "dicom")]:
         assert slidestream.detect_vendor(path) == vendor
         with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
             slidestream.open_slide(path)

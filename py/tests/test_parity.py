@@ -1,7 +1,7 @@
 """Parity of slidestream.Slide with openslide-python (OpenSlide 4.0.1) on the real test slides.
 
 Every slide file in ``../shared/testdata`` that OpenSlide opens is checked. Files OpenSlide
-opens with a driver slidestream does not have (Hamamatsu NDPI) must be refused with
+opens with a driver slidestream does not have (see ``SUPPORTED_VENDORS``) must be refused with
 ``UnsupportedFormatError`` and are then skipped; files OpenSlide cannot open are skipped here
 (test_compat checks the errors).
 

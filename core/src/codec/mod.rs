@@ -15,9 +15,11 @@ pub mod jpeg_scans;
 pub mod reduce;
 pub mod base64_text;
 pub mod samples;
+pub mod stack;
+pub mod stream;
 
 use crate::error::{CodecError, Error, Location, Result};
-use crate::index::{Alpha, CodecInfo, Compression, Photometric, TileStream};
+use crate::index::{Alpha, CodecInfo, Compression, Photometric};
 pub use samples::{decode_native, Samples};
 
 /// A decoded tile: RGBA `u8`, row-major, shape (height, width, 4), non-premultiplied, covering
@@ -61,7 +63,7 @@ pub struct ChunkGeometry {
     pub valid_height: u32,
 }
 
-fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
+pub(crate) fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
     if jpeg_raw(codec) {
         // Decoded without colour conversion whatever the markers say: no Adobe marker.
         return jpeg::JpegColor::Gray;
@@ -88,17 +90,13 @@ thread_local! {
     static PART_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Splice JPEGTables into `tile` (see [`jpeg::splice`]) and run `f` on the complete stream.
-/// A [`TileStream::Base64`] tile is decoded from base64 first.
+/// Frame `tile` as the image's [`TileStream`] says ([`stream::frame_jpeg`]: JPEGTables
+/// spliced in, an NDPI restart run behind its level's header, or base64 text decoded) and run
+/// `f` on the complete stream.
 pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]) -> Result<T, CodecError>) -> Result<T, CodecError> {
     SPLICE_BUF.with(|b| {
         let mut buf = b.borrow_mut();
-        if codec.stream == TileStream::Base64 {
-            let raw = base64_text::decode(tile).map_err(|m| CodecError::Data(format!("base64: {m}")))?;
-            jpeg::splice(None, &raw, jpeg_color(codec), &mut buf)?;
-        } else {
-            jpeg::splice(codec.jpeg_tables(), tile, jpeg_color(codec), &mut buf)?;
-        }
+        stream::frame_jpeg(codec, tile, &mut buf)?;
         f(&buf)
     })
 }
@@ -121,6 +119,16 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
                 .map_err(dec_err)?;
             check_dims(w, h, g).map_err(dec_err)?;
             Ok(samples_to_rgba(&s, (w * n) as usize, n as usize, codec, g))
+        }
+        Compression::Jpeg if codec.jpeg_scale() > 1 => {
+            // NDPI levels OpenSlide synthesises: the stored tile decoded at 1/s by DCT scaling.
+            let s = codec.jpeg_scale();
+            let mut px = Vec::new();
+            let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| {
+                jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width.div_ceil(s), h.height.div_ceil(s), g))
+            })
+            .map_err(dec_err)?;
+            Ok(crop_rgba(px, w, g))
         }
         Compression::Jpeg => {
             let mut px = Vec::new();
@@ -212,7 +220,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
 /// As [`decode_chunk_part`].
 pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
-    if codec.compression != Compression::Jpeg || jpeg_raw(codec) {
+    if codec.compression != Compression::Jpeg || jpeg_raw(codec) || codec.jpeg_scale() > 1 {
         return decode_chunk(codec, planes, g, at);
     }
     PART_BUF.with(|cell| {
@@ -264,7 +272,7 @@ fn check_part(want: PartRect, g: ChunkGeometry) -> Result<()> {
 /// `None` (decode whole) for an unknown subsampling and for multi-scan streams: libjpeg-turbo
 /// entropy-decodes all their scans before the first row, so a part costs as much as the whole
 /// tile, which is then cached.
-fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
+pub(crate) fn part_crop(hdr: &jpeg::JpegHeader, want: PartRect) -> Option<jpeg::Crop> {
     if hdr.multi_scan {
         return None;
     }
@@ -312,8 +320,9 @@ pub fn decode_jpeg_into(codec: &CodecInfo, tile: &[u8], g: ChunkGeometry, want: 
     if let Some(w) = want {
         check_part(w, g)?;
     }
-    if jpeg_raw(codec) {
-        // Decoded whole and converted on the CPU ([`jpeg_raw`]), then copied.
+    if jpeg_raw(codec) || codec.jpeg_scale() > 1 {
+        // Decoded whole ([`jpeg_raw`] chunks are converted on the CPU; TurboJPEG's scaled
+        // decode of NDPI tiles has no crop here), then copied.
         let t = decode_chunk(codec, &[tile], g, at)?;
         if dst.len() < t.rgba.len() {
             return Err(Error::limits(at, format!("buffer of {} bytes for a decoded tile of {} bytes", dst.len(), t.rgba.len())));

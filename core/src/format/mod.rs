@@ -14,6 +14,7 @@
 pub mod aperio;
 pub mod finish;
 pub mod generic_tiff;
+pub mod hamamatsu;
 pub mod ome_tiff;
 pub(crate) mod known;
 pub mod leica;
@@ -137,7 +138,8 @@ pub struct SlideLayout {
     pub channels: Option<crate::index::ChannelPlanes>,
     /// The stored chunks hashed first by quickhash when they are not the lowest level's grid
     /// (Leica hashes a macro image's IFD; Philips every tile of the lowest level's IFD,
-    /// including columns past the level size the XML gives). `None`: the lowest level's.
+    /// including columns past the level size the XML gives; NDPI the strips of the smallest
+    /// stored level, whose tiles are restart runs of one strip or a synthesised level). `None`: the lowest level's.
     pub quickhash_chunks: Option<Vec<TileLoc>>,
     /// The slide's barcode as text (`openslide.barcode`).
     pub barcode: Option<String>,

@@ -1,10 +1,11 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, leica, ome_tiff, philips, ventana, FormatDriver};
+use super::{aperio, generic_tiff, hamamatsu, leica, ome_tiff, philips, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
+    &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
     &aperio::Aperio,
     &leica::Leica,
     &philips::Philips,

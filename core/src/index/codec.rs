@@ -120,7 +120,16 @@ impl CodecInfo {
     pub fn jpeg_tables(&self) -> Option<&[u8]> {
         match &self.stream {
             TileStream::JpegTablesSplice { tables } => Some(tables),
-            TileStream::Plain | TileStream::Base64 => None,
+            _ => None,
+        }
+    }
+
+    /// The JPEG DCT scaling denominator tiles are decoded at (1 except for NDPI levels
+    /// OpenSlide synthesises by scaled decoding, see [`TileStream::NdpiRestartRun`]).
+    pub fn jpeg_scale(&self) -> u32 {
+        match &self.stream {
+            TileStream::NdpiRestartRun { scale_denom, .. } => *scale_denom as u32,
+            _ => 1,
         }
     }
 }
@@ -129,9 +138,7 @@ impl CodecInfo {
 /// the stored bytes to get a complete codestream.
 ///
 /// Variants that come next, with the drivers that need them (not built yet, so not listed):
-/// `NdpiRestartRun` (a Hamamatsu NDPI level is one JPEG whose restart intervals are the tiles:
-/// the header plus a run of restart intervals makes a tile) and `DicomFragments` (a DICOM frame
-/// split over several encapsulated fragments, concatenated).
+/// `DicomFragments` (a DICOM frame split over several encapsulated fragments, concatenated).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TileStream {
@@ -150,6 +157,20 @@ pub enum TileStream {
     /// its label and macro JPEGs so, inside the XML ImageDescription: the byte range is the
     /// text node's span in the tag's value). Decoded before the codec sees it.
     Base64,
+    /// Hamamatsu NDPI: a level is one JPEG strip whose restart intervals are the tiles. A tile's
+    /// stored bytes are one restart interval's entropy-coded data followed by the next restart
+    /// marker (or the strip's EOI); the codestream is `header` + those bytes with the final
+    /// marker byte turned into EOI (`codec::stream::frame_jpeg`, as OpenSlide's
+    /// `jpeg_random_access_src`). Read at open: the header is the strip's markers up to and
+    /// including SOS (tables, SOF, DRI; usually < 1 KiB).
+    NdpiRestartRun {
+        /// SOI ... SOS of the level's JPEG, with the SOF dimensions set to the tile's full-scale
+        /// size (so the decoder decodes exactly one restart interval).
+        header: Arc<[u8]>,
+        /// libjpeg DCT scaling denominator (1, 2, 4 or 8): OpenSlide synthesises levels by
+        /// decoding a stored level's tiles at 1/2, 1/4 and 1/8 scale.
+        scale_denom: u8,
+    },
 }
 
 #[cfg(test)]

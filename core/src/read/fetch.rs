@@ -8,9 +8,10 @@ use rayon::prelude::*;
 
 use crate::cache::{TileCache, TileKey};
 use crate::codec::reduce::decode_chunk_reduced;
+use crate::codec::stack::decode_ndpi_stack;
 use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
-use crate::index::ImageIndex;
+use crate::index::{ImageIndex, TileStream};
 use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
 use crate::read::locate::locate_tile;
@@ -134,14 +135,34 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         }
         Ok(t)
     };
-    // Parallelism only pays with more than one unit of work and more than one worker.
-    let decoded: Vec<Result<Arc<DecodedTile>>> = if pool_threads(b.pool) > 1 && misses.len() > 1 {
-        in_pool(b.pool, || misses.par_iter().enumerate().map(decode_one).collect())
-    } else {
-        misses.iter().enumerate().map(decode_one).collect()
+    // Units of work: single tiles, or stacks of NDPI tiles decoded as one JPEG (`stack_units`).
+    let units = stack_units(b, coords, &misses, parts);
+    let decode_unit = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
+        if unit.len() > 1 {
+            let (col, row) = coords[misses[unit[0]]];
+            let (vw, vh) = img.valid_tile_size(col, row);
+            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            let runs: Vec<&[u8]> = unit.iter().map(|&m| slices[m * planes]).collect();
+            let wants: Vec<PartRect> = unit.iter().filter_map(|&m| parts.and_then(|p| p[misses[m]])).collect();
+            if let Ok(tiles) = decode_ndpi_stack(&img.codec, &runs, g, &wants, b.at) {
+                return unit.iter().zip(tiles).map(|(&m, t)| (m, Ok(Arc::new(t)))).collect();
+            }
+            // A damaged run (or parts that do not stack): tile by tile, to name the tile.
+        }
+        unit.iter().map(|&m| (m, decode_one((m, &misses[m])))).collect()
     };
+    // Parallelism only pays with more than one unit of work and more than one worker.
+    let done: Vec<Vec<(usize, Result<Arc<DecodedTile>>)>> = if pool_threads(b.pool) > 1 && units.len() > 1 {
+        in_pool(b.pool, || units.par_iter().map(decode_unit).collect())
+    } else {
+        units.iter().map(decode_unit).collect()
+    };
+    let mut decoded: Vec<Option<Result<Arc<DecodedTile>>>> = (0..misses.len()).map(|_| None).collect();
+    for (m, r) in done.into_iter().flatten() {
+        decoded[m] = Some(r);
+    }
     let mut first_err = None;
-    for (&i, r) in misses.iter().zip(decoded) {
+    for (&i, r) in misses.iter().zip(decoded.into_iter().map(|r| r.expect("every miss decoded"))) {
         match r {
             Ok(t) => out[i] = Some(t),
             Err(e) => {
@@ -154,6 +175,44 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         None => Ok(out),
     }
 }
+
+/// Group the misses (indices into `misses`) into units of work. NDPI levels at full scale whose
+/// tiles are 8 pixels high (no vertical chroma upsampling across tile edges): the partial
+/// decodes of tiles in consecutive rows of one column that need the same columns, the first
+/// down to its bottom and the next from their top, become one stack of at most
+/// [`MAX_STACK`] tiles, decoded as one JPEG ([`decode_ndpi_stack`]); every other miss is a unit
+/// of its own.
+fn stack_units(b: &Batch<'_>, coords: &[(u64, u64)], misses: &[usize], parts: Option<&[Option<PartRect>]>) -> Vec<Vec<usize>> {
+    let img = b.image;
+    let stackable = matches!(img.codec.stream, TileStream::NdpiRestartRun { scale_denom: 1, .. }) && img.tile_height == 8 && b.reduce.is_none();
+    let Some(parts) = parts.filter(|_| stackable && misses.len() > 1) else {
+        return (0..misses.len()).map(|m| vec![m]).collect();
+    };
+    let mut order: Vec<usize> = (0..misses.len()).collect();
+    order.sort_by_key(|&m| (coords[misses[m]].0, coords[misses[m]].1));
+    let mut units: Vec<Vec<usize>> = Vec::new();
+    for m in order {
+        let (col, row) = coords[misses[m]];
+        let joins = |unit: &Vec<usize>| -> bool {
+            let last = *unit.last().expect("non-empty");
+            let (lc, lr) = coords[misses[last]];
+            match (parts[misses[last]], parts[misses[m]]) {
+                (Some(a), Some(w)) => {
+                    unit.len() < MAX_STACK && lc == col && lr + 1 == row && a.x == w.x && a.w == w.w && a.y + a.h == img.tile_height && w.y == 0
+                }
+                _ => false,
+            }
+        };
+        match units.last_mut() {
+            Some(u) if joins(u) => u.push(m),
+            _ => units.push(vec![m]),
+        }
+    }
+    units
+}
+
+/// Most NDPI tiles decoded as one stack.
+const MAX_STACK: usize = 256;
 
 /// Deduplicate `coords` for [`fetch_tiles`]: the unique coordinates in order of first use, and
 /// for every entry of `coords` the index of its unique coordinate.

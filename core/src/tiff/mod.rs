@@ -17,10 +17,17 @@
 //! disjoint in a valid file; overlapping IFDs or tags sharing one large value would otherwise
 //! turn a small file into gigabytes of entries, tag reads and tile index).
 //!
+//! Hamamatsu NDPI is classic TIFF whose offsets may pass 4 GiB: [`TiffFile::parse`] reads it as
+//! OpenSlide 4.0.1's `openslide-decode-tifflike.c` does (see `ndpi.rs`): the header's first-IFD
+//! offset and every next-IFD offset are 8 bytes, and the high 32 bits of out-of-line value
+//! offsets (and of strip offsets, [`TiffFile::fix_offset_ndpi`]) are implied by the directory's
+//! own offset.
+//!
 //! Files: this one (header, IFD chain, budgets), [`tags`] (tag numbers), `ifd.rs` (entries,
-//! where a value is, typed value access).
+//! where a value is, typed value access), `ndpi.rs` (the NDPI offset rules).
 
 mod ifd;
+mod ndpi;
 mod subifd;
 pub mod tags;
 
@@ -88,6 +95,9 @@ pub struct TiffFile {
     pub ifds: Vec<Ifd>,
     /// File length in bytes.
     pub file_len: u64,
+    /// `true` for Hamamatsu NDPI (classic TIFF with 64-bit IFD offsets and implied high offset
+    /// bits; detected as OpenSlide does, see `ndpi.rs`).
+    pub ndpi: bool,
 }
 
 pub(crate) fn read_at(src: &dyn ByteSource, at: &Location, offset: u64, len: u64) -> Result<Vec<u8>> {
@@ -130,7 +140,7 @@ impl TiffFile {
             b"MM" => ByteOrder::Big,
             _ => return Err(Error::unsupported(at, "not a TIFF file (no II/MM byte-order mark)")),
         };
-        let mut tf = TiffFile { byte_order, bigtiff: false, ifds: Vec::new(), file_len };
+        let mut tf = TiffFile { byte_order, bigtiff: false, ifds: Vec::new(), file_len, ndpi: false };
         let version = tf.u16_from(&head[2..4]);
         let first = match version {
             42 => tf.u32_from(&head[4..8]) as u64,
@@ -154,6 +164,9 @@ impl TiffFile {
         // tag reads and tile index. Twice the file size leaves room for writers that share a
         // value between directories.
         let mut budget = file_len.saturating_mul(STRUCTURE_BUDGET_FACTOR);
+        if version == 42 && head.len() >= 12 {
+            next = tf.try_ndpi(src, at, tf.u64_from(&head[4..12]), &mut seen, &mut budget).unwrap_or(first);
+        }
         while next != 0 {
             if !seen.insert(next) {
                 return Err(Error::format(at, format!("IFD chain loops back to offset {next}")));
@@ -174,7 +187,8 @@ impl TiffFile {
     /// Read the IFD at `offset`, charging its directory bytes and the in-file bytes of its
     /// out-of-line values to `budget` (see [`STRUCTURE_BUDGET_FACTOR`]).
     fn read_ifd(&self, src: &dyn ByteSource, at: &Location, offset: u64, budget: &mut u64) -> Result<(Ifd, u64)> {
-        let (count_size, entry_size, next_size) = if self.bigtiff { (8, 20, 8) } else { (2, 12, 4) };
+        let (count_size, entry_size) = if self.bigtiff { (8, 20) } else { (2, 12) };
+        let next_size = if self.bigtiff || self.ndpi { 8 } else { 4 };
         if offset >= self.file_len {
             return Err(Error::format(
                 at,
@@ -210,7 +224,8 @@ impl TiffFile {
                 b[..value.len()].copy_from_slice(value);
                 Data::Inline(b)
             } else {
-                let off = if self.bigtiff { self.u64_from(value) } else { self.u32_from(value) as u64 };
+                let raw = if self.bigtiff { self.u64_from(value) } else { self.u32_from(value) as u64 };
+                let off = if self.ndpi { self.ndpi_value_offset(offset, tag, raw) } else { raw };
                 // Only bytes inside the file can be read (the rest fails when read).
                 charge(budget, at, total.min(self.file_len.saturating_sub(off)))?;
                 Data::At(off)
@@ -218,7 +233,7 @@ impl TiffFile {
             entries.insert(tag, Entry { tag, field_type, count, data });
         }
         let nb = &body[(n * entry_size) as usize..];
-        let next = if self.bigtiff { self.u64_from(nb) } else { self.u32_from(nb) as u64 };
+        let next = if next_size == 8 { self.u64_from(nb) } else { self.u32_from(nb) as u64 };
         Ok((Ifd { offset, entries }, next))
     }
 

@@ -30,7 +30,7 @@ Exceptions: :data:`OpenSlideError` is :class:`slidestream.SlideError` and
 error that is both :data:`OpenSlideUnsupportedFormatError` (as openslide-python) and
 :class:`FileNotFoundError`.
 
-Known differences from openslide-python: slides of vendors slidestream cannot read are
+Known differences from openslide-python: slides of vendors slidestream cannot read (DICOM, MIRAX) are
 detected but refused with :data:`OpenSlideUnsupportedFormatError`, by :func:`open_slide` too
 (it never hands a detected slide to Pillow); regions of levels > 0 whose location is not a
 multiple of the level's downsample start at the level pixel ``floor(location / downsample)``
@@ -362,7 +362,7 @@ def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
 
     A file whose slide format is detected (:meth:`OpenSlide.detect_format` is not None) is
     opened as a slide or refused with the error :class:`OpenSlide` raises
-    (:data:`OpenSlideUnsupportedFormatError` for a vendor slidestream cannot read; another
+    (:data:`OpenSlideUnsupportedFormatError` for a vendor slidestream cannot read, such as DICOM; another
     :data:`OpenSlideError` for a damaged or unsupported file). Only a file that is not a slide
     at all (detection returns None, or the file is missing) is handed to Pillow, whose errors
     (``PIL.UnidentifiedImageError``, ``FileNotFoundError``) propagate as with

@@ -348,8 +348,8 @@ def core_version() -> str:
 
 def detect_vendor(path: _Path) -> Optional[str]:
     """The vendor of the file's slide format, as ``openslide.OpenSlide.detect_format``:
-    ``"aperio"`` or ``"generic-tiff"`` (the driver that would open it), ``"hamamatsu"`` (NDPI)
-    or ``"dicom"`` (whole-slide formats slidestream recognises but cannot read yet), or None
+    ``"aperio"``, ``"generic-tiff"`` or ``"hamamatsu"`` (NDPI) (the driver that would open it),
+    ``"dicom"`` (a whole-slide format slidestream recognises but cannot read yet), or None
     when the file is not a slide format slidestream knows or cannot be opened. Detection only:
     a detected file may still fail to open. TypeError for a bad path type."""
 

@@ -1,8 +1,11 @@
-//! Bitstreams for nvJPEG: JPEGTables spliced into each abbreviated tile and its geometry
-//! checked before a chunk is decoded; on the host (POSIX path: splice into the slot's pinned
-//! arena, `nvjpegGetImageInfo`) or on the device (cuFile path: the `splice` and `sof_scan`
-//! kernels over the staging buffer, with a copy to the host path when no device-bitstream
-//! backend works).
+//! Bitstreams for nvJPEG: each tile framed as its image's `TileStream` says (JPEGTables spliced
+//! into abbreviated tiles, NDPI restart runs put behind their level's header: the CPU's
+//! `codec::stream::frame_jpeg`) and its geometry checked before a chunk is decoded; on the host
+//! (POSIX path: framed into the slot's pinned arena, `nvjpegGetImageInfo`) or on the device
+//! (cuFile path: the `splice` and `sof_scan` kernels over the staging buffer, with a copy to the
+//! host path when no device-bitstream backend works). NDPI tiles read through cuFile go to the
+//! CPU workers (the `splice` kernel knows only JPEGTables); NDPI levels OpenSlide synthesises
+//! by DCT scaling (1/2 .. 1/8) go to the CPU workers on both paths (nvJPEG does not scale).
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
@@ -20,7 +23,6 @@ use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, CUdeviceptr, Res};
 use crate::gpu::cuda::trace;
-use crate::index::Photometric;
 
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
 pub(crate) const MAX_GPU_TILE_EDGE: u32 = 16384;
@@ -35,8 +37,8 @@ impl Engine {
         let buf = slot.pinned.as_mut_slice(total);
         // Splice tables, check geometry with nvJPEG's own parser.
         let nvj = nvjpeg()?;
-        let tables_len = |m: &Miss| srcs[m.src as usize].img.codec.jpeg_tables().map_or(0, <[u8]>::len);
-        let bound: usize = chunk.iter().zip(&place).filter_map(|(m, p)| p.map(|(_, len)| len + tables_len(m) + 32)).sum();
+        let prefix_len = |m: &Miss| crate::codec::stream::prefix_len(&srcs[m.src as usize].img.codec);
+        let bound: usize = chunk.iter().zip(&place).filter_map(|(m, p)| p.map(|(_, len)| len + prefix_len(m) + 32)).sum();
         slot.arena.ensure(bound)?;
         let arena = slot.arena.as_mut_slice(bound);
         let mut cursor = 0usize;
@@ -45,9 +47,13 @@ impl Engine {
         for (i, m) in chunk.iter().enumerate() {
             let Some((off, len)) = place[i] else { continue };
             let Src { img, at, .. } = &srcs[m.src as usize];
-            let color = if img.codec.photometric == Photometric::YCbCr { crate::codec::jpeg::JpegColor::YCbCr } else { crate::codec::jpeg::JpegColor::Rgb };
             let tile_at = || at.clone().with_tile(m.col, m.row);
-            if let Err(msg) = crate::codec::jpeg::splice(img.codec.jpeg_tables(), &buf[off..off + len], color, &mut tmp) {
+            if img.codec.jpeg_scale() > 1 {
+                self.note_cpu(format!("{}: NDPI level decoded at 1/{} (DCT scaling; nvJPEG does not scale)", tile_at(), img.codec.jpeg_scale()));
+                settled.push((*m, Err(None)));
+                continue;
+            }
+            if let Err(msg) = crate::codec::stream::frame_jpeg(&img.codec, &buf[off..off + len], &mut tmp) {
                 settled.push((*m, Err(Some(Error::format(&tile_at(), format!("JPEG: {msg}"))))));
                 continue;
             }
@@ -96,6 +102,10 @@ impl Engine {
         let prefixes: Vec<Option<Vec<u8>>> = srcs
             .iter()
             .map(|s| match s.img.codec.jpeg_tables() {
+                _ if matches!(s.img.codec.stream, crate::index::TileStream::NdpiRestartRun { .. }) => {
+                    self.note_cpu(format!("{}: NDPI restart runs are framed on the host (cuFile tiles go to the CPU workers)", s.at));
+                    None
+                }
                 Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
                     let body = if t.ends_with(&[0xFF, 0xD9]) { &t[..t.len() - 2] } else { t };
                     Some(body.to_vec())
