@@ -42,6 +42,11 @@ static void ss_emit(j_common_ptr cinfo, int msg_level) {
 
 static void ss_output(j_common_ptr cinfo) { (void)cinfo; }
 
+int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long len, unsigned int crop_x,
+                                      unsigned int crop_w, unsigned int y, unsigned int h, unsigned char *dst,
+                                      size_t pitch, unsigned char *const *rows, size_t skip, size_t row_bytes,
+                                      unsigned char *scratch, long max_memory, char *msg, int msg_len);
+
 /*
  * Decode rows [y, y + h) of the columns [crop_x, crop_x + crop_w) of a complete single-scan
  * JPEG stream to RGBA into dst (rows `pitch` bytes apart, crop_w * 4 bytes used), reading the
@@ -52,6 +57,20 @@ static void ss_output(j_common_ptr cinfo) { (void)cinfo; }
 int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, unsigned int crop_x, unsigned int crop_w,
                                  unsigned int y, unsigned int h, unsigned char *dst, size_t pitch, unsigned char *scratch,
                                  long max_memory, char *msg, int msg_len) {
+  return slidestream_jpeg_decode_part_rows(buf, len, crop_x, crop_w, y, h, dst, pitch, NULL, 0, 0, scratch, max_memory,
+                                           msg, msg_len);
+}
+
+/*
+ * As slidestream_jpeg_decode_part, with each output row either written at dst + row * pitch
+ * (rows == NULL) or decoded into scratch and bytes [skip, skip + row_bytes) of it copied to
+ * rows[row] (h pointers, each to row_bytes writable bytes; skip + row_bytes <= crop_w * 4):
+ * a stack of tiles decoded straight into each tile's own buffer, one hot row at a time.
+ */
+int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long len, unsigned int crop_x,
+                                      unsigned int crop_w, unsigned int y, unsigned int h, unsigned char *dst,
+                                      size_t pitch, unsigned char *const *rows, size_t skip, size_t row_bytes,
+                                      unsigned char *scratch, long max_memory, char *msg, int msg_len) {
   struct jpeg_decompress_struct d;
   struct ss_err err;
   /* volatile: read after longjmp */
@@ -97,9 +116,21 @@ int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, un
     jpeg_destroy_decompress(&d);
     return -1;
   }
+  if (rows != NULL && skip + row_bytes > (size_t)crop_w * 4) {
+    snprintf(msg, (size_t)msg_len, "row bytes %zu+%zu outside the %u-pixel crop", skip, row_bytes, crop_w);
+    jpeg_destroy_decompress(&d);
+    return -1;
+  }
   while (d.output_scanline < y + h) {
-    JSAMPROW row = dst + (size_t)(d.output_scanline - y) * pitch;
+    JDIMENSION k = d.output_scanline - y;
+    JSAMPROW row = rows != NULL ? scratch : dst + (size_t)k * pitch;
     if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+    if (rows != NULL) memcpy(rows[k], scratch + skip, row_bytes);
+  }
+  if (d.output_scanline < y + h) {
+    snprintf(msg, (size_t)msg_len, "decoding stopped at row %u of %u", (unsigned)d.output_scanline, (unsigned)d.output_height);
+    jpeg_destroy_decompress(&d);
+    return -1;
   }
   /* Entropy-decode the rows below without output, stopping one row short of the bottom (a
    * skip to the bottom would not read them), then read the last row. */

@@ -32,6 +32,23 @@ extern "C" {
         msg: *mut c_char,
         msg_len: c_int,
     ) -> c_int;
+    fn slidestream_jpeg_decode_part_rows(
+        buf: *const u8,
+        len: c_ulong,
+        crop_x: c_uint,
+        crop_w: c_uint,
+        y: c_uint,
+        h: c_uint,
+        dst: *mut u8,
+        pitch: usize,
+        rows: *const *mut u8,
+        skip: usize,
+        row_bytes: usize,
+        scratch: *mut u8,
+        max_memory: c_long,
+        msg: *mut c_char,
+        msg_len: c_int,
+    ) -> c_int;
     fn slidestream_jpeg_decode_raw(
         buf: *const u8,
         len: c_ulong,
@@ -98,6 +115,71 @@ pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), Code
             let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
             Err(CodecError::Data(text.to_string_lossy().into_owned()))
         }
+    })
+}
+
+/// [`decode_part`] straight into several buffers: the rows of `crop` are split, top to
+/// bottom, into consecutive bands of `heights` rows (their sum is `crop.height`), and of each
+/// row only the `width` pixels from `skip` pixels past `crop.x` are kept. Returns one buffer per
+/// band, `width × 4 × height` bytes (RGBA, alpha 255). Each row is decoded into a one-row
+/// scratch buffer and copied from there, so no buffer of the whole crop is allocated, zeroed or
+/// copied again (the stacks of NDPI tiles of [`super::stack`]). Reads the whole scan as
+/// [`decode_part`] does.
+///
+/// # Errors
+/// As [`decode_part`]; a message when the bands do not add up to the crop or the kept columns
+/// leave it.
+pub fn decode_part_bands(stream: &[u8], crop: Crop, skip: u32, width: u32, heights: &[u32]) -> Result<Vec<Vec<u8>>, CodecError> {
+    let total: u64 = heights.iter().map(|&h| h as u64).sum();
+    if total != crop.height as u64 || skip as u64 + width as u64 > crop.width as u64 || width == 0 {
+        return Err(format!("bands of {total} rows, {width} pixels from {skip}, do not fit the {}x{} crop", crop.width, crop.height).into());
+    }
+    let row_bytes = width as usize * 4;
+    let mut bands: Vec<Vec<u8>> = heights.iter().map(|&h| Vec::with_capacity(row_bytes * h as usize)).collect();
+    let mut rows: Vec<*mut u8> = Vec::with_capacity(crop.height as usize);
+    for (band, &h) in bands.iter_mut().zip(heights) {
+        let base = band.spare_capacity_mut().as_mut_ptr() as *mut u8;
+        // SAFETY: each band has capacity for `h` rows of `row_bytes`; the offsets stay inside.
+        rows.extend((0..h as usize).map(|r| unsafe { base.add(r * row_bytes) }));
+    }
+    SCRATCH.with(|cell| {
+        let scratch = &mut *cell.borrow_mut();
+        scratch.resize((crop.width as usize * 4).max(4), 0);
+        let mut msg = [0 as c_char; 200];
+        // SAFETY: `stream` is read-only input of its length; `rows` holds crop.height pointers,
+        // each to `row_bytes` writable bytes of a band's capacity, and the C side copies exactly
+        // `row_bytes` bytes to each (skip + row_bytes ≤ crop.width × 4, checked above and again
+        // there); `scratch` holds one row of the crop's width; `msg` its length.
+        let rc = unsafe {
+            slidestream_jpeg_decode_part_rows(
+                stream.as_ptr(),
+                stream.len() as c_ulong,
+                crop.x,
+                crop.width,
+                crop.y,
+                crop.height,
+                std::ptr::null_mut(),
+                0,
+                rows.as_ptr(),
+                skip as usize * 4,
+                row_bytes,
+                scratch.as_mut_ptr(),
+                (backstop_mib() as c_long) << 20,
+                msg.as_mut_ptr(),
+                msg.len() as c_int,
+            )
+        };
+        if rc != 0 {
+            // SAFETY: the C side wrote a NUL-terminated message (snprintf) into `msg`.
+            let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
+            return Err(CodecError::Data(text.to_string_lossy().into_owned()));
+        }
+        for (band, &h) in bands.iter_mut().zip(heights) {
+            // SAFETY: a successful decode wrote every row of the crop (the C side fails when
+            // fewer than crop.height rows come out), so each band's `h` rows are initialised.
+            unsafe { band.set_len(row_bytes * h as usize) };
+        }
+        Ok(bands)
     })
 }
 

@@ -6,7 +6,9 @@
 //! when no vertical chroma upsampling crosses a tile edge: levels whose tiles are 8 pixels high
 //! (MCU height 8: 4:4:4, 4:2:2, greyscale), the only ones the read layer stacks.
 
-use super::{jpeg, part_crop, stream, ChunkGeometry, DecodedTile, PartRect};
+use std::cell::RefCell;
+
+use super::{jpeg, jpeg_part, part_crop, stream, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{CodecError, Error, Location, Result};
 
 /// Decode the parts `wants` (one per tile, all with the same columns; the first reaching the
@@ -33,25 +35,38 @@ pub fn decode_ndpi_stack(codec: &crate::index::CodecInfo, runs: &[&[u8]], g: Chu
     let y0 = wants[0].y;
     let end = (n as u32 - 1) * th + wants[n - 1].h;
     let want = PartRect { x: wants[0].x, y: y0, w: wants[0].w, h: end - y0 };
-    let mut stream_buf = Vec::new();
-    let mut px = Vec::new();
     let dec = |e: CodecError| Error::decode(at, e);
-    stream::frame_ndpi_stack(codec, runs, th, &mut stream_buf).map_err(dec)?;
-    let hdr = jpeg::read_header(&stream_buf).map_err(dec)?;
-    if hdr.width != g.tile_width || hdr.height != th * n as u32 {
-        return Err(dec(format!("stacked NDPI stream of {}x{}", hdr.width, hdr.height).into()));
-    }
-    let crop = part_crop(&hdr, want).ok_or_else(|| dec("stacked NDPI stream without a partial crop".to_string().into()))?;
-    jpeg::decode_rgba(&stream_buf, Some(crop), &mut px, |_| Ok(())).map_err(dec)?;
-    let (skip, row_in, row_out) = (((want.x - crop.x) * 4) as usize, (crop.width * 4) as usize, (want.w * 4) as usize);
-    let mut out = Vec::with_capacity(n);
-    for (k, w) in wants.iter().enumerate() {
-        let first = (k as u32 * th + w.y - y0) as usize;
-        let mut rgba = Vec::with_capacity(row_out * w.h as usize);
-        for row in px.chunks_exact(row_in).skip(first).take(w.h as usize) {
-            rgba.extend_from_slice(&row[skip..skip + row_out]);
+    STREAM.with(|cell| {
+        let stream_buf = &mut *cell.borrow_mut();
+        let r = decode_framed(codec, runs, g, wants, want, stream_buf).map_err(dec);
+        if stream_buf.capacity() > MAX_KEPT_STREAM_BYTES {
+            *stream_buf = Vec::new();
         }
-        out.push(DecodedTile { x: w.x, y: w.y, width: w.w, height: w.h, opaque: true, rgba });
+        r
+    })
+}
+
+/// Most bytes of stacked stream kept between calls on one thread.
+const MAX_KEPT_STREAM_BYTES: usize = 4 << 20;
+
+/// Frame `runs` as one stream into `stream_buf` and decode the crop `want` of it, split into
+/// the tiles' parts `wants`.
+fn decode_framed(codec: &crate::index::CodecInfo, runs: &[&[u8]], g: ChunkGeometry, wants: &[PartRect], want: PartRect, stream_buf: &mut Vec<u8>) -> std::result::Result<Vec<DecodedTile>, CodecError> {
+    let (n, th) = (runs.len(), g.tile_height);
+    stream::frame_ndpi_stack(codec, runs, th, stream_buf)?;
+    let hdr = jpeg::read_header(stream_buf)?;
+    if hdr.width != g.tile_width || hdr.height != th * n as u32 {
+        return Err(format!("stacked NDPI stream of {}x{}", hdr.width, hdr.height).into());
     }
-    Ok(out)
+    let crop = part_crop(&hdr, want).ok_or_else(|| CodecError::from("stacked NDPI stream without a partial crop".to_string()))?;
+    // Each tile's rows go straight from the decoder's one-row scratch into its own buffer.
+    let heights: Vec<u32> = wants.iter().map(|w| w.h).collect();
+    let bands = jpeg_part::decode_part_bands(stream_buf, crop, want.x - crop.x, want.w, &heights)?;
+    Ok(wants.iter().zip(bands).map(|(w, rgba)| DecodedTile { x: w.x, y: w.y, width: w.w, height: w.h, opaque: true, rgba }).collect())
+}
+
+thread_local! {
+    /// The stacked stream of the last [`decode_ndpi_stack`] on this thread (reused: no
+    /// allocation per stack once it has grown).
+    static STREAM: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }

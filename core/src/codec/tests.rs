@@ -212,3 +212,30 @@ fn raw_jpeg_components_must_be_sampled_one_by_one_and_match_the_sample_count() {
     assert!(matches!(e, Error::Limits { .. }), "{e}");
     assert_eq!(e.codec_error(), Some(&CodecError::LargerThanTile { width: 32, height: 16, tile_width: 16, tile_height: 16 }));
 }
+
+#[test]
+fn a_crop_decoded_in_bands_equals_the_rows_of_its_whole_crop() {
+    // 4:2:0, 64 × 48: MCUs of 16 × 16; a crop from x = 16 of 32 columns, rows 3..45, kept
+    // columns 5..25 of it, split into bands of 5, 16 and 21 rows.
+    let stream = jpeg(64, 48);
+    let crop = jpeg::Crop { x: 16, y: 3, width: 32, height: 42 };
+    let mut whole = vec![0u8; 32 * 4 * 42];
+    jpeg_part::decode_part(&stream, crop, &mut whole).unwrap();
+    let bands = jpeg_part::decode_part_bands(&stream, crop, 5, 20, &[5, 16, 21]).unwrap();
+    let rows: Vec<&[u8]> = whole.chunks_exact(32 * 4).map(|r| &r[5 * 4..25 * 4]).collect();
+    let mut k = 0;
+    for (band, h) in bands.iter().zip([5usize, 16, 21]) {
+        assert_eq!(band.len(), 20 * 4 * h);
+        for r in band.chunks_exact(20 * 4) {
+            assert!(r == rows[k], "row {k} differs");
+            k += 1;
+        }
+    }
+    // Bands that do not add up to the crop, or columns outside it, are refused.
+    assert!(jpeg_part::decode_part_bands(&stream, crop, 5, 20, &[5, 16]).is_err());
+    assert!(jpeg_part::decode_part_bands(&stream, crop, 13, 20, &[42]).is_err());
+    assert!(jpeg_part::decode_part_bands(&stream, crop, 0, 0, &[42]).is_err());
+    // A damaged stream fails as the whole crop does.
+    let cut = &stream[..stream.len() / 2];
+    assert!(jpeg_part::decode_part_bands(cut, crop, 0, 32, &[42]).is_err());
+}

@@ -43,7 +43,7 @@ impl Slide {
     pub fn read_region(&self, location: (i64, i64), level: usize, size: (u64, u64)) -> Result<Rgba> {
         let bytes = self.region_bytes(size)?;
         let mut data = alloc_pixels(bytes);
-        self.read_region_into(location, level, size, &mut data)?;
+        self.read_region_filled(location, level, size, &mut data, true)?;
         Ok(Rgba { width: size.0, height: size.1, data })
     }
 
@@ -59,6 +59,12 @@ impl Slide {
     /// # Errors
     /// As [`read_region`](Self::read_region), plus [`Error::Usage`] when `out` has the wrong length.
     pub fn read_region_into(&self, location: (i64, i64), level: usize, size: (u64, u64), out: &mut [u8]) -> Result<()> {
+        self.read_region_filled(location, level, size, out, false)
+    }
+
+    /// [`read_region_into`](Self::read_region_into); `zeroed`: `out` is known to hold zeros
+    /// already ([`alloc_pixels`]), so the first wave places its tiles without zeroing it again.
+    fn read_region_filled(&self, location: (i64, i64), level: usize, size: (u64, u64), out: &mut [u8], zeroed: bool) -> Result<()> {
         let bytes = self.region_bytes(size)?;
         if out.len() != bytes {
             return Err(Error::Usage(format!("output buffer holds {} bytes, region needs {bytes}", out.len())));
@@ -67,7 +73,9 @@ impl Slide {
         let geom = LevelGeom { slide: self.id, level: level as u32, image: img, downsample: ds };
         let plan = BatchPlan::build(&geom, &[location], size);
         if plan.tiles.is_empty() {
-            out.fill(0);
+            if !zeroed {
+                out.fill(0);
+            }
             return Ok(());
         }
         let batch = self.level_batch(img, &at, level);
@@ -77,7 +85,7 @@ impl Slide {
         let mut first = true;
         self.fetch_planned(&batch, img, &plan.tiles, |wave, tiles| {
             set_wave(&mut wave_tiles, wave, tiles);
-            if std::mem::take(&mut first) {
+            if std::mem::take(&mut first) && !zeroed {
                 assemble_rgba(&plan, 0, tile_size, &wave_tiles, out);
             } else {
                 place_rgba(&plan, 0, tile_size, &wave_tiles, out);
