@@ -48,7 +48,7 @@ pub fn frame_jpeg(codec: &CodecInfo, stored: &[u8], out: &mut Vec<u8>) -> Result
             }
             out.clear();
             out.reserve(header.len() + n);
-            out.extend_from_slice(header);
+            extend_without_dri(out, header);
             out.extend_from_slice(&stored[..n - 1]);
             out.push(0xD9);
             Ok(())
@@ -59,6 +59,35 @@ pub fn frame_jpeg(codec: &CodecInfo, stored: &[u8], out: &mut Vec<u8>) -> Result
         }
         _ => jpeg::splice(codec.jpeg_tables(), stored, jpeg_color(codec), out),
     }
+}
+
+/// Append `header` (SOI ... SOS of an NDPI level) to `out` without its DRI segment: a tile is
+/// exactly one restart interval, so its stream needs no restart markers, and a stream without
+/// a restart interval decodes on libjpeg-turbo's fast Huffman path (`jdhuff.c` `decode_mcu`
+/// turns the fast path off whenever `restart_interval` is set). The entropy-coded data and the
+/// pixels are the same: a restart only resets the DC predictions, which the stream start does
+/// too. A header whose segments cannot be walked is appended as it is.
+fn extend_without_dri(out: &mut Vec<u8>, header: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(&header[..2.min(header.len())]);
+    let mut i = 2usize;
+    while i + 4 <= header.len() && header[i] == 0xFF {
+        let marker = header[i + 1];
+        if marker == 0xDA {
+            out.extend_from_slice(&header[i..]);
+            return;
+        }
+        let end = i + 2 + u16::from_be_bytes([header[i + 2], header[i + 3]]) as usize;
+        if end > header.len() {
+            break;
+        }
+        if marker != 0xDD {
+            out.extend_from_slice(&header[i..end]);
+        }
+        i = end;
+    }
+    out.truncate(start);
+    out.extend_from_slice(header);
 }
 
 /// Frame the restart runs of `runs.len()` NDPI tiles of one column, in consecutive rows, as
@@ -262,8 +291,20 @@ mod tests {
         };
         let mut out = Vec::new();
         frame_jpeg(&codec, &[1, 2, 3, 0xFF, 0xD3], &mut out).unwrap();
-        assert!(out.starts_with(&header()));
-        assert!(out.ends_with(&[1, 2, 3, 0xFF, 0xD9]));
+        // The header without its DRI segment (a tile is one restart interval), then the run
+        // with its restart marker turned into EOI.
+        let h = header();
+        let mut want = h[..2].to_vec();
+        want.extend_from_slice(&h[8..]);
+        want.extend_from_slice(&[1, 2, 3, 0xFF, 0xD9]);
+        assert_eq!(out, want);
+        assert_eq!(scan_header(&out).unwrap().restart_interval, 0);
+        // A header whose segments cannot be walked is kept whole.
+        let mut broken = h.clone();
+        broken[10] = 0xFF; // the SOF segment's length now runs past the header
+        let mut o2 = Vec::new();
+        extend_without_dri(&mut o2, &broken);
+        assert_eq!(o2, broken);
         assert!(frame_jpeg(&codec, &[1, 2, 3, 4], &mut out).is_err(), "no marker at the end");
         assert!(frame_jpeg(&codec, &[0xFF], &mut out).is_err(), "too short");
     }
