@@ -690,5 +690,14 @@ fn ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu() {
         eprintln!("{}: GPU vs CPU max abs diff {worst}; {} tiles by nvJPEG", path.display(), nvjpeg(&after) - nvjpeg(&before));
         assert!(worst <= TOLERANCE, "{}: max abs diff {worst}", path.display());
     }
-    assert!(nvjpeg(&gpu::stats(0)) > nvjpeg(&start), "no NDPI tile was decoded by nvJPEG");
+    // NDPI tiles go to nvJPEG on the POSIX host-bitstream path; read through cuFile they go to
+    // the CPU workers (the device splice kernel knows JPEGTables only: docs/gpu.md), so the
+    // count is checked on the POSIX path only (other tests running at the same time decode
+    // through nvJPEG too, so a rise under cuFile would prove nothing).
+    let end = gpu::stats(0);
+    if end.io_path == "posix" {
+        assert!(nvjpeg(&end) > nvjpeg(&start), "no NDPI tile was decoded by nvJPEG");
+    } else {
+        eprintln!("I/O path {}: NDPI tiles decode on the CPU workers; nvJPEG count not checked", end.io_path);
+    }
 }
