@@ -53,6 +53,12 @@ def main() -> int:
             write_reference(osr, slide, ref)
             osr.close()
             rows.append(f"| `{slide.name}` | {slide.vendor} | {len(slide.level_dimensions)} | {mod_name} | {slide.note} |")
+    # With --only, keep the rows of the slides other modules generated before.
+    made = {r.split("`")[1] for r in rows}
+    old = out / "MANIFEST.md"
+    if args.only and old.exists():
+        kept = [l for l in old.read_text().splitlines() if l.startswith("| `") and l.split("`")[1] not in made]
+        rows = sorted(kept + rows)
     manifest = [
         "# Generated vendor slides",
         "",
