@@ -65,6 +65,13 @@ extern "C" {
     ) -> c_int;
 }
 
+/// The message the C side left in `msg` after a failed call, as a data error. Reads up to the
+/// first NUL, or the whole buffer when there is none.
+fn c_message(msg: &[c_char]) -> CodecError {
+    let bytes: Vec<u8> = msg.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    CodecError::Data(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 thread_local! {
     /// The discarded last row of each partial decode.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
@@ -111,9 +118,7 @@ pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), Code
         if rc == 0 {
             Ok(())
         } else {
-            // SAFETY: the C side wrote a NUL-terminated message (snprintf) into `msg`.
-            let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
-            Err(CodecError::Data(text.to_string_lossy().into_owned()))
+            Err(c_message(&msg))
         }
     })
 }
@@ -170,9 +175,7 @@ pub fn decode_part_bands(stream: &[u8], crop: Crop, skip: u32, width: u32, heigh
             )
         };
         if rc != 0 {
-            // SAFETY: the C side wrote a NUL-terminated message (snprintf) into `msg`.
-            let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
-            return Err(CodecError::Data(text.to_string_lossy().into_owned()));
+            return Err(c_message(&msg));
         }
         for (band, &h) in bands.iter_mut().zip(heights) {
             // SAFETY: a successful decode wrote every row of the crop (the C side fails when
@@ -228,9 +231,7 @@ pub fn decode_raw(stream: &[u8], components: u32, max_w: u32, max_h: u32, dst: &
         return Err(CodecError::LargerThanTile { width: w, height: h, tile_width: max_w, tile_height: max_h });
     }
     if rc != 0 {
-        // SAFETY: the C side wrote a NUL-terminated message (snprintf or format_message).
-        let text = unsafe { std::ffi::CStr::from_ptr(msg.as_ptr()) };
-        return Err(CodecError::Data(text.to_string_lossy().into_owned()));
+        return Err(c_message(&msg));
     }
     dst.truncate(w as usize * h as usize * components as usize);
     Ok((w, h))
