@@ -105,14 +105,14 @@ fn locations(w: u64, h: u64, ds: f64, size: u64, n: usize, seed: u64) -> Vec<(i6
 fn batch_read_plan(slide: &Slide, level: usize, locs: &[(i64, i64)], size: u64) -> ReadPlan {
     let (img, ds, at) = slidestream::read::locate::level(slide.index(), level).expect("level");
     let bp = BatchPlan::build(&LevelGeom { slide: 1, level: level as u32, image: img, downsample: ds }, locs, (size, size));
-    let file_len = std::fs::metadata(slide.index().path()).map(|m| m.len()).unwrap_or(u64::MAX);
+    let file = slidestream::io::posix::FileSource::open(slide.index().path()).expect("open the slide's file");
     let mut wants = Vec::new();
     for t in &bp.tiles {
-        if locate_tile(img, file_len, t.key.col, t.key.row, &at).expect("tile").is_none() {
+        if locate_tile(img, &file, t.key.col, t.key.row, &at).expect("tile").is_none() {
             continue;
         }
         for l in img.tile_locs(t.key.col, t.key.row) {
-            wants.push(Want { id: wants.len(), offset: l.offset, len: l.length });
+            wants.push(Want { id: wants.len(), offset: slidestream::io::multi::address(l), len: l.length });
         }
     }
     plan_reads(&wants, &slide.config().plan)

@@ -19,7 +19,7 @@ use crate::error::{ImageRef, Location, Result};
 use crate::geometry::Rect;
 use crate::index::{ImageIndex, SlideIndex};
 use crate::io::metrics::{IoCounters, MetricsSource};
-use crate::io::ByteSource;
+use crate::io::multi::SourceSet;
 use crate::read::assemble::blit_tile;
 use crate::read::fetch::Batch;
 use crate::read::waves::fetch_waves;
@@ -66,7 +66,7 @@ pub fn alloc_pixels(bytes: usize) -> Vec<u8> {
 #[derive(Debug)]
 pub struct Slide {
     index: Arc<SlideIndex>,
-    src: Arc<MetricsSource<Box<dyn ByteSource>>>,
+    src: Arc<MetricsSource<SourceSet>>,
     /// What the open read (structure, tag values), before `src`'s counters were zeroed.
     open_io: IoCounters,
     id: u64,
@@ -124,7 +124,7 @@ impl Slide {
 
     /// The byte source (for the GPU path's reads).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) fn source(&self) -> &MetricsSource<Box<dyn ByteSource>> {
+    pub(crate) fn source(&self) -> &MetricsSource<SourceSet> {
         &self.src
     }
 

@@ -367,7 +367,7 @@ fn the_compat_mode_in_effect_is_reported() {
     if matches!(gpu::stats(0).io_path.as_str(), "cufile" | "cufile-compat") {
         // The memory slide has no file descriptor: it was not offered to cuFile, and said so.
         let reason = gpu::stats(0).cufile_skip_reason;
-        assert!(reason.contains("no file descriptor"), "{reason}");
+        assert!(reason.contains("no single file descriptor"), "{reason}");
     }
     let before = gpu::stats(0);
     assert!(compare(&slide, (1000, 1000), 0, (700, 700)) <= TOLERANCE);

@@ -30,20 +30,40 @@ use crate::error::{Error, ImageRef, Location, Result};
 use crate::index::{BlobRef, FileIdentity, ImageIndex, Level, SlideIndex, SourceFile, TileLoc};
 use crate::io::ByteSource;
 
-/// Check `layout` (from driver `vendor`, opened from `src` named by `at`, whose file identity
-/// is `identity`) and build the [`SlideIndex`]. Reads only the chunks quickhash covers.
+/// The slide's source files: the one opened (`primary_len` bytes, named by `at`, of file
+/// identity `identity`) and the `extra` files its layout names (`SlideLayout::extra_sources`),
+/// examined now (length and identity, which later reads check: [`crate::io::multi`]).
 ///
 /// # Errors
-/// `Format` for a layout that breaks a rule above; `Limits` for oversized images or tiles;
-/// `Io` when an extra source file cannot be examined.
-pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>) -> Result<SlideIndex> {
+/// `Io` when an extra file cannot be examined or is not a regular file; `Limits` for a file
+/// over [`crate::io::multi::MAX_SOURCE_LEN`] bytes.
+pub fn source_files(extra: &[std::path::PathBuf], primary_len: u64, at: &Location, identity: Option<FileIdentity>) -> Result<Vec<SourceFile>> {
+    let mut sources = vec![SourceFile { path: at.path.clone(), len: primary_len, identity }];
+    for p in extra {
+        let meta = std::fs::metadata(p).map_err(|e| Error::io(&Location::file(p), e))?;
+        if !meta.is_file() {
+            return Err(Error::io(&Location::file(p), std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+        }
+        sources.push(SourceFile { path: p.clone(), len: meta.len(), identity: Some(FileIdentity::of(&meta)) });
+    }
+    if let Some(s) = sources.iter().find(|s| s.len > crate::io::multi::MAX_SOURCE_LEN) {
+        return Err(Error::limits(&Location::file(&s.path), format!("file of {} bytes (limit 2^44)", s.len)));
+    }
+    Ok(sources)
+}
+
+/// Check `layout` (from driver `vendor`, opened from `src` named by `at`; `sources` from
+/// [`source_files`], with `src` serving all of them, [`crate::io::multi::SourceSet`]) and build
+/// the [`SlideIndex`]. Reads only the chunks quickhash covers.
+///
+/// # Errors
+/// `Format` for a layout that breaks a rule above; `Limits` for oversized images or tiles.
+pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, at: &Location, sources: Vec<SourceFile>) -> Result<SlideIndex> {
     if let Some(k) = layout.properties.keys().find(|k| k.starts_with("openslide.")) {
         return Err(Error::format(at, format!("driver {vendor} set the core's property {k}")));
     }
-    let mut sources = vec![SourceFile { path: at.path.clone(), len: src.len(), identity }];
-    for p in &layout.extra_sources {
-        let meta = std::fs::metadata(p).map_err(|e| Error::io(&Location::file(p), e))?;
-        sources.push(SourceFile { path: p.clone(), len: meta.len(), identity: Some(FileIdentity::of(&meta)) });
+    if sources.len() != layout.extra_sources.len() + 1 {
+        return Err(Error::format(at, format!("{} source files for a layout naming {} extra files", sources.len(), layout.extra_sources.len())));
     }
     if layout.levels.is_empty() {
         return Err(Error::format(at, "no pyramid levels"));

@@ -87,7 +87,7 @@ mod tests {
         let src = MemSource::new(bytes);
         let at = Location::file("mem");
         let tiff = TiffFile::parse(&src, &at);
-        vendor(&Probe { src: &src, at: &at, tiff: tiff.as_ref() })
+        vendor(&Probe { src: &src, at: &at, tiff: tiff.as_ref(), files: None })
     }
 
     /// A little-endian classic TIFF whose IFD 0 holds the given (tag, SHORT value) entries.

@@ -26,7 +26,7 @@ pub mod ventana;
 pub(crate) mod xml;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Location, Result};
 use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, TileLoc};
@@ -50,6 +50,66 @@ pub struct Probe<'a> {
     pub at: &'a Location,
     /// The TIFF structure, when the file parses as TIFF.
     pub tiff: std::result::Result<&'a TiffFile, &'a Error>,
+    /// The files beside the opened one, for formats of several files (DICOM, MIRAX); `None`
+    /// when the slide is not a local file ([`crate::Slide::from_source`]).
+    pub files: Option<&'a dyn SiblingFiles>,
+}
+
+/// Access to the files of a slide of several files, for drivers at open. A driver reads what
+/// it needs from them (headers, index files) and names the files tiles are read from in
+/// [`SlideLayout::extra_sources`]; those are examined by [`finish::source_files`] and read
+/// later through [`crate::io::multi::SourceSet`].
+pub trait SiblingFiles {
+    /// The path the slide was opened by.
+    fn path(&self) -> &Path;
+    /// The regular files of the folder that holds [`path`](Self::path) (itself included),
+    /// sorted by name; no recursion.
+    ///
+    /// # Errors
+    /// `Io` when the folder cannot be listed.
+    fn list_dir(&self) -> Result<Vec<PathBuf>>;
+    /// Open a file for reading (regular files only; a FIFO or device is refused without
+    /// blocking, as [`crate::io::posix::FileSource::open`]).
+    ///
+    /// # Errors
+    /// `Io` naming the file.
+    fn open(&self, path: &Path) -> Result<Box<dyn ByteSource>>;
+}
+
+/// [`SiblingFiles`] of a slide opened from a local path.
+#[derive(Debug, Clone)]
+pub struct LocalFiles {
+    /// The path the slide was opened by.
+    pub path: PathBuf,
+}
+
+impl SiblingFiles for LocalFiles {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn list_dir(&self) -> Result<Vec<PathBuf>> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let at = Location::file(&dir);
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&dir).map_err(|e| Error::io(&at, e))? {
+            let e = e.map_err(|e| Error::io(&at, e))?;
+            // `metadata` follows symbolic links: a link to a regular file counts.
+            if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+                out.push(e.path());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn open(&self, path: &Path) -> Result<Box<dyn ByteSource>> {
+        let f = crate::io::posix::FileSource::open(path).map_err(|e| Error::io(&Location::file(path), e))?;
+        Ok(Box::new(f))
+    }
 }
 
 /// A format driver (one file per vendor under `format/`).
@@ -64,6 +124,16 @@ pub trait FormatDriver: Sync {
     /// # Errors
     /// Any [`Error`] from structure reading; `Unsupported` for features outside the driver.
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout>;
+    /// The file to open when a slide is opened by its folder `dir` (DICOM: a folder of
+    /// instances), `Ok(None)` when this format does not open folders (the default).
+    ///
+    /// # Errors
+    /// `Io` when the folder cannot be read; `Usage` when it holds several slides of this
+    /// format (the message names them).
+    fn resolve_dir(&self, dir: &Path) -> Result<Option<PathBuf>> {
+        let _ = dir;
+        Ok(None)
+    }
 }
 
 /// One pyramid level as a driver describes it.
@@ -78,11 +148,16 @@ pub struct LayoutLevel {
 /// What a driver hashes for `openslide.quickhash-1` (SHA-256, computed by [`finish()`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuickhashInput {
+    /// Bytes hashed before anything else (DICOM: the SeriesInstanceUID and a NUL; MIRAX: the
+    /// whole `Slidedat.ini`); empty for TIFF formats.
+    pub prefix: Vec<u8>,
     /// Hash the stored bytes of every tile of the lowest-resolution level first, in the
     /// format's storage order (OpenSlide's TIFF rule; no hash when they exceed 5 MiB).
     pub lowest_level_tiles: bool,
     /// Then each (name, value), each followed by a NUL byte.
     pub strings: Vec<(String, String)>,
+    /// Hash the lowest level whatever its size (MIRAX); otherwise no hash over 5 MiB.
+    pub uncapped: bool,
 }
 
 /// The slide's bounds of non-empty data in level-0 pixels (`openslide.bounds-*`).
@@ -199,14 +274,23 @@ pub fn detect(probe: &Probe<'_>) -> (DetectionReport, Option<&'static dyn Format
 }
 
 /// Detect, open with the accepting driver and [`finish()`]: the whole of opening a slide's
-/// structure from `src` (named by `at`; `identity` is the file's, when it is one).
+/// structure from `set` (its primary source named by `at`; `identity` is the file's, when it
+/// is one; `files` gives the files beside it, for local paths). The extra files the driver
+/// names are attached to `set` before [`finish()`] (quickhash may read them).
 ///
 /// # Errors
 /// The TIFF parse error when the file is damaged TIFF no driver takes; `Unsupported` with the
-/// detection report when no driver recognises it; the driver's and [`finish()`]'s errors.
-pub fn open(src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>) -> Result<SlideIndex> {
+/// detection report when no driver recognises it; the driver's, [`finish::source_files`]'s
+/// and [`finish()`]'s errors.
+pub fn open(
+    set: &crate::io::metrics::MetricsSource<crate::io::multi::SourceSet>,
+    at: &Location,
+    identity: Option<FileIdentity>,
+    files: Option<&dyn SiblingFiles>,
+) -> Result<SlideIndex> {
+    let src: &dyn ByteSource = set;
     let tiff = TiffFile::parse(src, at);
-    let probe = Probe { src, at, tiff: tiff.as_ref() };
+    let probe = Probe { src, at, tiff: tiff.as_ref(), files };
     let (report, driver) = detect(&probe);
     let Some(driver) = driver else {
         // A file that parses as TIFF but no driver takes, or a file that is not TIFF at all.
@@ -216,7 +300,23 @@ pub fn open(src: &dyn ByteSource, at: &Location, identity: Option<FileIdentity>)
         });
     };
     let layout = driver.open(&probe)?;
-    finish(driver.name(), layout, src, at, identity)
+    let sources = finish::source_files(&layout.extra_sources, src.len(), at, identity)?;
+    set.inner().attach(&sources);
+    finish(driver.name(), layout, src, at, sources)
+}
+
+/// The file to open for a slide opened by its folder `dir`: the first driver (in
+/// [`DRIVERS`] order) that opens folders and finds a slide there.
+///
+/// # Errors
+/// `Unsupported` when no driver finds a slide in the folder; the drivers' errors.
+pub fn resolve_dir(dir: &Path) -> Result<PathBuf> {
+    for d in DRIVERS {
+        if let Some(p) = d.resolve_dir(dir)? {
+            return Ok(p);
+        }
+    }
+    Err(Error::unsupported(&Location::file(dir), "a folder, and no format driver finds a slide in it (folders open as DICOM series)"))
 }
 
 /// Format a float the way OpenSlide formats its double properties (GLib's `g_ascii_dtostr`,

@@ -6,12 +6,16 @@
 //! a NUL (for TIFF: `tiff.<Tag>` and its value for nine ASCII tags of IFD 0). When the lowest
 //! level holds more than 5 MiB of compressed data, no hash is produced (OpenSlide disables the
 //! hash to keep open fast) and the property is omitted.
+//!
+//! Non-TIFF drivers add bytes hashed first ([`QuickhashInput::prefix`]: DICOM hashes the
+//! SeriesInstanceUID and a NUL; MIRAX the bytes of `Slidedat.ini`) and may lift the cap
+//! ([`QuickhashInput::uncapped`], MIRAX).
 
 use sha2::{Digest, Sha256};
 
 use super::QuickhashInput;
 use crate::error::{Error, Location, Result};
-use crate::index::{ImageIndex, SourceId, TileLoc};
+use crate::index::{ImageIndex, TileLoc};
 use crate::io::ByteSource;
 
 /// Lowest-level data above this many bytes disables the hash (OpenSlide's `5 << 20`).
@@ -22,7 +26,7 @@ const MAX_HASHED_BYTES: u64 = 5 << 20;
 ///
 /// # Errors
 /// `Format` when a hashed chunk lies past the end of the file or cannot be read;
-/// `Unsupported` for chunks in another source file (not needed by any driver yet).
+/// chunks of any source file are read through `src` (a [`crate::io::multi::SourceSet`]).
 pub(crate) fn quickhash(
     input: &QuickhashInput,
     lowest: &ImageIndex,
@@ -31,6 +35,7 @@ pub(crate) fn quickhash(
     at: &Location,
 ) -> Result<Option<String>> {
     let mut h = Sha256::new();
+    h.update(&input.prefix);
     if input.lowest_level_tiles {
         let list: Box<dyn Iterator<Item = TileLoc> + '_> = match chunks {
             Some(c) => Box::new(c.iter().copied()),
@@ -40,7 +45,7 @@ pub(crate) fn quickhash(
             Some(c) => c.iter().fold(0u64, |a, t| a.saturating_add(t.length)),
             None => lowest.total_bytes(),
         };
-        if total > MAX_HASHED_BYTES {
+        if total > MAX_HASHED_BYTES && !input.uncapped {
             return Ok(None);
         }
         let mut buf = Vec::new();
@@ -48,17 +53,14 @@ pub(crate) fn quickhash(
             if t.length == 0 {
                 continue;
             }
-            if t.source != SourceId::PRIMARY {
-                return Err(Error::unsupported(at, "quickhash over tiles of several files"));
-            }
-            if t.end().is_none_or(|e| e > src.len()) {
+            if t.end().is_none_or(|e| src.source_len(t.source).is_none_or(|len| e > len)) {
                 return Err(Error::format(
                     at,
                     format!("quickhash: chunk at offset {} (+{} bytes) lies past the end of the file", t.offset, t.length),
                 ));
             }
             buf.resize(t.length as usize, 0);
-            src.read_exact_at(&mut buf, t.offset).map_err(|e| {
+            src.read_exact_at(&mut buf, crate::io::multi::address(t)).map_err(|e| {
                 Error::format(at, format!("quickhash: chunk at offset {} (+{} bytes) unreadable: {e}", t.offset, t.length))
             })?;
             h.update(&buf);

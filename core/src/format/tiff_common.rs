@@ -286,7 +286,7 @@ pub(crate) fn quickhash_input(tf: &TiffFile, src: &dyn ByteSource, at: &Location
         };
         strings.push((format!("tiff.{name}"), value));
     }
-    Ok(QuickhashInput { lowest_level_tiles: true, strings })
+    Ok(QuickhashInput { lowest_level_tiles: true, strings, ..Default::default() })
 }
 
 /// The ASCII tags OpenSlide reports as `tiff.*` properties (and hashes), in its order.

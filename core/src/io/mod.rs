@@ -7,10 +7,12 @@
 //! source and counts requests and bytes so tests can assert what a read plan did.
 //! [`plan`] turns a set of tile byte ranges into few coalesced requests, read in parallel by the
 //! process's I/O pool ([`pool`], `SLIDESTREAM_IO_DEPTH` reads in flight) after readahead hints
-//! for large plans ([`hint`]).
+//! for large plans ([`hint`]). A slide of several files reads them through one
+//! [`multi::SourceSet`], whose address space gives each file its own 2^44-byte range.
 
 pub mod hint;
 pub mod metrics;
+pub mod multi;
 pub mod plan;
 pub mod pool;
 pub mod posix;
@@ -27,6 +29,13 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// `true` when the source holds no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Length in bytes of source file `id` of the slide this source serves (see
+    /// [`multi::SourceSet`]); `None` when there is no such source. A plain source is one file:
+    /// source 0, of [`len`](Self::len) bytes.
+    fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
+        (id == crate::index::SourceId::PRIMARY).then(|| self.len())
     }
 
     /// Fill `buf` with the bytes at `[offset, offset + buf.len())`.
@@ -48,6 +57,9 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     fn len(&self) -> u64 {
         (**self).len()
     }
+    fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
+        (**self).source_len(id)
+    }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
     }
@@ -59,6 +71,9 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
 impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
     fn len(&self) -> u64 {
         (**self).len()
+    }
+    fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
+        (**self).source_len(id)
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)

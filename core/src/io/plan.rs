@@ -5,7 +5,9 @@
 //! [`PlanOptions::max_request_bytes`]; ranges that overlap the request being built are always
 //! merged (requests never overlap, so no byte is read twice). A plan never spans from the
 //! smallest to the largest offset regardless of the holes (the mistake cuCIM's loader makes);
-//! the bytes read beyond what the tiles need are reported as read amplification.
+//! the bytes read beyond what the tiles need are reported as read amplification. Offsets are
+//! addresses of a [`super::multi::SourceSet`] (source `k` at `k·2^44`): a request never joins
+//! ranges of two sources, whatever the gap setting.
 //!
 //! [`ReadPlan::read_into`] is the one loop from a plan to per-range bytes: it reads the requests
 //! back to back into a buffer the caller provides (plain memory, or pinned memory on the GPU
@@ -253,7 +255,8 @@ pub fn plan_reads(wants: &[Want], opts: &PlanOptions) -> ReadPlan {
         let w_end = w.offset.saturating_add(w.len);
         plan.needed_bytes = plan.needed_bytes.saturating_add(w.len);
         if let Some((start, end, members)) = cur.as_mut() {
-            let gap_ok = w.offset <= end.saturating_add(opts.max_gap_bytes);
+            let same_source = w.offset >> super::multi::SOURCE_SHIFT == *start >> super::multi::SOURCE_SHIFT;
+            let gap_ok = same_source && w.offset <= end.saturating_add(opts.max_gap_bytes);
             let new_end = (*end).max(w_end);
             // A range that overlaps the open request is always merged, even past the size
             // limit: a separate request would read the shared bytes twice (a file whose tiles
@@ -398,6 +401,18 @@ mod tests {
         let results = plan.read_into(&short, &mut buf);
         let failed: Vec<usize> = plan.slices(&buf, &results).filter(|(_, b)| b.is_err()).map(|(id, _)| id).collect();
         assert_eq!(failed, vec![2]);
+    }
+
+    /// Ranges of two source files (addresses 2^44 apart) are never one request.
+    #[test]
+    fn sources_are_never_joined() {
+        let opts = PlanOptions { max_gap_bytes: u64::MAX, max_request_bytes: u64::MAX };
+        let k = 1u64 << super::super::multi::SOURCE_SHIFT;
+        let wants = [w(0, k - 10, 10), w(1, k, 10), w(2, k + 10, 10)];
+        let p = plan_reads(&wants, &opts);
+        assert_eq!(p.requests.len(), 2);
+        assert_eq!((p.requests[0].offset, p.requests[0].len), (k - 10, 10));
+        assert_eq!((p.requests[1].offset, p.requests[1].len), (k, 20));
     }
 
     /// Tile-aware planning: scattered tiles are read near where they lie, never as one span from

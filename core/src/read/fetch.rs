@@ -12,6 +12,7 @@ use crate::codec::stack::decode_ndpi_stack;
 use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::{ImageIndex, TileStream};
+use crate::io::multi::address;
 use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
 use crate::read::locate::locate_tile;
@@ -69,12 +70,11 @@ pub(crate) struct Batch<'a> {
 pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Option<Arc<DecodedTile>>>> {
     let img = b.image;
     let planes = img.planes();
-    let file_len = b.src.len();
     let mut out: Vec<Option<Arc<DecodedTile>>> = vec![None; coords.len()];
     let mut misses: Vec<usize> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
     for (i, &(col, row)) in coords.iter().enumerate() {
-        if locate_tile(img, file_len, col, row, b.at)?.is_none() {
+        if locate_tile(img, b.src, col, row, b.at)?.is_none() {
             continue; // missing → background
         }
         if let Some(slot) = b.cache.filter(|_| b.reduce.is_none()) {
@@ -84,7 +84,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
             }
         }
         for (p, l) in img.tile_locs(col, row).enumerate() {
-            wants.push(Want { id: misses.len() * planes + p, offset: l.offset, len: l.length });
+            wants.push(Want { id: misses.len() * planes + p, offset: address(l), len: l.length });
         }
         misses.push(i);
     }

@@ -8,14 +8,14 @@
 //! | one region's RGBA output over `max_region_bytes` (or overflowing) | [`Error::Limits`] | [`region_bytes`] |
 //! | a batch's output (n × h × w × channels) over `max_region_bytes` (or overflowing) | [`Error::Limits`] | [`batch_bytes`] |
 //! | a compressed tile over [`MAX_TILE_BYTES`] | [`Error::Limits`] | [`locate_tile`] |
-//! | a tile whose bytes lie past the end of the file | [`Error::Format`] | [`locate_tile`] |
-//! | a tile stored in a second source file (not read yet) | [`Error::Unsupported`] | [`locate_tile`] |
+//! | a tile whose bytes lie past the end of its file, or in a source the slide does not have | [`Error::Format`] | [`locate_tile`] |
 //! | a missing tile (offset 0 or length 0; a cell a sparse grid does not store) | none: background | [`locate_tile`] |
 //!
 //! A corrupt tile (bytes that do not decode) is [`Error::Format`] from the codec.
 
 use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{ImageIndex, SlideIndex, SourceId, TileLoc};
+use crate::index::{ImageIndex, SlideIndex, TileLoc};
+use crate::io::ByteSource;
 
 /// Largest compressed tile accepted, in bytes (a 16384² RGBA tile stored raw is 1 GiB). A tile
 /// claiming more is refused before any allocation.
@@ -69,40 +69,42 @@ pub fn batch_bytes(n: usize, size: (u64, u64), channels: u8, max_region_bytes: u
     }
 }
 
-/// Where tile (`col`, `row`) of `img` lies in the slide's file of `file_len` bytes:
-/// `Ok(None)` for a missing tile (not stored, or any plane at offset 0 or of length 0; read as
-/// background, [`ImageIndex::tile`]), else the byte range of its first plane, every plane
-/// having been checked (planar-separate images have one range per sample). `at` names file and
-/// level; errors name the tile too.
+/// Where tile (`col`, `row`) of `img` lies in the slide's files (`src`, whose
+/// [`ByteSource::source_len`] gives each file's length): `Ok(None)` for a missing tile (not
+/// stored, or any plane at offset 0 or of length 0; read as background, [`ImageIndex::tile`]),
+/// else the byte range of its first plane, every plane having been checked (planar-separate
+/// images have one range per sample). Reads use [`crate::io::multi::address`] of the ranges.
+/// `at` names file and level; errors name the tile too.
 ///
 /// # Errors
 /// [`Error::Usage`] for a tile outside the grid; [`Error::Limits`] for a plane over
 /// [`MAX_TILE_BYTES`] (checked first: such a claim is refused whatever the file length);
-/// [`Error::Unsupported`] for a plane in a second source file; [`Error::Format`] for a plane
-/// past the end of the file (or whose end overflows).
-pub fn locate_tile(img: &ImageIndex, file_len: u64, col: u64, row: u64, at: &Location) -> Result<Option<TileLoc>> {
+/// [`Error::Format`] for a plane past the end of its file (or whose end overflows) or in a
+/// source file the slide does not have.
+pub fn locate_tile(img: &ImageIndex, src: &dyn ByteSource, col: u64, row: u64, at: &Location) -> Result<Option<TileLoc>> {
     if col >= img.tiles_across() || row >= img.tiles_down() {
         return Err(Error::Usage(format!("{at}: tile ({col}, {row}) outside the {}x{} tile grid", img.tiles_across(), img.tiles_down())));
     }
     let Some(tile) = img.tile(col, row) else { return Ok(None) };
     for &l in tile.locs {
-        check_range(l, file_len, at, col, row)?;
+        check_range(l, src, at, col, row)?;
     }
     Ok(tile.locs.first().copied())
 }
 
 /// The checks of one stored byte range (see [`locate_tile`]).
-fn check_range(l: TileLoc, file_len: u64, at: &Location, col: u64, row: u64) -> Result<()> {
+fn check_range(l: TileLoc, src: &dyn ByteSource, at: &Location, col: u64, row: u64) -> Result<()> {
     if l.length > MAX_TILE_BYTES {
         return Err(Error::limits(&at.clone().with_tile(col, row), format!("compressed tile of {} bytes (limit {MAX_TILE_BYTES})", l.length)));
     }
-    if l.source != SourceId::PRIMARY {
-        return Err(Error::unsupported(&at.clone().with_tile(col, row), "tile data in a second source file"));
-    }
+    let Some(file_len) = src.source_len(l.source) else {
+        return Err(Error::format(&at.clone().with_tile(col, row), format!("tile data in source file {}, which the slide does not have", l.source.0)));
+    };
     if l.end().is_none_or(|e| e > file_len) {
+        let which = if l.source.0 == 0 { "the file".to_string() } else { format!("source file {}", l.source.0) };
         return Err(Error::format(
             &at.clone().with_tile(col, row),
-            format!("tile data at offset {} (+{} bytes) lies past the end of the file ({file_len} bytes)", l.offset, l.length),
+            format!("tile data at offset {} (+{} bytes) lies past the end of {which} ({file_len} bytes)", l.offset, l.length),
         ));
     }
     Ok(())
@@ -111,7 +113,13 @@ fn check_range(l: TileLoc, file_len: u64, at: &Location, col: u64, row: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::SourceId;
+    use crate::io::MemSource;
     use crate::read::test_image;
+
+    fn file(len: usize) -> MemSource {
+        MemSource::new(vec![0u8; len])
+    }
 
     fn loc(offset: u64, length: u64) -> TileLoc {
         TileLoc::primary(offset, length)
@@ -122,21 +130,21 @@ mod tests {
         let at = Location::file("x.tif");
         // A 20 × 10 image of two 10 × 10 tiles.
         let img = test_image(20, 10, 10, 10, 1, vec![loc(100, 10), loc(0, 0)]);
-        assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(100, 10)));
-        assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap(), None, "missing = background");
-        assert_eq!(locate_tile(&img, 1000, 2, 0, &at).unwrap_err().kind_name(), "usage");
-        assert_eq!(locate_tile(&img, 1000, 0, 1, &at).unwrap_err().kind_name(), "usage");
-        let e = locate_tile(&img, 105, 0, 0, &at).unwrap_err();
+        assert_eq!(locate_tile(&img, &file(1000), 0, 0, &at).unwrap(), Some(loc(100, 10)));
+        assert_eq!(locate_tile(&img, &file(1000), 1, 0, &at).unwrap(), None, "missing = background");
+        assert_eq!(locate_tile(&img, &file(1000), 2, 0, &at).unwrap_err().kind_name(), "usage");
+        assert_eq!(locate_tile(&img, &file(1000), 0, 1, &at).unwrap_err().kind_name(), "usage");
+        let e = locate_tile(&img, &file(105), 0, 0, &at).unwrap_err();
         assert_eq!(e.kind_name(), "format");
         assert!(e.to_string().contains("tile (0, 0)") && e.to_string().contains("past the end"), "{e}");
         // Over-large: Limits even when it also lies past the end of the file.
         let big = test_image(20, 10, 10, 10, 1, vec![loc(16, MAX_TILE_BYTES + 1), loc(u64::MAX - 1, 5)]);
-        assert_eq!(locate_tile(&big, 1000, 0, 0, &at).unwrap_err().kind_name(), "limits");
-        assert_eq!(locate_tile(&big, 1000, 1, 0, &at).unwrap_err().kind_name(), "format", "offset + length overflows");
-        // A second source file is not read yet.
+        assert_eq!(locate_tile(&big, &file(1000), 0, 0, &at).unwrap_err().kind_name(), "limits");
+        assert_eq!(locate_tile(&big, &file(1000), 1, 0, &at).unwrap_err().kind_name(), "format", "offset + length overflows");
+        // A source file the slide does not have.
         let other = test_image(20, 10, 10, 10, 1, vec![TileLoc { source: SourceId(1), offset: 10, length: 5 }, loc(20, 5)]);
-        assert_eq!(locate_tile(&other, 1000, 0, 0, &at).unwrap_err().kind_name(), "unsupported");
-        assert_eq!(locate_tile(&other, 1000, 1, 0, &at).unwrap(), Some(loc(20, 5)));
+        assert_eq!(locate_tile(&other, &file(1000), 0, 0, &at).unwrap_err().kind_name(), "format");
+        assert_eq!(locate_tile(&other, &file(1000), 1, 0, &at).unwrap(), Some(loc(20, 5)));
     }
 
     #[test]
@@ -144,11 +152,11 @@ mod tests {
         let at = Location::file("x.tif");
         // Planar-separate RGB (TIFF order: plane after plane): tile 1's blue plane lies past the end.
         let img = test_image(20, 10, 10, 10, 3, vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(40, 5), loc(50, 5), loc(900, 500)]);
-        assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(10, 5)));
-        assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap_err().kind_name(), "format");
+        assert_eq!(locate_tile(&img, &file(1000), 0, 0, &at).unwrap(), Some(loc(10, 5)));
+        assert_eq!(locate_tile(&img, &file(1000), 1, 0, &at).unwrap_err().kind_name(), "format");
         let img = test_image(20, 10, 10, 10, 3, vec![loc(10, 5), loc(20, 5), loc(30, 5), loc(0, 0), loc(50, 5), loc(60, 5)]);
-        assert_eq!(locate_tile(&img, 1000, 0, 0, &at).unwrap(), Some(loc(10, 5)));
-        assert_eq!(locate_tile(&img, 1000, 1, 0, &at).unwrap(), None, "one missing plane = missing tile");
+        assert_eq!(locate_tile(&img, &file(1000), 0, 0, &at).unwrap(), Some(loc(10, 5)));
+        assert_eq!(locate_tile(&img, &file(1000), 1, 0, &at).unwrap(), None, "one missing plane = missing tile");
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[O
 /// when the charge exceeds `b.working_bytes`.
 pub(crate) fn charge_tile(b: &Batch<'_>, col: u64, row: u64, part: Option<PartRect>) -> Result<Option<(u64, u64)>> {
     let img = b.image;
-    if locate_tile(img, b.src.len(), col, row, b.at)?.is_none() {
+    if locate_tile(img, b.src, col, row, b.at)?.is_none() {
         return Ok(None);
     }
     let charge = tile_charge(img, col, row, part, b.reduce.map_or(1, |r| r.0));
@@ -98,7 +98,7 @@ pub(crate) fn charge_tile(b: &Batch<'_>, col: u64, row: u64, part: Option<PartRe
             ),
         ));
     }
-    let first = img.tile_locs(col, row).map(|l| l.offset).min().unwrap_or(0);
+    let first = img.tile_locs(col, row).map(crate::io::multi::address).min().unwrap_or(0);
     Ok(Some((first, charge)))
 }
 

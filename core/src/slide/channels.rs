@@ -144,11 +144,10 @@ impl Slide {
             return Err(Error::limits(at, format!("a tile needs {tile_bytes} bytes to decode, more than read_working_bytes ({})", self.config.read_working_bytes)));
         }
         let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-        let file_len = self.src.len();
         for row in rows {
             for col in cols.clone() {
                 let tat = at.clone().with_tile(col, row);
-                if locate_tile(img, file_len, col, row, at)?.is_none() {
+                if locate_tile(img, &*self.src, col, row, at)?.is_none() {
                     continue; // missing: 0
                 }
                 let mut planes = Vec::with_capacity(img.planes());
@@ -157,7 +156,7 @@ impl Slide {
                         return Err(Error::limits(&tat, format!("tile of {} bytes exceeds {MAX_TILE_BYTES}", l.length)));
                     }
                     let mut buf = vec![0u8; l.length as usize];
-                    self.src.read_exact_at(&mut buf, l.offset).map_err(|e| Error::io(&tat, e))?;
+                    self.src.read_exact_at(&mut buf, crate::io::multi::address(l)).map_err(|e| Error::io(&tat, e))?;
                     planes.push(buf);
                 }
                 let refs: Vec<&[u8]> = planes.iter().map(Vec::as_slice).collect();

@@ -10,10 +10,11 @@ use super::{Slide, SlideOptions, NEXT_SLIDE_ID};
 use crate::cache::TileCache;
 use crate::config::Config;
 use crate::error::{Error, Location, Result};
-use crate::format::{self, DetectionReport, Probe};
+use crate::format::{self, DetectionReport, LocalFiles, Probe, SiblingFiles};
 use crate::geometry::best_level_for_downsample;
-use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex, SourceId};
+use crate::index::{BlobRef, FileIdentity, ImageIndex, SlideIndex};
 use crate::io::metrics::MetricsSource;
+use crate::io::multi::SourceSet;
 use crate::io::posix::FileSource;
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
@@ -27,7 +28,8 @@ impl Slide {
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be opened or is not a regular file (a FIFO, a
-    /// device: refused without blocking); [`Error::Config`] for a bad `SLIDESTREAM_*` or
+    /// device: refused without blocking); for a folder, [`Error::Unsupported`] when no driver
+    /// finds a slide in it ([`Slide::open_with`]); [`Error::Config`] for a bad `SLIDESTREAM_*` or
     /// `RAYON_NUM_THREADS` value; [`Error::Unsupported`] when no driver
     /// recognises it (the message carries the detection report) or it uses an unsupported
     /// feature; [`Error::Format`] / [`Error::Limits`] for damaged structure.
@@ -36,22 +38,40 @@ impl Slide {
     }
 
     /// Open a slide with explicit options. Errors as [`Slide::open`].
+    ///
+    /// `path` may name a folder: a format of several files that opens folders (DICOM) picks
+    /// the file to open in it ([`format::resolve_dir`]; `Unsupported` when none does, `Usage`
+    /// when the folder holds several slides).
     pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
-        let path = path.as_ref();
+        let given = path.as_ref();
+        let resolved;
+        let path = if std::fs::metadata(given).is_ok_and(|m| m.is_dir()) {
+            resolved = format::resolve_dir(given)?;
+            resolved.as_path()
+        } else {
+            given
+        };
         let src = open_source(path)?;
         let identity = src.metadata().ok().map(|m| FileIdentity::of(&m));
-        Slide::open_source(path, Box::new(src), identity, opts)
+        let files = LocalFiles { path: path.to_path_buf() };
+        Slide::open_source(path, Box::new(src), identity, Some(&files), opts)
     }
 
     /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's
     /// input). `name` is used in error messages and as the slide's path; the index records no
     /// file identity for it. Errors as [`Slide::open`] (except opening the file).
     pub fn from_source(name: impl AsRef<Path>, source: Box<dyn ByteSource>, opts: SlideOptions) -> Result<Slide> {
-        Slide::open_source(name.as_ref(), source, None, opts)
+        Slide::open_source(name.as_ref(), source, None, None, opts)
     }
 
-    fn open_source(path: &Path, source: Box<dyn ByteSource>, identity: Option<FileIdentity>, opts: SlideOptions) -> Result<Slide> {
-        let src = Arc::new(MetricsSource::new(source));
+    fn open_source(
+        path: &Path,
+        source: Box<dyn ByteSource>,
+        identity: Option<FileIdentity>,
+        files: Option<&dyn SiblingFiles>,
+        opts: SlideOptions,
+    ) -> Result<Slide> {
+        let src = Arc::new(MetricsSource::new(SourceSet::new(source)));
         // Every setting is checked at open, so a bad `SLIDESTREAM_*` value fails here, once,
         // with an error naming it (docs/settings.md), whichever path reads it later.
         crate::config::settings()?;
@@ -60,7 +80,7 @@ impl Slide {
         crate::config::rayon_num_threads()?;
         // The I/O pool's depth, fixed at the first open (the pool is built at the first read).
         crate::io::pool::configure()?;
-        let index = format::open(&*src, &Location::file(path), identity)?;
+        let index = format::open(&src, &Location::file(path), identity, files)?;
         let open_io = src.counters();
         src.reset();
         let cache = match opts.cache {
@@ -94,7 +114,8 @@ impl Slide {
         let src = open_source(path)?;
         let at = Location::file(path);
         let tiff = TiffFile::parse(&src, &at);
-        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref() };
+        let files = LocalFiles { path: path.to_path_buf() };
+        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref(), files: Some(&files) };
         Ok(format::detect(&probe).0)
     }
 
@@ -111,7 +132,8 @@ impl Slide {
         let src = open_source(path)?;
         let at = Location::file(path);
         let tiff = TiffFile::parse(&src, &at);
-        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref() };
+        let files = LocalFiles { path: path.to_path_buf() };
+        let probe = Probe { src: &src, at: &at, tiff: tiff.as_ref(), files: Some(&files) };
         Ok(format::detect(&probe).0.chosen().or_else(|| format::known::vendor(&probe)))
     }
 
@@ -190,11 +212,8 @@ impl Slide {
             BlobRef::Bytes(b) => Ok(b.clone()),
             BlobRef::Range(r) => {
                 let at = Location::file(&self.index.sources[r.source.0 as usize].path);
-                if r.source != SourceId::PRIMARY {
-                    return Err(Error::unsupported(&at, "reading from a second source file"));
-                }
                 let mut buf = vec![0u8; r.length as usize];
-                self.src.read_exact_at(&mut buf, r.offset).map_err(|e| Error::io(&at, e))?;
+                self.src.read_exact_at(&mut buf, crate::io::multi::address(*r)).map_err(|e| Error::io(&at, e))?;
                 Ok(Arc::from(buf))
             }
         }

@@ -25,7 +25,9 @@ fn layout(sizes: &[(u64, u64)]) -> SlideLayout {
 }
 
 fn run(l: SlideLayout) -> Result<SlideIndex> {
-    finish("test", l, &MemSource::new(vec![7u8; 4096]), &Location::file("t.tif"), None)
+    let at = Location::file("t.tif");
+    let sources = super::source_files(&l.extra_sources, 4096, &at, None)?;
+    finish("test", l, &MemSource::new(vec![7u8; 4096]), &at, sources)
 }
 
 #[test]
@@ -40,7 +42,7 @@ fn standard_properties_are_filled_from_the_layout() {
     l.associated.insert("label".into(), image(20, 10, 20));
     l.associated_icc.insert("label".into(), BlobRef::Bytes(Arc::from(vec![1u8, 2, 3])));
     l.properties.insert("tiff.Make".into(), "x".into());
-    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![("a".into(), "b".into())] });
+    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![("a".into(), "b".into())], ..Default::default() });
     let idx = run(l).unwrap();
     let p = |k: &str| idx.properties.get(k).map(String::as_str);
     assert_eq!(p("openslide.vendor"), Some("test"));
@@ -146,7 +148,7 @@ fn driver_downsamples_barcode_and_regions_are_reported_and_checked() {
 fn quickhash_chunks_replace_the_lowest_levels() {
     let base = run(layout(&[(32, 32)])).unwrap();
     let mut l = layout(&[(32, 32)]);
-    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![] });
+    l.quickhash = Some(QuickhashInput { lowest_level_tiles: true, strings: vec![], ..Default::default() });
     let a = run(l.clone()).unwrap().properties["openslide.quickhash-1"].clone();
     l.quickhash_chunks = Some(vec![TileLoc::primary(8, 1), TileLoc::primary(9, 1), TileLoc::primary(10, 1)]);
     let b = run(l).unwrap().properties["openslide.quickhash-1"].clone();

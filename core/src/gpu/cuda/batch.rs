@@ -19,7 +19,6 @@ use crate::cache::TileKey;
 use crate::error::{Error, GpuError, Location, Result};
 use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
 use crate::index::ImageIndex;
-use crate::io::ByteSource;
 use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
 use crate::slide::{PatchRequest, Slide};
 
@@ -156,7 +155,7 @@ impl Engine {
             let s = &srcs[need.src as usize];
             // Tile location from the read layer: missing = background; over-large: Limits;
             // past the end of the file: Format.
-            let l = match locate_tile(s.img, s.slide.source().len(), need.col, need.row, &s.at) {
+            let l = match locate_tile(s.img, s.slide.source(), need.col, need.row, &s.at) {
                 Ok(Some(l)) => l,
                 Ok(None) => continue,
                 Err(e) => {
@@ -171,7 +170,7 @@ impl Engine {
             let part = s.slide.part_if_small(s.img, (need.col, need.row), need.part);
             // The CPU decode cost model of the read layer (8 = a whole tile).
             let rank = cost_rank(decode_cost(part, s.img.valid_tile_size(need.col, need.row)));
-            misses.push(Miss { need: k, src: need.src, col: need.col, row: need.row, offset: l.offset, len: l.length, part, rank });
+            misses.push(Miss { need: k, src: need.src, col: need.col, row: need.row, offset: crate::io::multi::address(l), len: l.length, part, rank });
         }
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();

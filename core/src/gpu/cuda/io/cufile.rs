@@ -103,7 +103,7 @@ impl CuFiles {
             .or_insert_with(|| {
                 let name = slide.index().path().display().to_string();
                 let Some(fd) = slide.source().raw_fd() else {
-                    counters.note_cufile_skip(format!("{name}: no file descriptor (slide not read from a local file): POSIX reads for this slide"));
+                    counters.note_cufile_skip(format!("{name}: no single file descriptor (slide read from memory, or from several files): POSIX reads for this slide"));
                     return None;
                 };
                 let direct = reopen_direct(fd);
