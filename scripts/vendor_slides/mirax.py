@@ -75,6 +75,8 @@ class Spec:
     seed: int = 0
     bom: bool = True
     other_nonhier_first: bool = False
+    # The .mrxs file's bytes: never read by OpenSlide (real ones hold a small binary header).
+    mrxs: bytes = b"MRXS\x00\x01" + bytes(range(58))
 
 
 @dataclasses.dataclass
@@ -308,7 +310,7 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
     for sec, kvs in sections.items():
         for key, v in kvs:
             ini.set(sec, key, v)
-    parts = dict(ini=ini, levels=levels_recs, pages0=s.pages0, nonhier=nonhier_recs, data=data, slide_id=slide_id, skip=[], mrxs=b"")
+    parts = dict(ini=ini, levels=levels_recs, pages0=s.pages0, nonhier=nonhier_recs, data=data, slide_id=slide_id, skip=[], mrxs=s.mrxs)
     if mutate is not None:
         mutate(parts)
     index = parts.get("index") or mw.index_dat(parts["slide_id"], parts["levels"], parts["pages0"], parts["nonhier"])
@@ -494,12 +496,12 @@ def _sparse(out_dir: pathlib.Path) -> Generated:
 
 def _bmp(out_dir: pathlib.Path) -> Generated:
     s = Spec("mirax-bmp", nx=3, ny=2, w=96, h=80, exps=(0, 1), fmt="BMP24", nfiles=2, seed=65, objective=None,
-             associated=("label",))
+             associated=("label",), mrxs=b"")
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [Region("l0_seam", 0, (80, 60), (40, 40))])
     return _generated(path, s, model, regions, {"openslide.level[0].tile-width": "96"},
                       "3x2 images of 96x80 BMP24 (lossless), no overlap, 2 levels, 2 data files; no "
-                      "OBJECTIVE_MAGNIFICATION; label.", absent=("openslide.objective-power",))
+                      "OBJECTIVE_MAGNIFICATION; label; empty .mrxs file.", absent=("openslide.objective-power",))
 
 
 def build(out_dir: pathlib.Path) -> List[Generated]:
