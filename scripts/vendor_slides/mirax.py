@@ -42,6 +42,8 @@ import numpy as np
 from . import mirax_writer as mw
 from .common import Generated, Region, downscale, tissue_like
 
+# A repeated key with backslashes and trailing spaces (GLib's raw value: kept as written).
+QUIRK_COMMENT_LINE = "SLIDE_COMMENT=second, C:\\scans\\n1\\s;x  "
 TINT = np.array([60, -60, 60], np.int16)
 INACTIVE_COLOUR = (20, 220, 40)  # stored for inactive positions: must never show
 FILL_BGR = 0xF4F0F2  # IMAGE_FILL_COLOR_BGR: RGB (242, 240, 244)
@@ -75,6 +77,10 @@ class Spec:
     seed: int = 0
     bom: bool = True
     other_nonhier_first: bool = False
+    # GKeyFile details in Slidedat.ini (comment, empty key, spaces around "=", trailing
+    # spaces, backslashes, a repeated key and a repeated group), all of which OpenSlide reads
+    # as GLib does: raw values, the last of a repeated key, an empty key skipped.
+    quirks: bool = False
     # The .mrxs file's bytes: never read by OpenSlide (real ones hold a small binary header).
     mrxs: bytes = b"MRXS\x00\x01" + bytes(range(58))
 
@@ -310,6 +316,16 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
     for sec, kvs in sections.items():
         for key, v in kvs:
             ini.set(sec, key, v)
+    if s.quirks:
+        ini.set("GENERAL", "SLIDE_COMMENT", "first")
+        ini.extra_lines["GENERAL"] = [
+            "# written by scripts/vendor_slides/mirax.py",
+            "=a value without a key",
+            QUIRK_COMMENT_LINE,
+            "  PROJECT_NAME  =  generated \u00b5m",
+            "",
+        ]
+        ini.tail = "[GENERAL]\r\nSLIDE_TYPE=brightfield\r\n"
     parts = dict(ini=ini, levels=levels_recs, pages0=s.pages0, nonhier=nonhier_recs, data=data, slide_id=slide_id, skip=[], mrxs=s.mrxs)
     if mutate is not None:
         mutate(parts)
@@ -403,7 +419,7 @@ def _standard_regions(model: Model, extra: Sequence[Region] = ()) -> List[Region
 
 
 def _simple(out_dir: pathlib.Path) -> Generated:
-    s = Spec("mirax-simple", nx=4, ny=3, pages0=2, associated=("macro", "label", "thumbnail"), seed=61)
+    s = Spec("mirax-simple", nx=4, ny=3, pages0=2, associated=("macro", "label", "thumbnail"), seed=61, quirks=True)
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [
         Region("l0_seam", 0, (100, 100), (60, 60)),
@@ -415,8 +431,12 @@ def _simple(out_dir: pathlib.Path) -> Generated:
         "openslide.level[0].tile-width": "128",
         "openslide.level[2].tile-height": "128",
         "openslide.background-color": "F2F0F4",
+        "mirax.GENERAL.SLIDE_COMMENT": QUIRK_COMMENT_LINE.split("=", 1)[1],
+        "mirax.GENERAL.PROJECT_NAME": "generated \u00b5m",
+        "mirax.GENERAL.SLIDE_TYPE": "brightfield",
     }, "4x3 images of 128x128 JPEG, no overlap, no position record, 3 levels (concat 1, 2, 4); 2 data files; "
-       "level 0 in 2 index pages; label + macro + thumbnail; BOM in Slidedat.ini.", absent=("openslide.bounds-x",))
+       "level 0 in 2 index pages; label + macro + thumbnail; BOM and GKeyFile details (comment, empty key, spaces, "
+       "backslashes, repeated key and group) in Slidedat.ini.", absent=("openslide.bounds-x",))
 
 
 def _jitter_positions(nx: int, ny: int, w: int, h: int, ov: int, step: int, per_tile: bool, seed: int) -> List[Tuple[int, int]]:

@@ -142,11 +142,13 @@ def position_buffer(positions: Sequence[Tuple[int, int, int]]) -> bytes:
 @dataclasses.dataclass
 class Ini:
     """``Slidedat.ini`` as ordered groups of (key, value) lines; ``text()`` writes it (with a
-    UTF-8 BOM when ``bom``, as 3DHISTECH's software does)."""
+    UTF-8 BOM when ``bom``, as 3DHISTECH's software does), then each group's ``extra_lines``
+    (written as they are) after its keys, then ``tail``."""
 
     groups: Dict[str, List[Tuple[str, str]]] = dataclasses.field(default_factory=dict)
     bom: bool = False
     extra_lines: Dict[str, List[str]] = dataclasses.field(default_factory=dict)
+    tail: str = ""
 
     def set(self, group: str, key: str, value) -> None:
         self.groups.setdefault(group, []).append((key, str(value)))
@@ -157,7 +159,7 @@ class Ini:
             lines.append(f"[{g}]")
             lines += [f"{k}={v}" for k, v in kvs]
             lines += self.extra_lines.get(g, [])
-        body = "\r\n".join(lines) + "\r\n"
+        body = "\r\n".join(lines) + "\r\n" + self.tail
         return (b"\xef\xbb\xbf" if self.bom else b"") + body.encode()
 
 
