@@ -73,9 +73,11 @@ class Spec:
     inactive: Set[int] = dataclasses.field(default_factory=set)
     associated: Tuple[str, ...] = ()
     objective: Optional[str] = "20"
-    mpp: Tuple[str, str] = ("0.24199999999999999", "0.24199999999999999")
+    mpp: Tuple[str, str] = ("0.242", "0.2431")  # level 0, as written (OpenSlide reformats them)
     seed: int = 0
     bom: bool = True
+    shuffle0: bool = False  # level-0 index records out of row order
+    nonhier_odd: bool = False  # nonhier pages' ignored second value 1253 (seen in real slides)
     other_nonhier_first: bool = False
     # GKeyFile details in Slidedat.ini (comment, empty key, spaces around "=", trailing
     # spaces, backslashes, a repeated key and a repeated group), all of which OpenSlide reads
@@ -233,6 +235,8 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
                             continue
                         ox, oy = _image_origin(s, pos, xx, yy)
                         tiles.append((ox // c, oy // c, tw, th, y // div + yi, x // div + xi, img, tw * xi, th * yi))
+        if k == 0 and s.shuffle0:
+            recs = [recs[i] for i in np.random.default_rng(s.seed).permutation(len(recs))]
         levels_recs.append(recs)
         placed.append(tiles)
 
@@ -306,8 +310,8 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
         ov = lambda v: f"{v / c:g}"  # noqa: E731
         ini.set(g, "OVERLAP_X", ov(s.overlap[0]))
         ini.set(g, "OVERLAP_Y", ov(s.overlap[1]))
-        ini.set(g, "MICROMETER_PER_PIXEL_X", f"{float(s.mpp[0]) * c / concat[0]:.17g}" if k else s.mpp[0])
-        ini.set(g, "MICROMETER_PER_PIXEL_Y", f"{float(s.mpp[1]) * c / concat[0]:.17g}" if k else s.mpp[1])
+        ini.set(g, "MICROMETER_PER_PIXEL_X", f"{float(s.mpp[0]) * c / concat[0]:g}" if k else s.mpp[0])
+        ini.set(g, "MICROMETER_PER_PIXEL_Y", f"{float(s.mpp[1]) * c / concat[0]:g}" if k else s.mpp[1])
         ini.set(g, "IMAGE_FILL_COLOR_BGR", FILL_BGR)
         ini.set(g, "DIGITIZER_WIDTH", s.w)
         ini.set(g, "DIGITIZER_HEIGHT", s.h)
@@ -329,7 +333,8 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
     parts = dict(ini=ini, levels=levels_recs, pages0=s.pages0, nonhier=nonhier_recs, data=data, slide_id=slide_id, skip=[], mrxs=s.mrxs)
     if mutate is not None:
         mutate(parts)
-    index = parts.get("index") or mw.index_dat(parts["slide_id"], parts["levels"], parts["pages0"], parts["nonhier"])
+    index = parts.get("index") or mw.index_dat(parts["slide_id"], parts["levels"], parts["pages0"], parts["nonhier"],
+                                               nonhier_second=1253 if s.nonhier_odd else 0)
     path = mw.write_slide(out_dir, s.name, parts["ini"], index, parts["data"], mrxs=parts["mrxs"], skip=parts["skip"])
     model = Model(concat, pos, dims, truth, placed)
     model.assoc = assoc_pixels  # type: ignore[attr-defined]
@@ -483,7 +488,8 @@ def _divisions(out_dir: pathlib.Path) -> Generated:
     w = 64
     pos = _jitter_positions(2, 2, 2 * w, 2 * w, 8, 4, per_tile=False, seed=63)
     s = Spec("mirax-divisions", nx=4, ny=4, w=w, h=w, d=2, overlap=(8, 8), positions=pos, record="zlib", nfiles=1,
-             associated=("macro", "thumbnail"), seed=63, other_nonhier_first=True, bom=False)
+             associated=("macro", "thumbnail"), seed=63, other_nonhier_first=True, bom=False,
+             shuffle0=True, nonhier_odd=True)
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [
         Region("l0_photo_seam", 0, (100, 100), (60, 60)),
@@ -493,7 +499,8 @@ def _divisions(out_dir: pathlib.Path) -> Generated:
     return _generated(path, s, model, regions, {"mirax.GENERAL.CameraImageDivisionsPerSide": "2"},
                       "CameraImageDivisionsPerSide 2: 2x2 camera positions of 2x2 images (64 px JPEG), "
                       "StitchingIntensityLayer (zlib) positions, 8 px overlaps moved per row/column; 3 levels, level 2 "
-                      "sub-tiles its images; another nonhier layer before the scan data layer; 1 data file.")
+                      "sub-tiles its images; another nonhier layer before the scan data layer; level-0 records out of order; "
+                      "nonhier pages with 1253 as their second value; 1 data file.")
 
 
 def _sparse(out_dir: pathlib.Path) -> Generated:
@@ -515,12 +522,12 @@ def _sparse(out_dir: pathlib.Path) -> Generated:
 
 
 def _bmp(out_dir: pathlib.Path) -> Generated:
-    s = Spec("mirax-bmp", nx=3, ny=2, w=96, h=80, exps=(0, 1), fmt="BMP24", nfiles=2, seed=65, objective=None,
+    s = Spec("mirax-bmp", nx=3, ny=2, w=96, h=80, exps=(0, 1), fmt="BMP24", nfiles=2, seed=65, objective="",
              associated=("label",), mrxs=b"")
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [Region("l0_seam", 0, (80, 60), (40, 40))])
     return _generated(path, s, model, regions, {"openslide.level[0].tile-width": "96"},
-                      "3x2 images of 96x80 BMP24 (lossless), no overlap, 2 levels, 2 data files; no "
+                      "3x2 images of 96x80 BMP24 (lossless), no overlap, 2 levels, 2 data files; empty "
                       "OBJECTIVE_MAGNIFICATION; label; empty .mrxs file.", absent=("openslide.objective-power",))
 
 

@@ -93,10 +93,13 @@ class DataFiles:
         return [f"Data{k:04d}.dat" for k in range(len(self.files))]
 
 
-def index_dat(slide_id: str, levels: Sequence[Sequence[Tuple[int, Record]]], pages0: int, nonhier: Sequence[Record]) -> bytes:
+def index_dat(slide_id: str, levels: Sequence[Sequence[Tuple[int, Record]]], pages0: int, nonhier: Sequence[Record],
+              nonhier_second: int = 0) -> bytes:
     """The bytes of ``Index.dat``: ``levels[k]`` is level k's (image_index, record) list in
     file order (level 0 split into ``pages0`` pages chained by their ``next`` pointers, other
-    levels one page each); ``nonhier[n]`` is nonhier record number n."""
+    levels one page each); ``nonhier[n]`` is nonhier record number n; ``nonhier_second``: the
+    value after a nonhier page's count of 1 (OpenSlide ignores it; 0, or 1253 in some real
+    slides)."""
     i32 = lambda v: struct.pack("<i", v)  # noqa: E731
     out = bytearray(b"01.02" + slide_id.encode())
     root = len(out)
@@ -105,7 +108,7 @@ def index_dat(slide_id: str, levels: Sequence[Sequence[Tuple[int, Record]]], pag
     nonhier_ptrs = []
     for rec in nonhier:
         page = len(out)
-        out += i32(1) + i32(0) + i32(0) + i32(0) + i32(rec.offset) + i32(rec.length) + i32(rec.fileno)
+        out += i32(1) + i32(nonhier_second) + i32(0) + i32(0) + i32(rec.offset) + i32(rec.length) + i32(rec.fileno)
         head = len(out)
         out += i32(0) + i32(page)
         nonhier_ptrs.append(head)
