@@ -121,7 +121,7 @@ impl FormatDriver for Mirax {
         let dir = slide_dir(files.path()).ok_or_else(|| Error::unsupported(at, "a MIRAX slide whose name does not end in .mrxs"))?;
         let (ini_bytes, kf) = read_ini(files, &dir)?;
         let ini_at = Location::file(dir.join("Slidedat.ini"));
-        let s = Settings::read(&kf).map_err(|m| Error::format(&ini_at, m))?;
+        let s = Settings::read(&kf).map_err(|e| if e.unsupported { Error::unsupported(&ini_at, e.msg) } else { Error::format(&ini_at, e.msg) })?;
         let ctx = Ctx { files, dir: &dir, at, datafiles: s.datafiles.iter().map(|f| dir.join(f)).collect() };
         let index_path = dir.join(&s.index_file);
         let index_at = Location::file(&index_path);
@@ -368,6 +368,29 @@ struct Settings {
     associated: Vec<(&'static str, usize)>,
 }
 
+/// A `Slidedat.ini` that OpenSlide refuses: `unsupported` for a feature outside the format
+/// as read (an unknown image format), else a damaged or inconsistent file.
+struct IniError {
+    unsupported: bool,
+    msg: String,
+}
+
+impl From<String> for IniError {
+    fn from(msg: String) -> Self {
+        IniError { unsupported: false, msg }
+    }
+}
+
+impl From<&str> for IniError {
+    fn from(msg: &str) -> Self {
+        msg.to_string().into()
+    }
+}
+
+fn unsupported(msg: String) -> IniError {
+    IniError { unsupported: true, msg }
+}
+
 fn positive(v: i32, what: &str) -> std::result::Result<i32, String> {
     if v <= 0 {
         return Err(format!("{what} <= 0: {v}"));
@@ -376,18 +399,18 @@ fn positive(v: i32, what: &str) -> std::result::Result<i32, String> {
 }
 
 impl Settings {
-    fn read(kf: &KeyFile) -> std::result::Result<Settings, String> {
+    fn read(kf: &KeyFile) -> std::result::Result<Settings, IniError> {
         let slide_id = kf.string(GENERAL, "SLIDE_ID")?.to_string();
         let images = (positive(kf.int(GENERAL, "IMAGENUMBER_X")?, "IMAGENUMBER_X")?, positive(kf.int(GENERAL, "IMAGENUMBER_Y")?, "IMAGENUMBER_Y")?);
         let objective = kf.int(GENERAL, "OBJECTIVE_MAGNIFICATION").ok().filter(|&m| m > 0);
         let divisions = positive(kf.int(GENERAL, "CameraImageDivisionsPerSide").unwrap_or(1), "CameraImageDivisionsPerSide")?;
         if !kf.has_group(HIER) {
-            return Err(format!("Can't find {HIER} group"));
+            return Err(format!("Can't find {HIER} group").into());
         }
         let hier_count = positive(kf.int(HIER, "HIER_COUNT")?, "HIER_COUNT")?;
         let nonhier_count = kf.int(HIER, "NONHIER_COUNT")?;
         if nonhier_count < 0 {
-            return Err(format!("NONHIER_COUNT < 0: {nonhier_count}"));
+            return Err(format!("NONHIER_COUNT < 0: {nonhier_count}").into());
         }
         let mut zoom = None;
         for i in 0..hier_count {
@@ -405,7 +428,7 @@ impl Settings {
         let zoom_levels = positive(kf.int(HIER, "HIER_0_COUNT")?, "zoom levels (HIER_0_COUNT)")?;
         let sections = (0..zoom_levels).map(|i| kf.string(HIER, &format!("HIER_0_VAL_{i}_SECTION")).map(str::to_string)).collect::<std::result::Result<Vec<_>, _>>()?;
         if !kf.has_group(DATAFILE) {
-            return Err(format!("Can't find {DATAFILE} group"));
+            return Err(format!("Can't find {DATAFILE} group").into());
         }
         let file_count = positive(kf.int(DATAFILE, "FILE_COUNT")?, "FILE_COUNT")?;
         let datafiles = (0..file_count).map(|i| kf.string(DATAFILE, &format!("FILE_{i}")).map(str::to_string)).collect::<std::result::Result<Vec<_>, _>>()?;
@@ -413,15 +436,15 @@ impl Settings {
         let mut total_exp = 0i64;
         for (i, g) in sections.iter().enumerate() {
             if !kf.has_group(g) {
-                return Err(format!("Can't find {g} group"));
+                return Err(format!("Can't find {g} group").into());
             }
             let exp = kf.int(g, "IMAGE_CONCAT_FACTOR")?;
             if (i == 0 && exp < 0) || (i > 0 && exp <= 0) {
-                return Err(format!("[{g}] IMAGE_CONCAT_FACTOR {exp} (level 0: at least 0, others: above 0)"));
+                return Err(format!("[{g}] IMAGE_CONCAT_FACTOR {exp} (level 0: at least 0, others: above 0)").into());
             }
             total_exp += exp as i64;
             if total_exp > 30 {
-                return Err(format!("image_concat exponent too large: {total_exp}"));
+                return Err(format!("image_concat exponent too large: {total_exp}").into());
             }
             let overlap = (kf.double(g, "OVERLAP_X")?, kf.double(g, "OVERLAP_Y")?);
             let mpp = (kf.double(g, "MICROMETER_PER_PIXEL_X")?, kf.double(g, "MICROMETER_PER_PIXEL_Y")?);
@@ -429,9 +452,9 @@ impl Settings {
             let w = positive(kf.int(g, "DIGITIZER_WIDTH")?, "DIGITIZER_WIDTH")?;
             let h = positive(kf.int(g, "DIGITIZER_HEIGHT")?, "DIGITIZER_HEIGHT")?;
             if w as u64 > MAX_TILE_EDGE || h as u64 > MAX_TILE_EDGE {
-                return Err(format!("[{g}] images of {w}x{h} pixels (at most {MAX_TILE_EDGE} per edge)"));
+                return Err(format!("[{g}] images of {w}x{h} pixels (at most {MAX_TILE_EDGE} per edge)").into());
             }
-            let format = image_format(kf.string(g, "IMAGE_FORMAT")?)?;
+            let format = image_format(kf.string(g, "IMAGE_FORMAT")?).map_err(unsupported)?;
             levels.push(LevelSection { section: g.clone(), concat_exp: exp as u32, overlap, mpp, fill_bgr, image: (w as u32, h as u32), format });
         }
         let nh = NonHier { kf, count: nonhier_count };
@@ -448,7 +471,7 @@ impl Settings {
             if let Some((rec, section)) = nh.val_offset("Scan data layer", value)? {
                 let f = kf.string(&section, key)?;
                 if image_format(f).ok() != Some(ImageFormat::Jpeg) {
-                    return Err(format!("Unsupported associated image format: {f}"));
+                    return Err(unsupported(format!("Unsupported associated image format: {f} (only JPEG, as OpenSlide)")));
                 }
                 associated.push((name, rec));
             }
