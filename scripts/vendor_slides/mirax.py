@@ -83,6 +83,12 @@ class Spec:
     # spaces, backslashes, a repeated key and a repeated group), all of which OpenSlide reads
     # as GLib does: raw values, the last of a repeated key, an empty key skipped.
     quirks: bool = False
+    # A level-0 image (x, y) recorded twice: first with a decoy image, then with the real one
+    # (OpenSlide's tile map keeps the later tile of a cell).
+    duplicate: Optional[Tuple[int, int]] = None
+    # A second hierarchy after the zoom levels (HIER_1 "Microscope focus level", one value, an
+    # empty record list in Index.dat), as real slides have.
+    focus_hier: bool = False
     # The .mrxs file's bytes: never read by OpenSlide (real ones hold a small binary header).
     mrxs: bytes = b"MRXS\x00\x01" + bytes(range(58))
 
@@ -218,6 +224,9 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
                 )
                 img = mosaic if c == 1 else downscale(mosaic, c)
                 fileno = ((x // c + y // c) % s.nfiles) if k == 0 else (k % s.nfiles)
+                if k == 0 and s.duplicate == (x, y):
+                    decoy = np.full_like(img, INACTIVE_COLOUR)
+                    recs.append((y * s.nx + x, data.add(fileno, enc(decoy))))
                 recs.append((y * s.nx + x, data.add(fileno, enc(img))))
                 sub = s.positions is not None or s.overlap != (0, 0)
                 div = min(c, s.d) if sub else c
@@ -286,7 +295,7 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
     if s.objective is not None:
         ini.set("GENERAL", "OBJECTIVE_MAGNIFICATION", s.objective)
     ini.set("GENERAL", "CameraImageDivisionsPerSide", s.d)
-    ini.set("HIERARCHICAL", "HIER_COUNT", 1)
+    ini.set("HIERARCHICAL", "HIER_COUNT", 2 if s.focus_hier else 1)
     ini.set("HIERARCHICAL", "NONHIER_COUNT", len(names))
     ini.set("HIERARCHICAL", "INDEXFILE", "Index.dat")
     ini.set("HIERARCHICAL", "HIER_0_NAME", "Slide zoom level")
@@ -294,6 +303,11 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
     for k in range(len(concat)):
         ini.set("HIERARCHICAL", f"HIER_0_VAL_{k}", f"ZoomLevel_{k}")
         ini.set("HIERARCHICAL", f"HIER_0_VAL_{k}_SECTION", f"LAYER_0_LEVEL_{k}_SECTION")
+    if s.focus_hier:
+        for key, v in (("NAME", "Microscope focus level"), ("COUNT", 1), ("VAL_0", "FocusLevel_0"),
+                       ("VAL_0_SECTION", "LAYER_1_LEVEL_0_SECTION")):
+            ini.set("HIERARCHICAL", f"HIER_1_{key}", v)
+        sections["LAYER_1_LEVEL_0_SECTION"] = [("FOCUS_LEVEL", "0")]
     for i, (nm, vals) in enumerate(names):
         ini.set("HIERARCHICAL", f"NONHIER_{i}_NAME", nm)
         ini.set("HIERARCHICAL", f"NONHIER_{i}_COUNT", len(vals))
@@ -330,6 +344,8 @@ def build_slide(out_dir: pathlib.Path, s: Spec, mutate=None) -> Tuple[pathlib.Pa
             "",
         ]
         ini.tail = "[GENERAL]\r\nSLIDE_TYPE=brightfield\r\n"
+    if s.focus_hier:
+        levels_recs.append([])  # the focus level's (empty) record list, after the zoom levels'
     parts = dict(ini=ini, levels=levels_recs, pages0=s.pages0, nonhier=nonhier_recs, data=data, slide_id=slide_id, skip=[], mrxs=s.mrxs)
     if mutate is not None:
         mutate(parts)
@@ -465,7 +481,7 @@ def _jitter_positions(nx: int, ny: int, w: int, h: int, ov: int, step: int, per_
 def _overlap(out_dir: pathlib.Path, name: str = "mirax-overlap", fmt: str = "JPEG", seed: int = 62, objective="40") -> Generated:
     pos = _jitter_positions(4, 3, 128, 128, 8, 4, per_tile=True, seed=seed)
     s = Spec(name, nx=4, ny=3, overlap=(8, 8), positions=pos, record="raw", fmt=fmt, nfiles=2, seed=seed,
-             associated=("label",), objective=objective)
+             associated=("label",), objective=objective, focus_hier=True)
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [
         Region("l0_corner", 0, (100, 100), (48, 48)),
@@ -477,7 +493,8 @@ def _overlap(out_dir: pathlib.Path, name: str = "mirax-overlap", fmt: str = "JPE
     if objective == "40":
         props["openslide.objective-power"] = "40"
     note = (f"4x3 images of 128x128 {fmt}, VIMSLIDE_POSITION_BUFFER: 8 px overlaps, positions moved by -4/0/+4 "
-            "per image; 3 levels (sub-tiled: one image per camera position); hidden overlaps tinted; label.")
+            "per image; 3 levels (sub-tiled: one image per camera position); hidden overlaps tinted; label; a "
+            "second hierarchy (Microscope focus level) after the zoom levels.")
     absent = ["openslide.level[0].tile-width"] + ([] if objective == "40" else ["openslide.objective-power"])
     return _generated(path, s, model, regions, props, note, absent=absent)
 
@@ -508,7 +525,7 @@ def _sparse(out_dir: pathlib.Path) -> Generated:
     pos = [(i * 120, j * 120) for j in range(ny) for i in range(nx)]
     inactive = {1 * nx + 2}  # position (2, 1): (0, 0) in the record
     s = Spec("mirax-sparse", nx=nx, ny=ny, overlap=(8, 8), positions=pos, record="raw", nfiles=2,
-             dropped={(0, j) for j in range(ny)}, inactive=inactive, seed=64, objective=None)
+             dropped={(0, j) for j in range(ny)}, inactive=inactive, seed=64, objective=None, duplicate=(3, 1))
     path, model, _ = build_slide(out_dir, s)
     regions = _standard_regions(model, [
         Region("l0_hole", 0, (200, 100), (160, 180)),
@@ -517,8 +534,8 @@ def _sparse(out_dir: pathlib.Path) -> Generated:
     ])
     return _generated(path, s, model, regions, {"openslide.bounds-x": "120", "openslide.bounds-y": "0"},
                       "5x3 images of 128x128 JPEG on a 120 px grid (position buffer), image column 0 not stored (bounds), "
-                      "camera position (2, 1) inactive ((0, 0) in the record; its stored images green); no "
-                      "OBJECTIVE_MAGNIFICATION.", absent=("openslide.objective-power",))
+                      "camera position (2, 1) inactive ((0, 0) in the record; its stored images green); image (3, 1) "
+                      "recorded twice (a green decoy first); no OBJECTIVE_MAGNIFICATION.", absent=("openslide.objective-power",))
 
 
 def _bmp(out_dir: pathlib.Path) -> Generated:
