@@ -73,6 +73,7 @@ static GENERATED: &[DriverCases] = &[
             ("mirax-simple.mrxs", Reads::Ok),
             ("mirax-overlap.mrxs", Reads::Ok),
             ("mirax-divisions.mrxs", Reads::Ok),
+            ("mirax-divisions4.mrxs", Reads::Ok),
             ("mirax-sparse.mrxs", Reads::Ok),
             ("mirax-png.mrxs", Reads::Ok),
             ("mirax-bmp.mrxs", Reads::Ok),

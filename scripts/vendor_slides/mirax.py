@@ -520,6 +520,26 @@ def _divisions(out_dir: pathlib.Path) -> Generated:
                       "nonhier pages with 1253 as their second value; 1 data file.")
 
 
+def _divisions4(out_dir: pathlib.Path) -> Generated:
+    # 2x2 camera positions, each photo 4x4 images of 32 px; level 1 (concat 2) images hold a
+    # quarter of a photo (2 images per position side: the overlap is shared out), level 2 a
+    # photo, level 3 2x2 photos cut into 16 px sub-tiles.
+    w = 32
+    pos = _jitter_positions(2, 2, 4 * w, 4 * w, 8, 8, per_tile=False, seed=67)
+    s = Spec("mirax-divisions4", nx=8, ny=8, w=w, h=w, d=4, exps=(0, 1, 1, 1), overlap=(8, 8), positions=pos,
+             record="raw", nfiles=3, seed=67, associated=("label", "thumbnail"))
+    path, model, _ = build_slide(out_dir, s)
+    regions = _standard_regions(model, [
+        Region("l0_photo_seam", 0, (96, 96), (64, 64)),
+        Region("l1_part", 1, (40, 40), (60, 60)),
+        Region("l2_part", 2, (20, 24), (40, 30)),
+    ])
+    return _generated(path, s, model, regions, {"mirax.GENERAL.CameraImageDivisionsPerSide": "4"},
+                      "CameraImageDivisionsPerSide 4: 2x2 camera positions of 4x4 images (32 px JPEG), position buffer, "
+                      "8 px overlaps moved by -8/0/+8 per row/column; 4 levels (concat 1, 2, 4, 8: the last sub-tiles its "
+                      "images); 3 data files; label + thumbnail.")
+
+
 def _sparse(out_dir: pathlib.Path) -> Generated:
     nx, ny = 5, 3
     pos = [(i * 120, j * 120) for j in range(ny) for i in range(nx)]
@@ -555,6 +575,7 @@ def build(out_dir: pathlib.Path) -> List[Generated]:
         _simple(out_dir),
         _overlap(out_dir),
         _divisions(out_dir),
+        _divisions4(out_dir),
         _sparse(out_dir),
         _overlap(out_dir, "mirax-png", fmt="PNG", seed=66, objective="20.0"),
         _bmp(out_dir),
