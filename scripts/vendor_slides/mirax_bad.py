@@ -1,7 +1,7 @@
 """Bad MIRAX inputs OpenSlide 4.0.1 refuses, written under ``OUT_DIR/bad-mirax/`` with
 ``cases.json``, for ``core/tests/mirax_generated.rs``.
 
-Each case is a small valid slide (``mirax.build_slide``) with one thing broken. OpenSlide is
+Each case is a small valid slide (``mirax_layout.build_slide``) with one thing broken. OpenSlide is
 asked about every case here: it must fail to open it (``openslide_at: "open"``) or open it
 and fail to read level 0 (``"read"``); the script stops otherwise. ``cases.json``:
 ``{"cases": [{"name", "file" (relative to bad-mirax/), "kind" (the error kind slidestream
@@ -20,18 +20,17 @@ import json
 import pathlib
 import shutil
 import struct
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import numpy as np
 
 from . import mirax_writer as mw
+from .mirax_layout import Spec, build_slide
 
 BAD = "bad-mirax"
 
 
-def _spec(name: str, **kw):
-    from .mirax import Spec
-
+def _spec(name: str, **kw) -> Spec:
     base = dict(nx=2, ny=2, w=64, h=64, exps=(0, 1), nfiles=3, seed=70, associated=("label",), bom=False)
     base.update(kw)
     return Spec(name, **base)
@@ -187,8 +186,6 @@ def build(out_dir: pathlib.Path) -> List[dict]:
     """Write every case and ``cases.json``; checks OpenSlide refuses each (AssertionError
     otherwise)."""
     import openslide
-
-    from .mirax import build_slide
 
     root = out_dir / BAD
     if root.exists():
