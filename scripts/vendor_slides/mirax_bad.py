@@ -8,10 +8,12 @@ and fail to read level 0 (``"read"``); the script stops otherwise. ``cases.json`
 must give: "format" | "unsupported" | "io"), "at" ("open" | "read": where slidestream must
 fail; "read" = reading the whole of level 0), "openslide_at", "openslide_error", "what"}]}``.
 
-slidestream checks tile ranges at open only for what it reads at open (Index.dat, the
-position record, the associated images' headers) and looks at every data file when it opens
-a slide, so two cases fail earlier than in OpenSlide (which opens data files at read):
-a missing data file (``io`` at open) — listed with ``at`` as slidestream does it.
+slidestream reads at open what OpenSlide reads at open (Slidedat.ini, Index.dat, the
+position record, the associated images' headers, the lowest level's images for the
+quickhash) and also looks at every data file (its length and identity), so one case fails
+earlier than in OpenSlide, which opens a data file at its first read: a missing data file of
+level-0 images only (``io`` at open; ``openslide_at`` says ``read``). A data file cut short,
+or a damaged image, fails at the read in both.
 """
 
 from __future__ import annotations
