@@ -198,8 +198,7 @@ def test_random_regions(name):
     path = slide_path(name)
     tols = [tolerance_for(path, w, h, tiled=True) for w, h in s.level_dimensions]
     vendor = osr.properties.get("openslide.vendor")
-    # Levels of positioned, overlapping tiles (Ventana BIF, MIRAX with camera positions or
-    # overlaps): OpenSlide reports no tile size for them.
+    # Levels of placed, possibly overlapping tiles (Ventana BIF, MIRAX): no tile-size hints.
     stitched = [vendor in ("ventana", "mirax") and f"openslide.level[{k}].tile-width" not in osr.properties for k in range(s.level_count)]
     counts = {"whole": 0, "fractional": 0, "error": 0, "leica-trunc": 0}
     leica = vendor == "leica"
@@ -256,10 +255,17 @@ def test_random_regions(name):
                 # (SATURATE); slidestream's exact crops hold neither (docs/formats.md). Away from
                 # the seams (most pixels) the pixels must agree: the median difference of the
                 # opaque pixels is within the tolerance (a misplaced tile moves the texture and
-                # fails this). Pixels opaque only through SATURATE's added coverage (partly
-                # transparent in the resampled read: where tiles end at transparency) are left out.
-                opaque = (expected[..., 3] == 255) & (resampled[..., 3] == 255)
-                diff = np.abs(resampled - theirs).max(axis=-1)[opaque]
+                # fails this).
+                opaque = expected[..., 3] == 255
+                # Only pixels whose four neighbours are opaque too: at an edge of the painted
+                # area OpenSlide's sum of partial coverages is opaque on a pixel or two that are
+                # all seam (MIRAX levels whose stored images reach past the level edge).
+                inner = opaque.copy()
+                inner[1:, :] &= opaque[:-1, :]
+                inner[:-1, :] &= opaque[1:, :]
+                inner[:, 1:] &= opaque[:, :-1]
+                inner[:, :-1] &= opaque[:, 1:]
+                diff = np.abs(resampled - theirs).max(axis=-1)[inner]
                 med = float(np.median(diff)) if diff.size else 0.0
                 assert med <= tols[level] + 1, f"{what} (offset {fx:.4f}, {fy:.4f}): median difference {med} of the opaque pixels"
                 counts["fractional"] += 1

@@ -15,8 +15,8 @@
 //!   gives `openslide.objective-power`, anything else none); `[HIERARCHICAL]` HIER_COUNT (> 0),
 //!   NONHIER_COUNT (≥ 0), INDEXFILE, the `Slide zoom level` layer, which must be HIER_0, with
 //!   HIER_0_COUNT zoom levels and a section each; `[DATAFILE]` FILE_COUNT (> 0) and FILE_i
-//!   (relative to the folder). Each level section: IMAGE_CONCAT_FACTOR (level 0 ≥ 0, others
-//!   > 0; exponents add up, at most 30), OVERLAP_X/Y, MICROMETER_PER_PIXEL_X/Y,
+//!   (relative to the folder). Each level section: IMAGE_CONCAT_FACTOR (level 0 at least 0,
+//!   others above 0; exponents add up, at most 30), OVERLAP_X/Y, MICROMETER_PER_PIXEL_X/Y,
 //!   IMAGE_FILL_COLOR_BGR, DIGITIZER_WIDTH/HEIGHT (> 0) and IMAGE_FORMAT (`JPEG`, `PNG`, `BMP24`).
 //! * non-hierarchical records: the record number of (name, value) is the sum of the counts of
 //!   the NONHIER names before it plus the value's index. Camera positions come from
@@ -46,6 +46,7 @@
 pub mod geometry;
 pub mod index;
 pub mod ini;
+mod settings;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -55,14 +56,13 @@ use std::sync::Arc;
 use self::geometry::{base_size, default_positions, level_geom, place_level, SlideGeom};
 use self::index::IndexDat;
 use self::ini::KeyFile;
+use self::settings::{ImageFormat, Settings};
 use super::{Bounds, FormatDriver, LayoutLevel, Probe, QuickhashInput, SiblingFiles, SlideLayout, MAX_TILE_EDGE};
 use crate::codec::stream::scan_header;
 use crate::error::{Error, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, SampleBits, SourceId, TileLoc, TileStream};
 
 const GENERAL: &str = "GENERAL";
-const HIER: &str = "HIERARCHICAL";
-const DATAFILE: &str = "DATAFILE";
 /// Largest Index.dat read at open (16 bytes per image record: 16 M images).
 const MAX_INDEX_BYTES: u64 = 256 << 20;
 /// Largest associated-image header read to find its SOF.
@@ -122,7 +122,7 @@ impl FormatDriver for Mirax {
         let (ini_bytes, kf) = read_ini(files, &dir)?;
         let ini_at = Location::file(dir.join("Slidedat.ini"));
         let s = Settings::read(&kf).map_err(|e| if e.unsupported { Error::unsupported(&ini_at, e.msg) } else { Error::format(&ini_at, e.msg) })?;
-        let ctx = Ctx { files, dir: &dir, at, datafiles: s.datafiles.iter().map(|f| dir.join(f)).collect() };
+        let ctx = Ctx { files, at, datafiles: s.datafiles.iter().map(|f| dir.join(f)).collect() };
         let index_path = dir.join(&s.index_file);
         let index_at = Location::file(&index_path);
         let ix = IndexDat::new(read_whole(files, &index_path, MAX_INDEX_BYTES)?, &s.slide_id).map_err(|m| Error::format(&index_at, m))?;
@@ -281,8 +281,6 @@ fn parse_positions(buf: &[u8], concat0: i64) -> std::result::Result<Vec<(i64, i6
 /// The files of an open and where errors point.
 struct Ctx<'a> {
     files: &'a dyn SiblingFiles,
-    #[allow(dead_code)]
-    dir: &'a Path,
     at: &'a Location,
     datafiles: Vec<PathBuf>,
 }
@@ -334,198 +332,3 @@ impl Ctx<'_> {
     }
 }
 
-/// Stored image coding of a level (`IMAGE_FORMAT`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ImageFormat {
-    Jpeg,
-    Png,
-    Bmp,
-}
-
-/// One zoom level's section.
-struct LevelSection {
-    section: String,
-    concat_exp: u32,
-    overlap: (f64, f64),
-    mpp: (f64, f64),
-    fill_bgr: i32,
-    image: (u32, u32),
-    format: ImageFormat,
-}
-
-/// What `Slidedat.ini` says, checked as `mirax_open` checks it.
-struct Settings {
-    slide_id: String,
-    images: (i32, i32),
-    divisions: i32,
-    objective: Option<i32>,
-    index_file: String,
-    datafiles: Vec<String>,
-    levels: Vec<LevelSection>,
-    /// The position record number and whether it is zlib-compressed.
-    position_record: Option<(usize, bool)>,
-    /// (associated image name, nonhier record number).
-    associated: Vec<(&'static str, usize)>,
-}
-
-/// A `Slidedat.ini` that OpenSlide refuses: `unsupported` for a feature outside the format
-/// as read (an unknown image format), else a damaged or inconsistent file.
-struct IniError {
-    unsupported: bool,
-    msg: String,
-}
-
-impl From<String> for IniError {
-    fn from(msg: String) -> Self {
-        IniError { unsupported: false, msg }
-    }
-}
-
-impl From<&str> for IniError {
-    fn from(msg: &str) -> Self {
-        msg.to_string().into()
-    }
-}
-
-fn unsupported(msg: String) -> IniError {
-    IniError { unsupported: true, msg }
-}
-
-fn positive(v: i32, what: &str) -> std::result::Result<i32, String> {
-    if v <= 0 {
-        return Err(format!("{what} <= 0: {v}"));
-    }
-    Ok(v)
-}
-
-impl Settings {
-    fn read(kf: &KeyFile) -> std::result::Result<Settings, IniError> {
-        let slide_id = kf.string(GENERAL, "SLIDE_ID")?.to_string();
-        let images = (positive(kf.int(GENERAL, "IMAGENUMBER_X")?, "IMAGENUMBER_X")?, positive(kf.int(GENERAL, "IMAGENUMBER_Y")?, "IMAGENUMBER_Y")?);
-        let objective = kf.int(GENERAL, "OBJECTIVE_MAGNIFICATION").ok().filter(|&m| m > 0);
-        let divisions = positive(kf.int(GENERAL, "CameraImageDivisionsPerSide").unwrap_or(1), "CameraImageDivisionsPerSide")?;
-        if !kf.has_group(HIER) {
-            return Err(format!("Can't find {HIER} group").into());
-        }
-        let hier_count = positive(kf.int(HIER, "HIER_COUNT")?, "HIER_COUNT")?;
-        let nonhier_count = kf.int(HIER, "NONHIER_COUNT")?;
-        if nonhier_count < 0 {
-            return Err(format!("NONHIER_COUNT < 0: {nonhier_count}").into());
-        }
-        let mut zoom = None;
-        for i in 0..hier_count {
-            if kf.string(HIER, &format!("HIER_{i}_NAME"))? == "Slide zoom level" {
-                zoom = Some(i);
-                break;
-            }
-        }
-        match zoom {
-            None => return Err("Can't find slide zoom level".into()),
-            Some(0) => {}
-            Some(_) => return Err("Slide zoom level not HIER_0".into()),
-        }
-        let index_file = kf.string(HIER, "INDEXFILE")?.to_string();
-        let zoom_levels = positive(kf.int(HIER, "HIER_0_COUNT")?, "zoom levels (HIER_0_COUNT)")?;
-        let sections = (0..zoom_levels).map(|i| kf.string(HIER, &format!("HIER_0_VAL_{i}_SECTION")).map(str::to_string)).collect::<std::result::Result<Vec<_>, _>>()?;
-        if !kf.has_group(DATAFILE) {
-            return Err(format!("Can't find {DATAFILE} group").into());
-        }
-        let file_count = positive(kf.int(DATAFILE, "FILE_COUNT")?, "FILE_COUNT")?;
-        let datafiles = (0..file_count).map(|i| kf.string(DATAFILE, &format!("FILE_{i}")).map(str::to_string)).collect::<std::result::Result<Vec<_>, _>>()?;
-        let mut levels = Vec::new();
-        let mut total_exp = 0i64;
-        for (i, g) in sections.iter().enumerate() {
-            if !kf.has_group(g) {
-                return Err(format!("Can't find {g} group").into());
-            }
-            let exp = kf.int(g, "IMAGE_CONCAT_FACTOR")?;
-            if (i == 0 && exp < 0) || (i > 0 && exp <= 0) {
-                return Err(format!("[{g}] IMAGE_CONCAT_FACTOR {exp} (level 0: at least 0, others: above 0)").into());
-            }
-            total_exp += exp as i64;
-            if total_exp > 30 {
-                return Err(format!("image_concat exponent too large: {total_exp}").into());
-            }
-            let overlap = (kf.double(g, "OVERLAP_X")?, kf.double(g, "OVERLAP_Y")?);
-            let mpp = (kf.double(g, "MICROMETER_PER_PIXEL_X")?, kf.double(g, "MICROMETER_PER_PIXEL_Y")?);
-            let fill_bgr = kf.int(g, "IMAGE_FILL_COLOR_BGR")?;
-            let w = positive(kf.int(g, "DIGITIZER_WIDTH")?, "DIGITIZER_WIDTH")?;
-            let h = positive(kf.int(g, "DIGITIZER_HEIGHT")?, "DIGITIZER_HEIGHT")?;
-            if w as u64 > MAX_TILE_EDGE || h as u64 > MAX_TILE_EDGE {
-                return Err(format!("[{g}] images of {w}x{h} pixels (at most {MAX_TILE_EDGE} per edge)").into());
-            }
-            let format = image_format(kf.string(g, "IMAGE_FORMAT")?).map_err(unsupported)?;
-            levels.push(LevelSection { section: g.clone(), concat_exp: exp as u32, overlap, mpp, fill_bgr, image: (w as u32, h as u32), format });
-        }
-        let nh = NonHier { kf, count: nonhier_count };
-        let position_record = match nh.name_offset("VIMSLIDE_POSITION_BUFFER")? {
-            Some(r) => Some((r, false)),
-            None => nh.name_offset("StitchingIntensityLayer")?.map(|r| (r, true)),
-        };
-        let mut associated = Vec::new();
-        for (name, value, key) in [
-            ("macro", "ScanDataLayer_SlideThumbnail", "THUMBNAIL_IMAGE_TYPE"),
-            ("label", "ScanDataLayer_SlideBarcode", "BARCODE_IMAGE_TYPE"),
-            ("thumbnail", "ScanDataLayer_SlidePreview", "PREVIEW_IMAGE_TYPE"),
-        ] {
-            if let Some((rec, section)) = nh.val_offset("Scan data layer", value)? {
-                let f = kf.string(&section, key)?;
-                if image_format(f).ok() != Some(ImageFormat::Jpeg) {
-                    return Err(unsupported(format!("Unsupported associated image format: {f} (only JPEG, as OpenSlide)")));
-                }
-                associated.push((name, rec));
-            }
-        }
-        Ok(Settings { slide_id, images, divisions, objective, index_file, datafiles, levels, position_record, associated })
-    }
-}
-
-fn image_format(v: &str) -> std::result::Result<ImageFormat, String> {
-    match v {
-        "JPEG" => Ok(ImageFormat::Jpeg),
-        "PNG" => Ok(ImageFormat::Png),
-        "BMP24" => Ok(ImageFormat::Bmp),
-        _ => Err(format!("Unrecognized image format: {v}")),
-    }
-}
-
-/// Record numbers of the non-hierarchical layers (`get_nonhier_*_offset`).
-struct NonHier<'a> {
-    kf: &'a KeyFile,
-    count: i32,
-}
-
-impl NonHier<'_> {
-    /// (first record number, name index, value count) of the layer `name`.
-    fn find(&self, name: &str) -> std::result::Result<Option<(usize, i32, i32)>, String> {
-        let mut offset = 0usize;
-        for i in 0..self.count {
-            let v = self.kf.string(HIER, &format!("NONHIER_{i}_NAME"))?;
-            let n = self.kf.int(HIER, &format!("NONHIER_{i}_COUNT"))?;
-            if n == 0 {
-                return Err("Nonhier val count is zero".into());
-            }
-            if v == name {
-                return Ok(Some((offset, i, n)));
-            }
-            offset = offset.saturating_add_signed(n as isize);
-        }
-        Ok(None)
-    }
-
-    fn name_offset(&self, name: &str) -> std::result::Result<Option<usize>, String> {
-        Ok(self.find(name)?.map(|(o, _, _)| o))
-    }
-
-    /// Record number and section of (`name`, `value`).
-    fn val_offset(&self, name: &str, value: &str) -> std::result::Result<Option<(usize, String)>, String> {
-        let Some((offset, i, n)) = self.find(name)? else { return Ok(None) };
-        for j in 0..n {
-            if self.kf.string(HIER, &format!("NONHIER_{i}_VAL_{j}"))? == value {
-                let section = self.kf.string(HIER, &format!("NONHIER_{i}_VAL_{j}_SECTION"))?;
-                return Ok(Some((offset + j as usize, section.to_string())));
-            }
-        }
-        Ok(None)
-    }
-}

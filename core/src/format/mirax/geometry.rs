@@ -128,7 +128,9 @@ pub fn place_level(
     let (ix, iy) = slide.images;
     let d = slide.divisions as i64;
     let across = slide.positions_across();
-    let mut cells: BTreeMap<(i64, i64), (usize, f64, f64, f64, f64)> = BTreeMap::new();
+    // (row, col) → (record, level x, level y, source x, source y).
+    type Cell = (usize, f64, f64, f64, f64);
+    let mut cells: BTreeMap<(i64, i64), Cell> = BTreeMap::new();
     let mut hint_ok = true;
     let mut count: u64 = 0;
     for (r, rec) in records.iter().enumerate() {
