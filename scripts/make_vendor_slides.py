@@ -7,7 +7,10 @@ Writes ``OUT_DIR/<file>`` for every slide the modules of ``scripts/vendor_slides
 checks each with OpenSlide 4.0.1 (openslide-python + openslide-bin: the intended vendor,
 levels, associated images, properties and known pixels; any mismatch stops the script with
 an error), and writes ``OUT_DIR/reference/<file>/`` in the layout of the shared test data's
-references plus ``OUT_DIR/MANIFEST.md``. The Rust and Python tests find OUT_DIR through
+references plus ``OUT_DIR/MANIFEST.md``. A slide of several files is named by the file it is
+opened by: a MIRAX slide is ``OUT_DIR/X.mrxs`` beside its folder ``OUT_DIR/X/``, its reference
+``reference/X.mrxs/``; the MIRAX bad inputs are under ``OUT_DIR/bad-mirax/`` (with
+``cases.json``, see ``vendor_slides/mirax_bad.py``). The Rust and Python tests find OUT_DIR through
 ``$SLIDESTREAM_VENDOR_SLIDES`` (``scripts/test-all.sh`` sets it to ``target/vendor-slides``).
 """
 
@@ -24,7 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from vendor_slides.common import check_with_openslide, write_reference  # noqa: E402
 
 # One module per vendor layout; each has build(out_dir) -> list[Generated].
-MODULES = ["hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
+MODULES = ["mirax", "hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
 
 
 def main() -> int:

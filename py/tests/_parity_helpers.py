@@ -23,10 +23,10 @@ LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
 # Max abs difference per channel allowed between two decoders of a lossy codec.
 LOSSY_TOLERANCE = 2
 
-SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif"}
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
-SUPPORTED_VENDORS = ("aperio", "generic-tiff", "hamamatsu", "leica", "ome-tiff", "philips", "ventana")
+SUPPORTED_VENDORS = ("aperio", "generic-tiff", "hamamatsu", "leica", "mirax", "ome-tiff", "philips", "ventana")
 # Generated OME-TIFF slides (left to test_channels.py, see slide_files).
 OME_SUFFIX = ".ome.tif"
 # Test ids of generated vendor slides start with this prefix (see slide_path).
@@ -97,12 +97,39 @@ def openslide_or_skip(name: str):
 
 
 def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
-    """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile)."""
+    """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile).
+    A MIRAX slide (``X.mrxs`` + folder ``X/``) has no IFDs: its levels (tiled, sizes from
+    OpenSlide) get the code of their ``IMAGE_FORMAT`` in ``X/Slidedat.ini`` (JPEG 7, PNG and
+    BMP24 1 = lossless), its associated images (always JPEG) 7."""
+    if path.suffix.lower() == ".mrxs":
+        return _mirax_compressions(path)
     tifffile = pytest.importorskip("tifffile")
     out: Dict[Tuple[int, int, bool], int] = {}
     with tifffile.TiffFile(str(path)) as t:
         for p in t.pages:
             out.setdefault((int(p.imagewidth), int(p.imagelength), bool(p.is_tiled)), int(p.compression))
+    return out
+
+
+def _mirax_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    openslide = pytest.importorskip("openslide")
+    groups: Dict[str, Dict[str, str]] = {}
+    group = None
+    for line in (path.parent / path.stem / "Slidedat.ini").read_text(encoding="utf-8-sig").splitlines():
+        line = line.strip()
+        if line.startswith("[") and line.endswith("]"):
+            group = groups.setdefault(line[1:-1], {})
+        elif "=" in line and group is not None:
+            k, v = line.split("=", 1)
+            group[k.strip()] = v.strip()
+    hier = groups.get("HIERARCHICAL", {})
+    out: Dict[Tuple[int, int, bool], int] = {}
+    with openslide.OpenSlide(str(path)) as osr:
+        for k, (w, h) in enumerate(osr.level_dimensions):
+            fmt = groups.get(hier.get(f"HIER_0_VAL_{k}_SECTION", ""), {}).get("IMAGE_FORMAT", "JPEG")
+            out.setdefault((w, h, True), 7 if fmt == "JPEG" else 1)
+        for img in osr.associated_images.values():
+            out.setdefault((img.size[0], img.size[1], False), 7)
     return out
 
 

@@ -198,7 +198,8 @@ def test_random_regions(name):
     path = slide_path(name)
     tols = [tolerance_for(path, w, h, tiled=True) for w, h in s.level_dimensions]
     vendor = osr.properties.get("openslide.vendor")
-    stitched = [vendor == "ventana" and f"openslide.level[{k}].tile-width" not in osr.properties for k in range(s.level_count)]
+    # Levels of placed, possibly overlapping tiles (Ventana BIF, MIRAX): no tile-size hints.
+    stitched = [vendor in ("ventana", "mirax") and f"openslide.level[{k}].tile-width" not in osr.properties for k in range(s.level_count)]
     counts = {"whole": 0, "fractional": 0, "error": 0, "leica-trunc": 0}
     leica = vendor == "leica"
     n_regions = sum(1 for k in osr.properties if k.startswith("openslide.region[") and k.endswith("].x"))
@@ -248,7 +249,7 @@ def test_random_regions(name):
             resampled = np.round(bilinear_premultiplied(big, w, h, fx, fy))
             theirs = np.round(premultiply(expected))
             if stitched[level]:
-                # Stitched overlapping tiles (Ventana BIF) at a sub-pixel offset: OpenSlide's
+                # Stitched overlapping tiles (Ventana BIF, MIRAX) at a sub-pixel offset: OpenSlide's
                 # bilinear paints blend each seam pixel with the hidden overlap of the tile below
                 # and, where tiles end at transparency, add the partial coverage of every tile
                 # (SATURATE); slidestream's exact crops hold neither (docs/formats.md). Away from
@@ -256,7 +257,15 @@ def test_random_regions(name):
                 # opaque pixels is within the tolerance (a misplaced tile moves the texture and
                 # fails this).
                 opaque = expected[..., 3] == 255
-                diff = np.abs(resampled - theirs).max(axis=-1)[opaque]
+                # Only pixels whose four neighbours are opaque too: at an edge of the painted
+                # area OpenSlide's sum of partial coverages is opaque on a pixel or two that are
+                # all seam (MIRAX levels whose stored images reach past the level edge).
+                inner = opaque.copy()
+                inner[1:, :] &= opaque[:-1, :]
+                inner[:-1, :] &= opaque[1:, :]
+                inner[:, 1:] &= opaque[:, :-1]
+                inner[:, :-1] &= opaque[:, 1:]
+                diff = np.abs(resampled - theirs).max(axis=-1)[inner]
                 med = float(np.median(diff)) if diff.size else 0.0
                 assert med <= tols[level] + 1, f"{what} (offset {fx:.4f}, {fy:.4f}): median difference {med} of the opaque pixels"
                 counts["fractional"] += 1

@@ -14,6 +14,7 @@ pub mod jpeg_part;
 pub mod jpeg_scans;
 pub mod reduce;
 pub mod base64_text;
+pub mod bitmap;
 pub mod samples;
 pub mod stack;
 pub mod stream;
@@ -173,6 +174,16 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             info.photometric = Photometric::Rgb;
             info.alpha = if n == 4 { Alpha::Unassociated } else { Alpha::None };
             Ok(samples_to_rgba(&s, w as usize * n, n, &info, g))
+        }
+        Compression::Png | Compression::Bmp => {
+            let check = |w: u32, h: u32| check_dims(w, h, g);
+            let (w, _, s) = if codec.compression == Compression::Png { bitmap::decode_png(planes[0], check) } else { bitmap::decode_bmp24(planes[0], check) }
+                .map_err(dec_err)?;
+            let mut info = codec.clone();
+            info.samples_per_pixel = 3;
+            info.photometric = Photometric::Rgb;
+            info.alpha = Alpha::None;
+            Ok(samples_to_rgba(&s, w as usize * 3, 3, &info, g))
         }
         Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => {
             let spp = codec.samples_per_pixel as usize;

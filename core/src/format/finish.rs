@@ -117,7 +117,7 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         return Err(Error::format(at, format!("ICC profile for associated image '{name}', which does not exist")));
     }
     let mut p = layout.properties;
-    standard_properties(&mut p, vendor, &levels, &layout.associated);
+    standard_properties(&mut p, vendor, &levels, &layout.associated, layout.tile_hints.as_deref());
     if let Some(c) = layout.comment {
         p.insert("openslide.comment".into(), c);
     }
@@ -188,16 +188,20 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
 }
 
 /// The level and associated-image geometry properties.
-fn standard_properties(p: &mut BTreeMap<String, String>, vendor: &str, levels: &[Level], associated: &BTreeMap<String, ImageIndex>) {
+fn standard_properties(p: &mut BTreeMap<String, String>, vendor: &str, levels: &[Level], associated: &BTreeMap<String, ImageIndex>, hints: Option<&[Option<(u32, u32)>]>) {
     p.insert("openslide.vendor".into(), vendor.into());
     p.insert("openslide.level-count".into(), levels.len().to_string());
     for (i, l) in levels.iter().enumerate() {
         p.insert(format!("openslide.level[{i}].width"), l.image.width.to_string());
         p.insert(format!("openslide.level[{i}].height"), l.image.height.to_string());
         p.insert(format!("openslide.level[{i}].downsample"), format_double(l.downsample));
-        if l.image.tiled {
-            p.insert(format!("openslide.level[{i}].tile-width"), l.image.tile_width.to_string());
-            p.insert(format!("openslide.level[{i}].tile-height"), l.image.tile_height.to_string());
+        let hint = match hints {
+            Some(h) => h.get(i).copied().flatten(),
+            None => l.image.tiled.then_some((l.image.tile_width, l.image.tile_height)),
+        };
+        if let Some((w, h)) = hint {
+            p.insert(format!("openslide.level[{i}].tile-width"), w.to_string());
+            p.insert(format!("openslide.level[{i}].tile-height"), h.to_string());
         }
     }
     for (name, a) in associated {

@@ -18,6 +18,7 @@ pub mod hamamatsu;
 pub mod ome_tiff;
 pub(crate) mod known;
 pub mod leica;
+pub mod mirax;
 pub mod philips;
 mod quickhash;
 pub mod registry;
@@ -218,6 +219,12 @@ pub struct SlideLayout {
     pub quickhash_chunks: Option<Vec<TileLoc>>,
     /// The slide's barcode as text (`openslide.barcode`).
     pub barcode: Option<String>,
+    /// Tile-size properties (`openslide.level[i].tile-width/-height`) when the driver decides
+    /// them: `Some(v)` gives level `i`'s (width, height) in pixels as `v[i]`, `None` in `v`
+    /// (or a `v` shorter than the levels) omits them for that level (MIRAX: hints only when
+    /// no tile is off its grid cell, else none for any level, as OpenSlide). `None`: each
+    /// tiled level's stored tile size (the default).
+    pub tile_hints: Option<Vec<Option<(u32, u32)>>>,
 }
 
 /// For each driver in order: its name and `Ok(())` if it accepted the file or the reason it

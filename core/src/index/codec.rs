@@ -24,6 +24,11 @@ pub enum Compression {
         /// `true` when the codestream holds YCbCr that needs converting to RGB.
         ycbcr: bool,
     },
+    /// A whole PNG image per tile (MIRAX `IMAGE_FORMAT=PNG`; not a TIFF compression).
+    Png,
+    /// A whole 24-bit BMP image per tile (MIRAX `IMAGE_FORMAT=BMP24`; not a TIFF
+    /// compression; rules in `codec::bitmap`).
+    Bmp,
 }
 
 impl Compression {
@@ -38,6 +43,8 @@ impl Compression {
             Compression::WebP => "webp",
             Compression::Jpeg2000 { ycbcr: true } => "jpeg2000-ycbcr",
             Compression::Jpeg2000 { ycbcr: false } => "jpeg2000-rgb",
+            Compression::Png => "png",
+            Compression::Bmp => "bmp",
         }
     }
 }

@@ -26,8 +26,10 @@ impl SourceId {
 }
 
 /// Byte range of one stored tile (or strip, or one plane of a planar tile) in a source file.
-/// `offset == 0 || length == 0` marks a missing tile, read as transparent background (TIFF
-/// writers of sparse files write 0/0; offset 0 is the TIFF header, never tile data).
+/// `length == 0`, or `offset == 0` in the primary file, marks a missing tile, read as
+/// transparent background (TIFF writers of sparse files write 0/0; offset 0 of the primary
+/// file is the TIFF header, never tile data). Offset 0 of a further source is data: a MIRAX
+/// data file may start with an image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct TileLoc {
     /// The file holding the bytes.
@@ -44,9 +46,9 @@ impl TileLoc {
         TileLoc { source: SourceId::PRIMARY, offset, length }
     }
 
-    /// `true` when the tile is absent (offset 0 or length 0).
+    /// `true` when the tile is absent (length 0, or offset 0 in the primary file).
     pub fn is_missing(&self) -> bool {
-        self.offset == 0 || self.length == 0
+        self.length == 0 || (self.offset == 0 && self.source == SourceId::PRIMARY)
     }
 
     /// One past the last byte, `None` when `offset + length` overflows.

@@ -50,6 +50,8 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
     };
     let transient_per_px = match img.codec.compression {
         Compression::Jpeg | Compression::WebP => 4,
+        // The RGB samples and the decoder's rows.
+        Compression::Png | Compression::Bmp => 8,
         Compression::Jpeg2000 { .. } => 5 * spp,
         Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => 2 * spp,
     };
