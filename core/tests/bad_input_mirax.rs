@@ -314,6 +314,11 @@ fn position_record_faults_are_format_errors() {
     let w = write("zlib-bad", Positions::Zlib { extra: 0 });
     w.patch("Data0000.dat", w.positions_at.unwrap() + 2, &[0xFF; 6]);
     refused(&w, "format", "a damaged zlib record");
+    // Position 1 at x = 17: level 1 (concat 2) would place its sub-tile at x = 8.5, which
+    // OpenSlide resamples: refused as unsupported.
+    let w = write("fractional", Positions::Raw);
+    w.patch("Data0000.dat", w.positions_at.unwrap() + 10, &17i32.to_le_bytes());
+    assert!(refused(&w, "unsupported", "a fractional level-1 position").to_string().contains("fractional"));
     let w = write("raw-size", Positions::Raw);
     w.edit_ini(|s| s.replace(&format!("IMAGENUMBER_Y={NY}"), "IMAGENUMBER_Y=1"));
     refused(&w, "format", "a position record for 8 positions, 4 expected");

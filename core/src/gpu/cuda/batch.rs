@@ -117,10 +117,10 @@ impl Engine {
         // the engine's free stream (declared after `array`, so dropped before it).
         let mut sync_on_error = SyncOnDrop { stream: lane.slots[0].stream.raw(), armed: true };
         if plan.has_pieces() {
-            // A positioned level (Ventana BIF's overlapping stitched tiles) is placed piece by
+            // A positioned level (Ventana BIF's stitched tiles, MIRAX camera images) is placed piece by
             // piece, which the assembly kernel does not do: such a batch is read on the CPU
             // path (the same pixels by construction) and uploaded, and the reason recorded.
-            self.note_cpu("positioned tiles (overlapping stitched tiles, e.g. Ventana BIF): batch read on the CPU path and uploaded".into());
+            self.note_cpu("positioned tiles (overlapping stitched tiles, e.g. Ventana BIF, MIRAX): batch read on the CPU path and uploaded".into());
             let mut host = vec![0u8; bytes];
             if ch == 3 {
                 crate::slide::read_patches_into(requests, &crate::slide::ReadOptions { size, background: opts.background }, &mut host)?;
