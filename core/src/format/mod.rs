@@ -12,6 +12,7 @@
 //! declined; the reasons form a [`DetectionReport`] (`slidestream info --why`).
 
 pub mod aperio;
+pub mod dicom;
 pub mod finish;
 pub mod generic_tiff;
 pub mod hamamatsu;
