@@ -335,8 +335,8 @@ fn level_image(members: &[Instance<'_>], source_of: &mut impl FnMut(&Path) -> So
 /// The file to open for a folder: the first file (InConcatenationNumber lowest) of the widest
 /// level of the folder's one DICOM WSI series.
 fn resolve_dir(dir: &Path) -> Result<Option<PathBuf>> {
-    let files = super::LocalFiles { path: dir.join(".") };
-    let list = super::SiblingFiles::list_dir(&files)?;
+    let files = super::LocalFiles { path: dir.to_path_buf() };
+    let list = super::list_files(dir)?;
     let mut series: BTreeMap<String, Vec<(PathBuf, bool, u64, u64)>> = BTreeMap::new();
     for p in list {
         let Ok(src) = super::SiblingFiles::open(&files, &p) else { continue };
