@@ -31,6 +31,9 @@ fn item_at(src: &dyn ByteSource, pos: u64, at: &Location) -> Result<([u8; 4], u6
 
 /// The frame (item payload) whose item tag is at `pos`.
 fn frame_item(src: &dyn ByteSource, pos: u64, at: &Location, k: usize) -> Result<(u64, u64)> {
+    if pos.checked_add(8).is_none_or(|e| e > src.len()) {
+        return Err(Error::format(at, format!("frame {k}: offset {pos} lies past the end of the file (offset table wrong)")));
+    }
     let (tag, len) = item_at(src, pos, at)?;
     if tag != ITEM {
         return Err(Error::format(at, format!("frame {k}: no PixelData item at offset {pos} (offset table wrong)")));
