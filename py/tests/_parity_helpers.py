@@ -23,7 +23,7 @@ LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
 # Max abs difference per channel allowed between two decoders of a lossy codec.
 LOSSY_TOLERANCE = 2
 
-SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif"}
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".dcm"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
 SUPPORTED_VENDORS = ("aperio", "dicom", "generic-tiff", "hamamatsu", "leica", "ome-tiff", "philips", "ventana")
