@@ -11,6 +11,7 @@ resampling of slidestream's pixels at the fractional offset.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
@@ -23,10 +24,10 @@ LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
 # Max abs difference per channel allowed between two decoders of a lossy codec.
 LOSSY_TOLERANCE = 2
 
-SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs"}
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs", ".dcm"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
-SUPPORTED_VENDORS = ("aperio", "generic-tiff", "hamamatsu", "leica", "mirax", "ome-tiff", "philips", "ventana")
+SUPPORTED_VENDORS = ("aperio", "dicom", "generic-tiff", "hamamatsu", "leica", "mirax", "ome-tiff", "philips", "ventana")
 # Generated OME-TIFF slides (left to test_channels.py, see slide_files).
 OME_SUFFIX = ".ome.tif"
 # Test ids of generated vendor slides start with this prefix (see slide_path).
@@ -43,13 +44,34 @@ def vendor_slides() -> Optional[pathlib.Path]:
 
 def slide_path(name: str) -> pathlib.Path:
     """The path of a test id from ``slide_files()``: a shared test slide by file name, or a
-    generated vendor slide as ``gen:<file>``."""
+    generated vendor slide as ``gen:<file>``. A slide of several files (a DICOM folder) is
+    named by its folder and resolves to the file its reference names
+    (``reference-multifile/<folder>/regions.json["open"]``), the file OpenSlide opens."""
     if name.startswith(GENERATED_PREFIX):
         root = vendor_slides()
         if root is None:
             pytest.skip("generated vendor slides not found (run scripts/make_vendor_slides.py)")
-        return root / name[len(GENERATED_PREFIX):]
-    return locate_testdata() / name
+        return _resolve(root, name[len(GENERATED_PREFIX):])
+    return _resolve(locate_testdata(), name)
+
+
+def _resolve(root: pathlib.Path, name: str) -> pathlib.Path:
+    """``root / name``, or for a folder slide the file its multi-file reference opens."""
+    path = root / name
+    if path.is_dir():
+        return root / json.loads((root / "reference-multifile" / name / "regions.json").read_text())["open"]
+    return path
+
+
+def _folder_slides(root: pathlib.Path) -> List[str]:
+    """Folders of ``root`` that are slides of several files: those with a
+    ``reference-multifile/<folder>/regions.json`` naming the file to open."""
+    ref = root / "reference-multifile"
+    if not ref.is_dir():
+        return []
+    return sorted(
+        d.name for d in ref.iterdir() if (root / d.name).is_dir() and "open" in json.loads((d / "regions.json").read_text() or "{}")
+    )
 
 
 def locate_testdata() -> pathlib.Path:
@@ -75,6 +97,7 @@ def slide_files() -> List[str]:
     names = []
     if td.is_dir():
         names = sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)
+        names += _folder_slides(td)
     gen = vendor_slides()
     if gen is not None:
         # OME-TIFF files are compared in test_channels.py: OpenSlide 4.0.1 reads them as
@@ -82,6 +105,7 @@ def slide_files() -> List[str]:
         names += sorted(
             GENERATED_PREFIX + p.name for p in gen.iterdir() if p.is_file() and p.name != "MANIFEST.md" and not p.name.endswith(OME_SUFFIX)
         )
+        names += [GENERATED_PREFIX + n for n in _folder_slides(gen)]
     return names or ["<no testdata>"]
 
 
@@ -100,9 +124,14 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
     """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile).
     A MIRAX slide (``X.mrxs`` + folder ``X/``) has no IFDs: its levels (tiled, sizes from
     OpenSlide) get the code of their ``IMAGE_FORMAT`` in ``X/Slidedat.ini`` (JPEG 7, PNG and
-    BMP24 1 = lossless), its associated images (always JPEG) 7."""
+    BMP24 1 = lossless), its associated images (always JPEG) 7. For a DICOM file: of every
+    instance of its series in its folder (pydicom), the transfer syntax as the TIFF code of the
+    same codec (JPEG 7, lossy JPEG 2000 33003, lossless JPEG 2000 and native 1: OpenJPEG
+    decodes reversible codestreams exactly), keyed tiled and not."""
     if path.suffix.lower() == ".mrxs":
         return _mirax_compressions(path)
+    if path.suffix.lower() == ".dcm":
+        return _dicom_compressions(path)
     tifffile = pytest.importorskip("tifffile")
     out: Dict[Tuple[int, int, bool], int] = {}
     with tifffile.TiffFile(str(path)) as t:
@@ -130,6 +159,28 @@ def _mirax_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
             out.setdefault((w, h, True), 7 if fmt == "JPEG" else 1)
         for img in osr.associated_images.values():
             out.setdefault((img.size[0], img.size[1], False), 7)
+    return out
+
+
+DICOM_WSI = "1.2.840.10008.5.1.4.1.1.77.1.6"
+DICOM_TS_AS_TIFF = {"1.2.840.10008.1.2.4.50": 7, "1.2.840.10008.1.2.4.91": 33003, "1.2.840.10008.1.2.4.90": 1, "1.2.840.10008.1.2.1": 1}
+
+
+def _dicom_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    pydicom = pytest.importorskip("pydicom")
+    series = pydicom.dcmread(str(path), stop_before_pixels=True).SeriesInstanceUID
+    out: Dict[Tuple[int, int, bool], int] = {}
+    for f in sorted(path.parent.iterdir()):
+        try:
+            ds = pydicom.dcmread(str(f), stop_before_pixels=True)
+        except Exception:  # not DICOM: OpenSlide skips it too
+            continue
+        flavor = list(ds.get("ImageType", []))[2:3]
+        if ds.get("SeriesInstanceUID") != series or ds.get("SOPClassUID") != DICOM_WSI or flavor not in (["VOLUME"], ["LABEL"], ["OVERVIEW"], ["THUMBNAIL"]):
+            continue
+        code = DICOM_TS_AS_TIFF.get(str(ds.file_meta.TransferSyntaxUID), 7)
+        for tiled in (True, False):
+            out.setdefault((int(ds.TotalPixelMatrixColumns), int(ds.TotalPixelMatrixRows), tiled), code)
     return out
 
 

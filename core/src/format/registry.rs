@@ -1,11 +1,12 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, hamamatsu, leica, mirax, ome_tiff, philips, ventana, FormatDriver};
+use super::{aperio, dicom, generic_tiff, hamamatsu, leica, mirax, ome_tiff, philips, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &mirax::Mirax, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms-vmu, hamamatsu-ndpi, ...
+    &dicom::Dicom,
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
     &aperio::Aperio,
     &leica::Leica,
