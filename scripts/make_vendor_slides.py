@@ -7,7 +7,10 @@ Writes ``OUT_DIR/<file>`` for every slide the modules of ``scripts/vendor_slides
 checks each with OpenSlide 4.0.1 (openslide-python + openslide-bin: the intended vendor,
 levels, associated images, properties and known pixels; any mismatch stops the script with
 an error), and writes ``OUT_DIR/reference/<file>/`` in the layout of the shared test data's
-references plus ``OUT_DIR/MANIFEST.md``. The Rust and Python tests find OUT_DIR through
+references plus ``OUT_DIR/MANIFEST.md``. A slide of several files is a folder
+``OUT_DIR/<name>/`` with its reference in ``OUT_DIR/reference-multifile/<name>/`` (whose
+regions.json names the file to open, ``"open"``). Modules may also write bad inputs
+(``OUT_DIR/bad-dicom/``, see ``vendor_slides/dicom.py``). The Rust and Python tests find OUT_DIR through
 ``$SLIDESTREAM_VENDOR_SLIDES`` (``scripts/test-all.sh`` sets it to ``target/vendor-slides``).
 """
 
@@ -24,7 +27,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from vendor_slides.common import check_with_openslide, write_reference  # noqa: E402
 
 # One module per vendor layout; each has build(out_dir) -> list[Generated].
-MODULES = ["hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
+MODULES = ["hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit", "dicom"]
 
 
 def main() -> int:
@@ -45,9 +48,9 @@ def main() -> int:
                 continue  # not written yet
             raise
         for slide in mod.build(out):
-            path = out / slide.name
+            path = out / slide.open_path
             osr = check_with_openslide(path, slide)
-            ref = out / "reference" / slide.name
+            ref = out / slide.reference_kind / slide.name
             if ref.exists():
                 shutil.rmtree(ref)
             write_reference(osr, slide, ref)

@@ -30,7 +30,12 @@ class Generated:
     ``check`` (optional) receives the open ``openslide.OpenSlide`` and raises
     ``AssertionError`` when OpenSlide's pixels are not the known pixels the generator wrote
     (within the codec's tolerance); the generator fails then, so no test ever compares
-    against an OpenSlide that misread the file."""
+    against an OpenSlide that misread the file.
+
+    A slide of several files (DICOM) is a folder: ``name`` is the folder (relative to the
+    output directory) and ``open`` the file OpenSlide opens (relative to the output directory,
+    e.g. ``"dicom-x/level-0.dcm"``); its reference goes to ``reference-multifile/<name>/``
+    with ``regions.json["open"]``, as in the shared test data."""
 
     name: str
     vendor: str
@@ -40,6 +45,17 @@ class Generated:
     properties: Dict[str, str] = dataclasses.field(default_factory=dict)
     check: Optional[Callable[[object], None]] = None
     note: str = ""
+    open: Optional[str] = None
+
+    @property
+    def open_path(self) -> str:
+        """The path OpenSlide opens, relative to the output directory."""
+        return self.open or self.name
+
+    @property
+    def reference_kind(self) -> str:
+        """``reference`` (one file) or ``reference-multifile`` (a folder slide)."""
+        return "reference-multifile" if self.open else "reference"
 
 
 def tissue_like(width: int, height: int, seed: int = 0) -> np.ndarray:
@@ -82,7 +98,8 @@ def assert_close(got: np.ndarray, want: np.ndarray, tol: int, what: str) -> None
 
 def write_reference(osr, slide: Generated, ref_dir: pathlib.Path) -> None:
     """Write what OpenSlide returns for ``slide`` in the layout of
-    ``../shared/testdata/reference/<file>/``: properties.json, regions.json and RGBA PNGs of
+    ``../shared/testdata/reference/<file>/`` (``reference-multifile/<folder>/`` for a folder
+    slide, whose regions.json adds ``open``): properties.json, regions.json and RGBA PNGs of
     every region and associated image."""
     import openslide
 
@@ -110,9 +127,10 @@ def write_reference(osr, slide: Generated, ref_dir: pathlib.Path) -> None:
         assoc[name] = {"png": png, "size": list(img.size), "rgba_sha256": hashlib.sha256(img.tobytes()).hexdigest()}
     doc = {
         "file": slide.name,
+        **({"open": slide.open} if slide.open else {}),
         "openslide_version": openslide.__library_version__,
         "openslide_python": openslide.__version__,
-        "detect_format": openslide.OpenSlide.detect_format(str(ref_dir.parent.parent / slide.name)),
+        "detect_format": openslide.OpenSlide.detect_format(str(ref_dir.parent.parent / slide.open_path)),
         "level_count": osr.level_count,
         "level_dimensions": [list(d) for d in osr.level_dimensions],
         "level_downsamples": list(osr.level_downsamples),
@@ -125,7 +143,7 @@ def write_reference(osr, slide: Generated, ref_dir: pathlib.Path) -> None:
 
 
 def check_with_openslide(path: pathlib.Path, slide: Generated):
-    """Open ``path`` with OpenSlide and check it reads the file as ``slide`` intends; return
+    """Open ``path`` (the file ``slide.open_path`` names) with OpenSlide and check it reads the file as ``slide`` intends; return
     the open ``OpenSlide``. Raises ``AssertionError`` naming the file otherwise."""
     import openslide
 
