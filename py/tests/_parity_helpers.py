@@ -11,6 +11,7 @@ resampling of slidestream's pixels at the fractional offset.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pathlib
@@ -23,7 +24,7 @@ LOSSY_COMPRESSIONS = {7, 33003, 33005, 34712, 50001}
 # Max abs difference per channel allowed between two decoders of a lossy codec.
 LOSSY_TOLERANCE = 2
 
-SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif"}
+SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".dcm"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
 SUPPORTED_VENDORS = ("aperio", "generic-tiff", "hamamatsu", "leica", "ome-tiff", "philips", "ventana")
@@ -43,13 +44,34 @@ def vendor_slides() -> Optional[pathlib.Path]:
 
 def slide_path(name: str) -> pathlib.Path:
     """The path of a test id from ``slide_files()``: a shared test slide by file name, or a
-    generated vendor slide as ``gen:<file>``."""
+    generated vendor slide as ``gen:<file>``. A slide of several files (a DICOM folder) is
+    named by its folder and resolves to the file its reference names
+    (``reference-multifile/<folder>/regions.json["open"]``), the file OpenSlide opens."""
     if name.startswith(GENERATED_PREFIX):
         root = vendor_slides()
         if root is None:
             pytest.skip("generated vendor slides not found (run scripts/make_vendor_slides.py)")
-        return root / name[len(GENERATED_PREFIX):]
-    return locate_testdata() / name
+        return _resolve(root, name[len(GENERATED_PREFIX):])
+    return _resolve(locate_testdata(), name)
+
+
+def _resolve(root: pathlib.Path, name: str) -> pathlib.Path:
+    """``root / name``, or for a folder slide the file its multi-file reference opens."""
+    path = root / name
+    if path.is_dir():
+        return root / json.loads((root / "reference-multifile" / name / "regions.json").read_text())["open"]
+    return path
+
+
+def _folder_slides(root: pathlib.Path) -> List[str]:
+    """Folders of ``root`` that are slides of several files: those with a
+    ``reference-multifile/<folder>/regions.json`` naming the file to open."""
+    ref = root / "reference-multifile"
+    if not ref.is_dir():
+        return []
+    return sorted(
+        d.name for d in ref.iterdir() if (root / d.name).is_dir() and "open" in json.loads((d / "regions.json").read_text() or "{}")
+    )
 
 
 def locate_testdata() -> pathlib.Path:
@@ -75,6 +97,7 @@ def slide_files() -> List[str]:
     names = []
     if td.is_dir():
         names = sorted(p.name for p in td.iterdir() if p.is_file() and p.suffix.lower() in SLIDE_SUFFIXES)
+        names += _folder_slides(td)
     gen = vendor_slides()
     if gen is not None:
         # OME-TIFF files are compared in test_channels.py: OpenSlide 4.0.1 reads them as
@@ -82,6 +105,7 @@ def slide_files() -> List[str]:
         names += sorted(
             GENERATED_PREFIX + p.name for p in gen.iterdir() if p.is_file() and p.name != "MANIFEST.md" and not p.name.endswith(OME_SUFFIX)
         )
+        names += [GENERATED_PREFIX + n for n in _folder_slides(gen)]
     return names or ["<no testdata>"]
 
 
@@ -97,12 +121,37 @@ def openslide_or_skip(name: str):
 
 
 def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
-    """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile)."""
+    """(width, height, tiled) → TIFF compression code of every IFD of a file (tifffile); for a
+    DICOM file, of every instance of its series in its folder (pydicom), the transfer syntax
+    as the TIFF code of the same codec (JPEG 7, lossy JPEG 2000 33003, lossless JPEG 2000 and
+    native 1: OpenJPEG decodes reversible codestreams exactly), keyed tiled and not."""
+    if path.suffix.lower() == ".dcm":
+        return _dicom_compressions(path)
     tifffile = pytest.importorskip("tifffile")
     out: Dict[Tuple[int, int, bool], int] = {}
     with tifffile.TiffFile(str(path)) as t:
         for p in t.pages:
             out.setdefault((int(p.imagewidth), int(p.imagelength), bool(p.is_tiled)), int(p.compression))
+    return out
+
+
+DICOM_TS_AS_TIFF = {"1.2.840.10008.1.2.4.50": 7, "1.2.840.10008.1.2.4.91": 33003, "1.2.840.10008.1.2.4.90": 1, "1.2.840.10008.1.2.1": 1}
+
+
+def _dicom_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    pydicom = pytest.importorskip("pydicom")
+    series = pydicom.dcmread(str(path), stop_before_pixels=True).SeriesInstanceUID
+    out: Dict[Tuple[int, int, bool], int] = {}
+    for f in sorted(path.parent.iterdir()):
+        try:
+            ds = pydicom.dcmread(str(f), stop_before_pixels=True)
+        except Exception:  # not DICOM: OpenSlide skips it too
+            continue
+        if ds.get("SeriesInstanceUID") != series or "TotalPixelMatrixColumns" not in ds:
+            continue
+        code = DICOM_TS_AS_TIFF.get(str(ds.file_meta.TransferSyntaxUID), 7)
+        for tiled in (True, False):
+            out.setdefault((int(ds.TotalPixelMatrixColumns), int(ds.TotalPixelMatrixRows), tiled), code)
     return out
 
 

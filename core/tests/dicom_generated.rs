@@ -1,0 +1,108 @@
+//! The generated DICOM inputs of `scripts/vendor_slides/dicom.py` / `dicom_bad.py` (in
+//! `$SLIDESTREAM_VENDOR_SLIDES`): every bad input of `bad-dicom/cases.json` gives its typed
+//! error kind (at open, or at reading level 0 for `stage: read`) and never panics; the cases
+//! OpenSlide 4.0.1 opens (`error: null`) open with its levels; and every generated DICOM
+//! folder slide opens the same by its folder as by the file its reference names.
+//!
+//! The expected kinds are slidestream's (`Error::kind_name`); OpenSlide's own error text is
+//! in `cases.json` for each. Until a `dicom` driver is registered (`SUPPORTED_VENDORS`), every
+//! case must be refused as `unsupported`, the rule for formats OpenSlide reads and we do not.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use common::{vendor_slides, SUPPORTED_VENDORS};
+use serde_json::Value;
+use slidestream::{Error, Slide};
+
+/// The generated slides' root and the cases of `bad-dicom/cases.json`; `None` (with a
+/// message) when either is absent.
+fn cases() -> Option<(PathBuf, Vec<Value>)> {
+    let vd = vendor_slides()?;
+    let p = vd.join("bad-dicom").join("cases.json");
+    let Ok(text) = std::fs::read_to_string(&p) else {
+        eprintln!("SKIP: {} not found (run scripts/make_vendor_slides.py)", p.display());
+        return None;
+    };
+    let v: Value = serde_json::from_str(&text).unwrap();
+    Some((vd, v.as_array().expect("cases.json is a list").clone()))
+}
+
+/// What happens to a case: open (and read level 0 whole for `read`): the level dimensions,
+/// or the error.
+fn outcome(path: &std::path::Path, stage: &str) -> Result<Vec<(u64, u64)>, Error> {
+    let slide = Slide::open(path)?;
+    if stage == "read" {
+        let (w, h) = slide.level_dimensions()[0];
+        slide.read_region((0, 0), 0, (w, h))?;
+    }
+    Ok(slide.level_dimensions())
+}
+
+#[test]
+fn bad_dicom_inputs_give_their_error_kind() {
+    let Some((vd, cases)) = cases() else { return };
+    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    assert!(cases.len() >= 10, "only {} cases", cases.len());
+    for c in &cases {
+        let name = c["case"].as_str().unwrap();
+        let path = vd.join(c["open"].as_str().unwrap());
+        let stage = c["stage"].as_str().unwrap();
+        let res = catch_unwind(AssertUnwindSafe(|| outcome(&path, stage))).unwrap_or_else(|_| panic!("{name}: panicked"));
+        if !driver {
+            let err = res.err().unwrap_or_else(|| panic!("{name}: opened without a dicom driver"));
+            assert_eq!(err.kind_name(), "unsupported", "{name}: {err}");
+            continue;
+        }
+        match (c["error"].as_str(), res) {
+            (Some(kind), Err(err)) => {
+                assert_eq!(err.kind_name(), kind, "{name}: {err} (OpenSlide: {})", c["openslide"]);
+                let file = if path.is_dir() { path.clone() } else { path.parent().unwrap().to_path_buf() };
+                assert!(err.to_string().contains(&file.display().to_string()), "{name}: error names neither the file nor its folder: {err}");
+            }
+            (Some(kind), Ok(_)) => panic!("{name}: {stage} succeeded; expected a {kind} error (OpenSlide: {})", c["openslide"]),
+            (None, Ok(dims)) => {
+                let want: Vec<(u64, u64)> =
+                    c["level_dimensions"].as_array().unwrap().iter().map(|d| (d[0].as_u64().unwrap(), d[1].as_u64().unwrap())).collect();
+                assert_eq!(dims, want, "{name}: levels differ from OpenSlide's");
+            }
+            (None, Err(err)) => panic!("{name}: OpenSlide opens it, we fail: {err}"),
+        }
+    }
+}
+
+#[test]
+fn dicom_folders_open_as_their_file() {
+    let Some(vd) = vendor_slides() else { return };
+    let Ok(entries) = std::fs::read_dir(vd.join("reference-multifile")) else {
+        eprintln!("SKIP: no reference-multifile/ in {}", vd.display());
+        return;
+    };
+    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    let mut n = 0;
+    for e in entries {
+        let dir = e.unwrap().path();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("regions.json")).unwrap()).unwrap();
+        if r["detect_format"].as_str() != Some("dicom") {
+            continue;
+        }
+        let folder = vd.join(r["file"].as_str().unwrap());
+        let file = vd.join(r["open"].as_str().unwrap());
+        let by_folder = catch_unwind(|| Slide::open(&folder)).unwrap_or_else(|_| panic!("{}: panicked", folder.display()));
+        if !driver {
+            let err = by_folder.err().expect("a DICOM folder opened without a dicom driver");
+            assert_eq!(err.kind_name(), "unsupported", "{}: {err}", folder.display());
+            n += 1;
+            continue;
+        }
+        let a = by_folder.unwrap_or_else(|e| panic!("{}: {e}", folder.display()));
+        let b = Slide::open(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        assert_eq!(a.properties(), b.properties(), "{}", folder.display());
+        assert_eq!(a.level_dimensions(), b.level_dimensions(), "{}", folder.display());
+        assert_eq!(a.index().path(), file, "{}: the folder resolves to another file", folder.display());
+        n += 1;
+    }
+    assert!(n >= 10, "only {n} DICOM folder slides");
+}
