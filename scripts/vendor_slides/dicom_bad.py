@@ -80,6 +80,34 @@ def _cases() -> Dict[str, List[dw.Instance]]:
     sp = _volume("sparse-unaligned")
     sp.positions = [(1 + (i % 3) * TILE + (5 if i == 1 else 0), 1 + (i // 3) * TILE) for i in range(len(sp.frames))]
     cases["sparse-unaligned"] = [sp]
+    cases["j2k-lossless-ict"] = [_volume("j2k-lossless-ict", ts=dw.TS_J2K_LOSSLESS, enc=lambda t: dw.j2k(t, True, True), photometric="YBR_ICT")]
+    cases["native-ybr"] = [_volume("native-ybr", ts=dw.TS_EXPLICIT, enc=dw.raw, photometric="YBR_FULL")]
+
+    def planes(ds):
+        ds.TotalPixelMatrixFocalPlanes = 2
+
+    cases["focal-planes-2"] = [_volume("focal-planes-2", edit=planes)]
+    img2 = _img(76, 128, 64)
+    f2 = [dw.jpeg_ybr(t) for _, _, t in dw.tiles(img2, TILE, TILE)]
+
+    def member(case, n, number, cuid, total=2):
+        return dw.Instance(f"level-0-{n}.dcm", "VOLUME", dw.TS_JPEG, "YBR_FULL_422", (TILE, TILE), (128, 64), [f2[n]], dw.uid("bad", case),
+                           dw.uid("bad", case, str(n)), dw.uid("bad-study"), concat=None if cuid is None else (cuid, number, total, n))
+
+    cases["concat-duplicate-number"] = [member("concat-duplicate-number", n, 1, dw.uid("c1")) for n in (0, 1)]
+    cases["concat-uid-differs"] = [member("concat-uid-differs", n, n + 1, dw.uid("c2", str(n))) for n in (0, 1)]
+    cases["two-levels-same-size"] = [member("two-levels-same-size", n, 0, None) for n in (0, 1)]
+    cases["concat-one-member"] = [member("concat-one-member", 0, 1, dw.uid("c3"), total=1)]
+
+    def fewer_fragments(ds):
+        ds.NumberOfFrames = ds.NumberOfFrames + 1
+
+    cases["frame-count-mismatch"] = [_volume("frame-count-mismatch", offsets="none", edit=fewer_fragments)]
+
+    def short_native(ds):
+        ds.PixelData = ds.PixelData[: len(ds.PixelData) - 3 * TILE * TILE]
+
+    cases["native-short"] = [_volume("native-short", ts=dw.TS_EXPLICIT, enc=dw.raw, photometric="RGB", edit=short_native)]
     cases["two-series"] = [
         _volume("two-series", path="a.dcm", img=_img(74, 150, 100), series=dw.uid("bad", "two-series", "A")),
         _volume("two-series", path="b.dcm", img=_img(75, 100, 70), series=dw.uid("bad", "two-series", "B")),
@@ -98,6 +126,15 @@ EXPECT = {
     "unknown-flavor-only": ("open", "format"),
     "frame-size-mismatch": ("read", "format"),
     "sparse-unaligned": ("open", "unsupported"),
+    "j2k-lossless-ict": ("open", "unsupported"),
+    "native-ybr": ("open", "unsupported"),
+    "focal-planes-2": ("open", "unsupported"),
+    "concat-duplicate-number": ("open", "format"),
+    "concat-uid-differs": ("open", "format"),
+    "two-levels-same-size": ("open", "format"),
+    "concat-one-member": ("open", "format"),
+    "frame-count-mismatch": ("read", "format"),
+    "native-short": ("read", "format"),
 }
 
 
