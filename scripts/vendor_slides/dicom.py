@@ -307,10 +307,17 @@ def props(out: pathlib.Path) -> Generated:
 
 
 def native(out: pathlib.Path) -> Generated:
-    """(g) Explicit VR little endian, uncompressed RGB, 3 levels, 100 x 100 frames."""
+    """(g) Explicit VR little endian, uncompressed RGB, 3 levels, 100 x 100 frames; level 1
+    has no DimensionOrganizationType (TILED_FULL by default), level 2 is TILED_FULL with
+    per-frame Plane Positions (raster order; libdicom then places frames by position)."""
     levels = [Level(i, (100, 100), dw.TS_EXPLICIT, dw.raw) for i in _pyramid(59, 3)]
     name = "dicom-native"
-    return _slide(out, name, levels, _series(name, levels, "RGB"), 0, "native RGB, 3 levels")
+    insts = _series(name, levels, "RGB")
+    insts[1].dim_org = None
+    lv = levels[2]
+    insts[2].positions = [(c * 100 + 1, r * 100 + 1) for r in range(lv.down) for c in range(lv.across)]
+    insts[2].dim_org = "TILED_FULL"
+    return _slide(out, name, levels, insts, 0, "native RGB, 3 levels; no DimensionOrganizationType; TILED_FULL with positions")
 
 
 def ybr_icc(out: pathlib.Path) -> Generated:

@@ -103,7 +103,9 @@ class Instance:
     (TILED_SPARSE only) the 1-based (column, row) pixel position of each; ``concat`` =
     (ConcatenationUID, InConcatenationNumber, InConcatenationTotalNumber or None,
     ConcatenationFrameOffsetNumber); ``offsets`` = "bot", "eot" or "none" (encapsulated
-    syntaxes); ``edit`` changes the data set last (bad inputs, properties)."""
+    syntaxes); ``dim_org`` the DimensionOrganizationType ("auto": TILED_SPARSE with
+    ``positions``, else TILED_FULL; ``None``: absent); ``edit`` changes the data set last (bad
+    inputs, properties)."""
 
     path: str
     flavor: str
@@ -122,6 +124,7 @@ class Instance:
     pixel_spacing: Optional[Tuple[str, str]] = ("0.0005", "0.0005")
     objective: Optional[str] = None
     sop_class: str = SOP_WSI
+    dim_org: Optional[str] = "auto"
     edit: Optional[Callable[[object], None]] = None
 
 
@@ -156,7 +159,10 @@ def write(inst: Instance, out_path) -> None:
     ds.PatientID = "GEN-1"
     ds.InstanceNumber = 1
     ds.SeriesNumber = 1
-    ds.DimensionOrganizationType = "TILED_SPARSE" if inst.positions is not None else "TILED_FULL"
+    if inst.dim_org == "auto":
+        ds.DimensionOrganizationType = "TILED_SPARSE" if inst.positions is not None else "TILED_FULL"
+    elif inst.dim_org is not None:
+        ds.DimensionOrganizationType = inst.dim_org
     ds.TotalPixelMatrixColumns, ds.TotalPixelMatrixRows = inst.total
     ds.TotalPixelMatrixFocalPlanes = 1
     ds.Columns, ds.Rows = inst.tile
