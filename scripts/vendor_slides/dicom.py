@@ -185,7 +185,46 @@ def concat(out: pathlib.Path) -> Generated:
                     concat=(cuid, 2, 2, 12)),
         dw.Instance("level-1.dcm", "VOLUME", dw.TS_JPEG, "YBR_FULL_422", l1.tile, l1.total, l1.raster(), series, dw.uid(name, "1"), STUDY),
     ]
-    return _slide(out, name, [l0, l1], insts, 2, "level 0 in two concatenation members (12 + 8 frames)")
+    g = _slide(out, name, [l0, l1], insts, 2, "level 0 in two concatenation members (12 + 8 frames); siblings OpenSlide skips")
+    _siblings(out / name, series, l1)
+    g.extra["refused_files"] = _refused(out, name)
+    return g
+
+
+def _siblings(d: pathlib.Path, series: str, lv: Level) -> None:
+    """Files of a slide's folder OpenSlide skips when it gathers the series: a text file, a CT
+    image of the same series (another SOP class) and a LOCALIZER instance of the same series
+    (an image flavor that is neither a level nor an associated image)."""
+    (d / "notes.txt").write_text("not a DICOM file\n")
+    ct = dw.Instance("ct.dcm", "VOLUME", lv.ts, "YBR_FULL_422", lv.tile, lv.total, lv.raster(), series, dw.uid(series, "ct"), STUDY,
+                     sop_class="1.2.840.10008.5.1.4.1.1.2")
+    dw.write(ct, d / ct.path)
+
+    def localizer(ds):
+        ds.ImageType = ["ORIGINAL", "PRIMARY", "LOCALIZER", "NONE"]
+
+    loc = dw.Instance("localizer.dcm", "VOLUME", lv.ts, "YBR_FULL_422", lv.tile, (lv.total[0] - 10, lv.total[1]), lv.raster(), series,
+                      dw.uid(series, "localizer"), STUDY, edit=localizer)
+    dw.write(loc, d / loc.path)
+
+
+def _refused(out: pathlib.Path, folder: str) -> List[str]:
+    """Files of ``folder`` OpenSlide refuses to open (relative to ``out``); every other file opens
+    the folder's slide (checked)."""
+    import openslide
+
+    refused, props = [], None
+    for f in sorted((out / folder).iterdir()):
+        try:
+            osr = openslide.OpenSlide(str(f))
+        except openslide.OpenSlideError:
+            refused.append(f"{folder}/{f.name}")
+            continue
+        p = dict(osr.properties)
+        assert props is None or p == props, f"{f}: OpenSlide opens another slide"
+        props = p
+        osr.close()
+    return refused
 
 
 def offsets(out: pathlib.Path, mode: str) -> Generated:
