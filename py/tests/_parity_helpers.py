@@ -135,6 +135,7 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
     return out
 
 
+DICOM_WSI = "1.2.840.10008.5.1.4.1.1.77.1.6"
 DICOM_TS_AS_TIFF = {"1.2.840.10008.1.2.4.50": 7, "1.2.840.10008.1.2.4.91": 33003, "1.2.840.10008.1.2.4.90": 1, "1.2.840.10008.1.2.1": 1}
 
 
@@ -147,7 +148,8 @@ def _dicom_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
             ds = pydicom.dcmread(str(f), stop_before_pixels=True)
         except Exception:  # not DICOM: OpenSlide skips it too
             continue
-        if ds.get("SeriesInstanceUID") != series or "TotalPixelMatrixColumns" not in ds:
+        flavor = list(ds.get("ImageType", []))[2:3]
+        if ds.get("SeriesInstanceUID") != series or ds.get("SOPClassUID") != DICOM_WSI or flavor not in (["VOLUME"], ["LABEL"], ["OVERVIEW"], ["THUMBNAIL"]):
             continue
         code = DICOM_TS_AS_TIFF.get(str(ds.file_meta.TransferSyntaxUID), 7)
         for tiled in (True, False):
