@@ -63,6 +63,8 @@ static DRIVERS: &[DriverCases] = &[
         ],
     },
     DriverCases { driver: "hamamatsu", files: &[("test3-DAPI-2-387.ndpi", Reads::Ok)] },
+    // A folder entry is opened by its folder (the driver picks the file: Slide::open(dir)).
+    DriverCases { driver: "dicom", files: &[("CMU-1-Small-Region-dicom", Reads::Ok), ("camelyon-jpeg-ybr.dcm", Reads::Ok)] },
 ];
 
 /// The slides `scripts/make_vendor_slides.py` generates (in [`vendor_slides`]), per driver.
@@ -112,7 +114,7 @@ static GENERATED: &[DriverCases] = &[
             ("ndpi-444-nomcu.ndpi", Reads::Ok),
         ],
     },
-    // Folder slides: opened through the file their reference-multifile regions.json names.
+    // Folder slides: opened by their folder (the driver picks the file, as for DRIVERS).
     DriverCases {
         driver: "dicom",
         files: &[
@@ -135,8 +137,6 @@ static GENERATED: &[DriverCases] = &[
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
 static REFUSED: &[(&str, &str)] = &[
     ("broken.svs", "unsupported"),
-    ("camelyon-jpeg-ybr.dcm", "unsupported"),
-    ("CMU-1-Small-Region-dicom", "unsupported"),
     ("seek_too_large.tif", "format"),
     ("unopenable.tiff", "unsupported"),
     ("zero_gi.tif", "unsupported"),
@@ -211,15 +211,22 @@ fn every_driver_conforms_on_its_files() {
                 continue;
             }
             for &(file, reads) in d.files {
-                let (path, reference) = slide_file(&root, file);
-                let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+                let given = root.join(file);
+                let slide = Slide::open(&given).unwrap_or_else(|e| panic!("{file}: {e}"));
+                // A folder opens as the file its driver picks (source 0), inside the folder.
+                let path = slide.index().path().to_path_buf();
+                assert!(path == given || (given.is_dir() && path.parent() == Some(given.as_path())), "{file}: opened {}", path.display());
+                let mut refdir = root.join("reference").join(file);
+                if !refdir.exists() {
+                    refdir = root.join("reference-multifile").join(file);
+                }
                 let what = format!("{} {file}", d.driver);
                 check_detection(&slide, &path, d.driver, &what);
                 check_properties(&slide, &what);
                 check_index(&slide, reads, &what);
                 check_errors(&slide, &what);
                 check_icc(&slide, &path, &what);
-                check_reference(&slide, &reference, d.driver, &what);
+                check_reference(&slide, &refdir, d.driver, &what);
                 for level in 0..slide.level_count() {
                     check_regions(&slide, level, reads, &what);
                     if gpu_ok && reads == Reads::Ok {
@@ -230,19 +237,6 @@ fn every_driver_conforms_on_its_files() {
             }
         }
     }
-}
-
-/// The file to open for a listed entry and its reference folder: a file is itself with
-/// `reference/<file>/`; a folder slide (several files) opens through the file its
-/// `reference-multifile/<folder>/regions.json` names (`open`, relative to `root`).
-fn slide_file(root: &Path, entry: &str) -> (PathBuf, PathBuf) {
-    let multi = root.join("reference-multifile").join(entry);
-    if root.join(entry).is_dir() {
-        let r: Value = serde_json::from_str(&std::fs::read_to_string(multi.join("regions.json")).unwrap_or_else(|e| panic!("{entry}: {e}"))).unwrap();
-        let open = r["open"].as_str().unwrap_or_else(|| panic!("{entry}: regions.json names no file to open"));
-        return (root.join(open), multi);
-    }
-    (root.join(entry), root.join("reference").join(entry))
 }
 
 fn check_detection(slide: &Slide, path: &Path, driver: &str, what: &str) {

@@ -13,21 +13,13 @@ use serde_json::Value;
 use slidestream::index::Compression;
 use slidestream::{Error, Slide};
 
-/// One reference: the file to open, the name the reference is filed under, its folder,
-/// OpenSlide's properties and regions.
-struct RefFile {
-    path: PathBuf,
-    name: String,
-    dir: PathBuf,
-    props: Value,
-    regions: Option<Value>,
-}
-
 /// Files OpenSlide opens (by their reference folder) and files whose lowest common
-/// denominator is an error, in the shared test data and the generated vendor slides:
-/// `reference/<file>/` for one-file slides, `reference-multifile/<folder>/` for slides of
-/// several files (DICOM), whose regions.json names the file to open (`open`, relative to the
-/// root).
+/// denominator is an error, in the shared test data and the generated vendor slides: (root,
+/// name, properties, regions, the file to open, the reference folder). Slides of several files
+/// have their references in `reference-multifile/<name>/`, whose `regions.json` names the file
+/// OpenSlide opened (`open`, relative to the root).
+type RefFile = (PathBuf, String, Value, Option<Value>, PathBuf, PathBuf);
+
 fn reference_files() -> Option<Vec<RefFile>> {
     let roots = reference_roots();
     if roots.is_empty() {
@@ -36,24 +28,26 @@ fn reference_files() -> Option<Vec<RefFile>> {
     let mut out = Vec::new();
     for td in roots {
         for kind in ["reference", "reference-multifile"] {
-            let Ok(entries) = std::fs::read_dir(td.join(kind)) else { continue };
+            let Ok(entries) = std::fs::read_dir(td.join(kind)) else {
+                assert_eq!(kind, "reference-multifile", "{}: no reference folder", td.display());
+                continue;
+            };
             for entry in entries {
                 let dir = entry.unwrap().path();
                 let name = dir.file_name().unwrap().to_string_lossy().to_string();
                 let props = std::fs::read_to_string(dir.join("properties.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
                 let regions: Option<Value> = std::fs::read_to_string(dir.join("regions.json")).ok().map(|s| serde_json::from_str(&s).unwrap());
-                let path = match regions.as_ref().and_then(|r| r.get("open")).and_then(Value::as_str) {
-                    Some(open) => td.join(open),
-                    None if kind == "reference" => td.join(&name),
-                    None => panic!("{}: regions.json names no file to open", dir.display()),
+                let open = match (kind, &regions) {
+                    ("reference-multifile", Some(r)) => td.join(r["open"].as_str().expect("regions.json names the file to open")),
+                    _ => td.join(&name),
                 };
-                if let Some(props) = props {
-                    out.push(RefFile { path, name, dir, props, regions });
+                if let (Some(p), r) = (props, regions) {
+                    out.push((td.clone(), name, p, r, open, dir));
                 }
             }
         }
     }
-    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
     Some(out)
 }
 
@@ -77,7 +71,7 @@ fn tolerance(slide: &Slide, level: usize) -> u8 {
 fn properties_and_geometry_match_openslide() {
     let Some(files) = reference_files() else { return };
     let mut checked = 0;
-    for RefFile { path, name, props, regions, .. } in files {
+    for (_td, name, props, regions, path, _refdir) in files {
         let vendor = props["openslide.vendor"].as_str().unwrap_or("");
         if !SUPPORTED_VENDORS.contains(&vendor) {
             // OpenSlide opens it with a driver slidestream does not have yet:
@@ -139,12 +133,12 @@ fn properties_and_geometry_match_openslide() {
 fn regions_match_openslide() {
     let Some(files) = reference_files() else { return };
     let mut compared = 0;
-    for RefFile { path, name, dir, props, regions } in files {
+    for (_td, name, props, regions, open, refdir) in files {
         let Some(regions) = regions else { continue };
         if !SUPPORTED_VENDORS.contains(&props["openslide.vendor"].as_str().unwrap_or("")) {
             continue;
         }
-        let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let slide = Slide::open(&open).unwrap();
         for r in regions["regions"].as_array().unwrap() {
             let level = r["level"].as_u64().unwrap() as usize;
             let loc = (r["location"][0].as_i64().unwrap(), r["location"][1].as_i64().unwrap());
@@ -172,7 +166,7 @@ fn regions_match_openslide() {
                 compared += 1;
                 continue;
             }
-            let png = dir.join(r["png"].as_str().unwrap());
+            let png = refdir.join(r["png"].as_str().unwrap());
             let (w, h, expected) = decode_png(&png);
             assert_eq!((w as u64, h as u64), size, "{name} {}", r["name"]);
             let ds = slide.level_downsamples()[level];
@@ -204,7 +198,7 @@ fn regions_match_openslide() {
             }
         }
         for (an, a) in regions["associated_images"].as_object().unwrap() {
-            let png = dir.join(a["png"].as_str().unwrap());
+            let png = refdir.join(a["png"].as_str().unwrap());
             let (w, h, expected) = decode_png(&png);
             let got = slide.read_associated(an).unwrap_or_else(|e| panic!("{name} {an}: {e}"));
             assert_eq!((got.width, got.height), (w as u64, h as u64));

@@ -12,6 +12,7 @@
 //! declined; the reasons form a [`DetectionReport`] (`slidestream info --why`).
 
 pub mod aperio;
+pub mod dicom;
 pub mod finish;
 pub mod generic_tiff;
 pub mod hamamatsu;
@@ -93,23 +94,32 @@ impl SiblingFiles for LocalFiles {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let at = Location::file(&dir);
-        let mut out = Vec::new();
-        for e in std::fs::read_dir(&dir).map_err(|e| Error::io(&at, e))? {
-            let e = e.map_err(|e| Error::io(&at, e))?;
-            // `metadata` follows symbolic links: a link to a regular file counts.
-            if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
-                out.push(e.path());
-            }
-        }
-        out.sort();
-        Ok(out)
+        list_files(&dir)
     }
 
     fn open(&self, path: &Path) -> Result<Box<dyn ByteSource>> {
         let f = crate::io::posix::FileSource::open(path).map_err(|e| Error::io(&Location::file(path), e))?;
         Ok(Box::new(f))
     }
+}
+
+/// The regular files of folder `dir` (symbolic links to regular files included), sorted by
+/// name; no recursion.
+///
+/// # Errors
+/// `Io` when the folder cannot be listed.
+pub(crate) fn list_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let at = Location::file(dir);
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io(&at, e))? {
+        let e = e.map_err(|e| Error::io(&at, e))?;
+        // `metadata` follows symbolic links: a link to a regular file counts.
+        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// A format driver (one file per vendor under `format/`).

@@ -1,10 +1,11 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, generic_tiff, hamamatsu, leica, ome_tiff, philips, ventana, FormatDriver};
+use super::{aperio, dicom, generic_tiff, hamamatsu, leica, ome_tiff, philips, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
+    &dicom::Dicom, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms, hamamatsu-ndpi, ...
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
     &aperio::Aperio,
     &leica::Leica,
