@@ -330,8 +330,18 @@ def _props_edit(ds) -> None:
     spec.SpecimenUID = dw.uid("specimen")
     spec.SpecimenPreparationSequence = Seq(steps)
     ds.SpecimenDescriptionSequence = Seq([spec])
-    ds.add_new(0x00090010, "LO", "SLIDESTREAM")  # private creator and element: not properties
+    # Private tags: libdicom's dictionary names (0009,0010) `PrivateCreator` (also in a
+    # sequence item); other private creators and private elements are not properties.
+    ds.add_new(0x00090010, "LO", "SLIDESTREAM")
+    ds.add_new(0x00090011, "LO", "SECOND CREATOR")
     ds.add_new(0x00091001, "LO", "private value")
+    ds.add_new(0x00110010, "LO", "OTHER GROUP")
+    ds.add_new(0x00111001, "LO", "other private value")
+    ref = Dataset()
+    ref.add_new(0x00090010, "LO", "IN ITEM")
+    ref.ReferencedSOPClassUID = "1.2.840.10008.5.1.4.1.1.77.1.6"
+    ref.ReferencedSOPInstanceUID = dw.uid("referenced")
+    ds.ReferencedImageSequence = Seq([ref])
 
 
 def props(out: pathlib.Path) -> Generated:

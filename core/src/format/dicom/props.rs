@@ -4,7 +4,8 @@
 //!
 //! Rules (each checked against OpenSlide 4.0.1 with generated files, `/work/notes/issue16-plan.md`
 //! §1): key `dicom.<Keyword>` (standard dictionary keywords; private and unknown tags, group
-//! lengths and binary VRs OB/OD/OF/OL/OV/OW/UN are skipped); sequences give
+//! lengths and binary VRs OB/OD/OF/OL/OV/OW/UN are skipped, except (0009,0010), which
+//! libdicom's dictionary names `PrivateCreator`); sequences give
 //! `dicom.<Seq>[i].<Keyword>` for every item, nested alike, and nothing when empty; elements of
 //! several values give `<Keyword>[i]`. Strings are kept as written minus one trailing pad
 //! character; the VRs AE, CS, DS, DT, PN, SH, TM, UC and UI are split on `\` into values, the
@@ -36,11 +37,19 @@ fn add_level(obj: &InMemDicomObject, prefix: &str, out: &mut BTreeMap<String, St
     }
     for e in obj.iter() {
         let tag = e.header().tag;
-        if tag.element() == 0 || tag.group() % 2 == 1 {
+        // libdicom's dictionary names exactly one private tag: (0009,0010) `PrivateCreator`
+        // (oracle: (0009,0010) is reported, also inside sequences; (0009,0011), (0011,0010),
+        // (0019,0010), (0029,0010) and private data elements are not).
+        let private_creator = tag.group() == 0x0009 && tag.element() == 0x0010;
+        if !private_creator && (tag.element() == 0 || tag.group() % 2 == 1) {
             continue;
         }
-        let Some(entry) = StandardDataDictionary.by_tag(tag) else { continue };
-        let kw = entry.alias();
+        let kw = if private_creator {
+            "PrivateCreator"
+        } else {
+            let Some(entry) = StandardDataDictionary.by_tag(tag) else { continue };
+            entry.alias()
+        };
         if kw.is_empty() {
             continue;
         }
