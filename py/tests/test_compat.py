@@ -364,8 +364,8 @@ def test_open_slide_falls_back_to_pillow_only_for_non_slides():
 
 
 def test_open_slide_refuses_detected_slides_it_cannot_read():
-    """The files of issue 12: a DICOM WSI is OpenSlideUnsupportedFormatError, not a one-level
-    ImageSlide or PIL.UnidentifiedImageError; unopenable.tiff (a generic TIFF with compression
+    """The files of issue 12: a DICOM WSI (OpenSlideUnsupportedFormatError until issue 16's
+    driver) opens as an OpenSlide, not a one-level ImageSlide; unopenable.tiff (a generic TIFF with compression
     52479) is an OpenSlideError. The NDPI (OpenSlide: 7 levels) opens as an OpenSlide since
     issue 15's hamamatsu driver, with OpenSlide's 7 levels."""
     td = locate_testdata()
@@ -376,12 +376,12 @@ def test_open_slide_refuses_detected_slides_it_cannot_read():
     assert slidestream.detect_vendor(ndpi) == "hamamatsu"
     with slidestream.open_slide(ndpi) as ours:
         assert isinstance(ours, slidestream.OpenSlide) and ours.level_count == 7
-    for path, vendor in [(dicom, "dicom"), (td / "camelyon-jpeg-ybr.dcm", "dicom")]:
-        assert slidestream.detect_vendor(path) == vendor
-        with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
-            slidestream.open_slide(path)
-        with pytest.raises(slidestream.OpenSlideUnsupportedFormatError):
-            slidestream.open_slide(str(path))
+    # DICOM WSI opens as an OpenSlide since issue 16's dicom driver, with OpenSlide's levels.
+    for path in [dicom, td / "camelyon-jpeg-ybr.dcm"]:
+        assert slidestream.detect_vendor(path) == "dicom"
+        with openslide.open_slide(str(path)) as theirs, slidestream.open_slide(str(path)) as ours:
+            assert isinstance(ours, slidestream.OpenSlide)
+            assert ours.level_dimensions == theirs.level_dimensions
     unopenable = td / "unopenable.tiff"
     with pytest.raises(openslide.OpenSlideError):
         openslide.open_slide(str(unopenable))

@@ -19,12 +19,8 @@ import pathlib
 import pytest
 
 #: node id → (fixture the test opens, why it cannot pass yet).
-PENDING = {
-    "tests/test_openslide.py::TestDicomSlide::test_color_profile": (
-        "boxes_0.dcm",
-        "DICOM WSI: slidestream's dicom driver is pending (issue 16)",
-    ),
-}
+#: Empty since issue 16's dicom driver (TestDicomSlide, boxes_0.dcm, now runs and must pass).
+PENDING: dict[str, tuple[str, str]] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -97,11 +97,6 @@ impl ByteSource for PrimarySrc<'_> {
     }
 }
 
-/// `true` when `a` and `b` name the same file.
-fn same_file(a: &Path, b: &Path) -> bool {
-    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
-}
-
 fn open(probe: &Probe<'_>) -> Result<SlideLayout> {
     let at = probe.at;
     // The opened file: every failure is the open's.
@@ -112,8 +107,9 @@ fn open(probe: &Probe<'_>) -> Result<SlideLayout> {
     // owned.
     let mut found: Vec<(PathBuf, Box<dyn ByteSource + '_>, Header)> = vec![(at.path.clone(), Box::new(PrimarySrc(probe.src)), primary)];
     if let Some(files) = probe.files {
+        let me = files.path().canonicalize().ok();
         for p in files.list_dir()? {
-            if same_file(&p, files.path()) {
+            if p == files.path() || (me.is_some() && p.canonicalize().ok() == me) {
                 continue;
             }
             let Ok(src) = files.open(&p) else { continue };
@@ -168,7 +164,7 @@ fn build(found: Vec<(PathBuf, Box<dyn ByteSource + '_>, Header)>, series_uid: &s
     // Sources: the opened file is 0; every other file used gets the next number.
     let mut extra: Vec<PathBuf> = Vec::new();
     let mut source_of = |p: &Path| -> SourceId {
-        if same_file(p, &at.path) && p == at.path {
+        if p == at.path {
             return SourceId::PRIMARY;
         }
         if let Some(i) = extra.iter().position(|e| e == p) {
