@@ -157,3 +157,64 @@ fn any_file_of_a_dicom_folder_opens_the_slide() {
     }
     assert!(n >= 25, "only {n} DICOM files opened");
 }
+
+/// GPU path (feature `cuda`): device reads of every level of every generated DICOM folder
+/// slide (JPEG RGB / YBR_FULL_422, JPEG 2000, native; sparse with a missing tile;
+/// concatenations) equal the CPU path within 2 (nvJPEG vs libjpeg-turbo rounding), RGBA and
+/// an RGB batch. Skips without a usable CUDA device.
+#[cfg(feature = "cuda")]
+#[test]
+fn generated_dicom_device_reads_equal_the_cpu() {
+    use slidestream::gpu::{self, DeviceOptions};
+    let Some(vd) = vendor_slides() else { return };
+    if !gpu::available() {
+        eprintln!("SKIP: no usable CUDA device");
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(vd.join("reference-multifile")) else { return };
+    let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    let before = gpu::stats(0);
+    let max_diff = |a: &[u8], b: &[u8]| a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0);
+    for dir in dirs {
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("regions.json")).unwrap()).unwrap();
+        if r["detect_format"].as_str() != Some("dicom") {
+            continue;
+        }
+        let name = r["file"].as_str().unwrap();
+        let slide = Slide::open(vd.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut worst = 0;
+        for level in 0..slide.level_count() {
+            let (w, h) = slide.level_dimensions()[level];
+            let ds = slide.level_downsamples()[level];
+            let l0 = |x: i64, y: i64| ((x as f64 * ds) as i64, (y as f64 * ds) as i64);
+            let rects = [(0, 0, w, h), (100, 70, 200, 150), (w as i64 - 60, h as i64 - 50, 100, 90), (-20, -30, 90, 80)];
+            for (x, y, rw, rh) in rects {
+                let loc = l0(x, y);
+                let cpu = slide.read_region(loc, level, (rw, rh)).unwrap_or_else(|e| panic!("{name} L{level}: {e}"));
+                let opts = DeviceOptions { device: 0, channels: 4, background: [255, 255, 255] };
+                let dev = slide.read_region_device(loc, level, (rw, rh), &opts).unwrap_or_else(|e| panic!("{name} L{level} device: {e}"));
+                worst = worst.max(max_diff(&dev.to_host().unwrap(), &cpu.data));
+            }
+            let locs = [l0(0, 0), l0(w as i64 / 2, h as i64 / 3), l0(-10, -10)];
+            let bg = [10, 20, 30];
+            let mut cpu = vec![0u8; locs.len() * 64 * 64 * 3];
+            slide.read_regions_rgb_into(&locs, level, (64, 64), bg, &mut cpu).unwrap();
+            let opts = DeviceOptions { device: 0, channels: 3, background: bg };
+            let dev = slide.read_regions_device(&locs, level, (64, 64), &opts).unwrap().into_result().unwrap();
+            worst = worst.max(max_diff(&dev.to_host().unwrap(), &cpu));
+        }
+        eprintln!("{name}: GPU vs CPU max abs diff {worst}");
+        assert!(worst <= 2, "{name}: GPU vs CPU max abs diff {worst}");
+    }
+    let after = gpu::stats(0);
+    eprintln!(
+        "nvJPEG decodes {} (hardware {}, device bitstream {}, hybrid {}); CPU fallback reason: {}",
+        after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
+            - (before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid),
+        after.decoded_hardware - before.decoded_hardware,
+        after.decoded_device_bitstream - before.decoded_device_bitstream,
+        after.decoded_hybrid - before.decoded_hybrid,
+        after.cpu_fallback_reason
+    );
+}
