@@ -8,9 +8,11 @@ checks each with OpenSlide 4.0.1 (openslide-python + openslide-bin: the intended
 levels, associated images, properties and known pixels; any mismatch stops the script with
 an error), and writes ``OUT_DIR/reference/<file>/`` in the layout of the shared test data's
 references plus ``OUT_DIR/MANIFEST.md``. A slide of several files is named by the file it is
-opened by: a MIRAX slide is ``OUT_DIR/X.mrxs`` beside its folder ``OUT_DIR/X/``, its reference
-``reference/X.mrxs/``; the MIRAX bad inputs are under ``OUT_DIR/bad-mirax/`` (with
-``cases.json``, see ``vendor_slides/mirax_bad.py``). The Rust and Python tests find OUT_DIR through
+opened by when it has one: a MIRAX slide is ``OUT_DIR/X.mrxs`` beside its folder ``OUT_DIR/X/``,
+its reference ``reference/X.mrxs/``; a DICOM slide is a folder ``OUT_DIR/<name>/`` with its
+reference in ``OUT_DIR/reference-multifile/<name>/`` (whose regions.json names the file to open,
+``"open"``). Modules may also write bad inputs (``OUT_DIR/bad-mirax/``, ``OUT_DIR/bad-dicom/``,
+each with ``cases.json``; see ``vendor_slides/mirax_bad.py`` and ``vendor_slides/dicom.py``). The Rust and Python tests find OUT_DIR through
 ``$SLIDESTREAM_VENDOR_SLIDES`` (``scripts/test-all.sh`` sets it to ``target/vendor-slides``).
 """
 
@@ -27,7 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from vendor_slides.common import check_with_openslide, write_reference  # noqa: E402
 
 # One module per vendor layout; each has build(out_dir) -> list[Generated].
-MODULES = ["mirax", "hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
+MODULES = ["mirax", "dicom", "hamamatsu", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
 
 
 def main() -> int:
@@ -48,9 +50,9 @@ def main() -> int:
                 continue  # not written yet
             raise
         for slide in mod.build(out):
-            path = out / slide.name
+            path = out / slide.open_path
             osr = check_with_openslide(path, slide)
-            ref = out / "reference" / slide.name
+            ref = out / slide.reference_kind / slide.name
             if ref.exists():
                 shutil.rmtree(ref)
             write_reference(osr, slide, ref)

@@ -219,6 +219,14 @@ impl PySlide {
         Ok(icc.map(|b| PyBytes::new(py, &b)))
     }
 
+    /// The ICC profile of associated image `name` as bytes, or None when it has none (read
+    /// from the file at each call). InvalidArgumentError for an unknown name.
+    fn associated_color_profile<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let name = name.to_string();
+        let icc = self.run(py, move |s| s.associated_icc_profile(&name))?;
+        Ok(icc.map(|b| PyBytes::new(py, &b)))
+    }
+
     /// (mpp_x, mpp_y) in micrometres per level-0 pixel, or None when unknown.
     #[getter]
     fn mpp(&self, py: Python<'_>) -> PyResult<Option<(f64, f64)>> {

@@ -270,9 +270,17 @@ def test_random_regions(name):
                 assert med <= tols[level] + 1, f"{what} (offset {fx:.4f}, {fy:.4f}): median difference {med} of the opaque pixels"
                 counts["fractional"] += 1
                 continue
-            d = max_abs_diff(resampled, theirs)
+            # Pixels where the level ends in transparency at a sub-pixel offset (DICOM clips
+            # edge frames to the level, TIFF tiles pad past it) are partly transparent; there
+            # OpenSlide's bilinear rounds the alpha step by one more than inside (measured on
+            # generated lossless DICOM: 191 vs 192): compared with one more.
+            edge = (expected[..., 3] > 0) & (expected[..., 3] < 255)
+            d = max_abs_diff(resampled[~edge], theirs[~edge]) if (~edge).any() else 0
             tol = tols[level] + 1
             assert d <= tol, f"{what} (offset {fx:.4f}, {fy:.4f}): max abs diff {d} > {tol} {first_difference(resampled, theirs)}"
+            if edge.any():
+                d = max_abs_diff(resampled[edge], theirs[edge])
+                assert d <= tol + 1, f"{what} (offset {fx:.4f}, {fy:.4f}): max abs diff {d} > {tol + 1} at the level edge"
             counts["fractional"] += 1
     assert sum(counts.values()) == N_REGIONS
     if s.level_count > 1 and name != "unreadable.svs":

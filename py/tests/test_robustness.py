@@ -240,7 +240,7 @@ def test_failed_opens_and_read_errors_leave_no_descriptor_open(tmp_path):
     for _ in range(1000):
         for bad, exc in ((DATA / "broken.svs", UnsupportedFormatError), (DATA / "unopenable.tiff", UnsupportedFormatError),
                          (DATA / "seek_too_large.tif", SlideError), (tmp_path / "missing.svs", FileNotFoundError),
-                         (tmp_path, UnsupportedFormatError)):
+                         (tmp_path, UnsupportedFormatError)):  # a folder no driver finds a slide in
             with pytest.raises(exc):
                 Slide(bad)
         with Slide(DATA / "unreadable.svs") as s:

@@ -151,10 +151,12 @@ class _AssociatedImageMap(Mapping[str, "Image.Image"]):
             raise KeyError(name)
         owner = self._owner
         img = _rgba_image(owner._latching(lambda s: s.read_associated(name)))
-        # OpenSlide attaches the slide profile to associated images that declare one (the
-        # same bytes object as the regions', as openslide-python).
-        if owner._icc is not None and f"openslide.associated.{name}.icc-size" in owner._property_dict():
-            img.info["icc_profile"] = owner._icc
+        # openslide-python attaches each associated image's own profile (the slide's bytes
+        # object when equal, to share memory); DICOM associated images carry their own.
+        if f"openslide.associated.{name}.icc-size" in owner._property_dict():
+            profile = owner._latching(lambda s: s.associated_color_profile(name))
+            if profile is not None:
+                img.info["icc_profile"] = owner._icc if profile == owner._icc else profile
         return img
 
     def __iter__(self) -> Iterator[str]:

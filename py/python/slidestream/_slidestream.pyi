@@ -232,6 +232,10 @@ class Slide:
     def color_profile(self) -> Optional[bytes]:
         """The slide's ICC profile (raw bytes), or None."""
 
+    def associated_color_profile(self, name: str) -> Optional[bytes]:
+        """The ICC profile (raw bytes) of associated image ``name``, or None when it has none
+        (DICOM associated images carry their own). InvalidArgumentError for an unknown name."""
+
     @property
     def mpp(self) -> Optional[Tuple[float, float]]:
         """(mpp_x, mpp_y): micrometres per level-0 pixel, or None when unknown."""
