@@ -302,3 +302,40 @@ fn a_level_concatenation_with_a_missing_member_is_a_format_error() {
     let p = t.write("a.dcm", &d);
     refused(open(&p), &p, "format", "Missing SOP instance");
 }
+
+/// `d` with a little-endian TIFF header and a one-entry IFD (ImageWidth) in its preamble: a
+/// dual-personality DICOM-TIFF file.
+fn with_tiff_preamble(d: &[u8]) -> Vec<u8> {
+    let mut d = d.to_vec();
+    let mut t = Vec::new();
+    t.extend_from_slice(b"II*\0");
+    t.extend_from_slice(&8u32.to_le_bytes());
+    t.extend_from_slice(&1u16.to_le_bytes());
+    t.extend_from_slice(&[0x00, 0x01, 3, 0]); // ImageWidth, SHORT
+    t.extend_from_slice(&1u32.to_le_bytes());
+    t.extend_from_slice(&[16, 0, 0, 0]);
+    t.extend_from_slice(&0u32.to_le_bytes()); // no next IFD
+    d[..t.len()].copy_from_slice(&t);
+    d
+}
+
+#[test]
+fn a_dual_personality_file_named_tif_is_left_to_the_tiff_drivers() {
+    let Some(orig) = camelyon() else { return };
+    let d = with_tiff_preamble(&orig);
+    let t = TempDir::new("dual");
+    // Named .dcm: DICOM whatever the preamble holds.
+    let p = t.write("a.dcm", &d);
+    assert_eq!(open(&p).unwrap().vendor(), "dicom");
+    // Named .tif / .TIFF and parsing as TIFF: OpenSlide's dicom driver declines.
+    for name in ["b.tif", "c.TIFF"] {
+        let t = TempDir::new("dual-tif");
+        let p = t.write(name, &d);
+        let report = Slide::detect(&p).unwrap();
+        let verdict = report.verdicts.iter().find(|(n, _)| *n == "dicom").map(|(_, v)| v.clone());
+        match verdict {
+            Some(Err(why)) => assert!(why.contains("Dual-personality"), "{name}: {why}"),
+            other => panic!("{name}: dicom verdict {other:?} ({report})"),
+        }
+    }
+}

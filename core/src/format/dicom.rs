@@ -134,7 +134,7 @@ fn build(found: Vec<(PathBuf, Box<dyn ByteSource + '_>, Header)>, series_uid: &s
     for (path, src, h) in found {
         let Some(flavor) = series::flavor(&h) else { continue };
         let pat = Location::file(&path);
-        let inst = series::instance(path, src, h, flavor, &pat)?;
+        let inst = series::instance(path, src, h, &pat)?;
         match flavor {
             Flavor::Level => by_dims.entry(inst.dims).or_default().push(inst),
             Flavor::Associated(name) => {

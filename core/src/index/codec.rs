@@ -137,8 +137,8 @@ impl CodecInfo {
 /// How a tile's codestream is framed in the file: what the decoder must add to, or take from,
 /// the stored bytes to get a complete codestream.
 ///
-/// Variants that come next, with the drivers that need them (not built yet, so not listed):
-/// `DicomFragments` (a DICOM frame split over several encapsulated fragments, concatenated).
+/// DICOM frames are [`TileStream::Plain`]: one encapsulated item per frame, as OpenSlide 4.0.1
+/// reads them (frames split over several fragments are not read by it either).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TileStream {

@@ -62,10 +62,13 @@ pub(crate) fn frame_locs(
     let file_len = src.len();
     let loc = |(offset, length): (u64, u64)| TileLoc { source, offset, length };
     if let Some(len) = pixel.length {
-        // Native: frame i at i × frame_bytes of the value.
-        let need = frames.checked_mul(frame_bytes).unwrap_or(u64::MAX);
-        if need > len || pixel.offset.saturating_add(len) > file_len {
-            return Err(Error::format(at, format!("PixelData of {len} bytes holds fewer than {frames} frames of {frame_bytes} bytes (or runs past the end of the file)")));
+        // Native: frame i at i × frame_bytes of the value. As libdicom, a frame past the end of
+        // a truncated file fails when read (the core keeps such ranges; reading one is a
+        // `Format` error), the frames before it read; a count beyond what the file could hold
+        // even so is refused here.
+        let room = file_len.saturating_sub(pixel.offset) / frame_bytes.max(1) + 1;
+        if frames > room {
+            return Err(Error::format(at, format!("NumberOfFrames {frames} of {frame_bytes} bytes each cannot fit in PixelData of {len} bytes in a file of {file_len} bytes")));
         }
         return Ok((0..frames).map(|i| loc((pixel.offset + i * frame_bytes, frame_bytes))).collect());
     }

@@ -13,7 +13,7 @@ use std::cell::Cell;
 use std::io::Read;
 use std::rc::Rc;
 
-use dicom_core::{Tag, VR};
+use dicom_core::Tag;
 use dicom_dictionary_std::tags;
 use dicom_encoding::TransferSyntaxIndex;
 use dicom_object::InMemDicomObject;
@@ -48,8 +48,6 @@ pub(crate) struct Header {
     pub data: InMemDicomObject,
     /// Transfer syntax UID, padding removed.
     pub transfer_syntax: String,
-    /// MediaStorageSOPClassUID, padding removed.
-    pub sop_class: String,
     /// PixelData, when the top-level data set has one.
     pub pixel: Option<PixelData>,
     /// ExtendedOffsetTable value (offset, length), when present.
@@ -58,9 +56,6 @@ pub(crate) struct Header {
     pub per_frame: Option<(u64, u64)>,
     /// The data set's transfer syntax for later partial reads.
     ts: &'static dicom_encoding::TransferSyntax,
-    /// Where the data set starts.
-    #[allow(dead_code)]
-    dataset_start: u64,
 }
 
 /// `Read` over a byte range of a [`ByteSource`], buffered, with its position shared so the
@@ -265,7 +260,6 @@ impl Header {
     pub(crate) fn parse(src: &dyn ByteSource, at: &Location) -> Result<Header> {
         let (meta, dataset_start) = read_meta(src).map_err(|m| Error::unsupported(at, m))?;
         let transfer_syntax = uid_text(&meta, tags::TRANSFER_SYNTAX_UID).unwrap_or_default();
-        let sop_class = uid_text(&meta, tags::MEDIA_STORAGE_SOP_CLASS_UID).unwrap_or_default();
         let ts: &'static dicom_encoding::TransferSyntax = TransferSyntaxRegistry
             .get(&transfer_syntax)
             .filter(|t| !t.is_unsupported() && !matches!(t.codec(), dicom_encoding::transfer_syntax::Codec::Dataset(_)))
@@ -289,7 +283,7 @@ impl Header {
             Some((a, b)) if b >= a + 12 => Some((a + 12, b - a - 12)),
             _ => None,
         };
-        Ok(Header { meta, data, transfer_syntax, sop_class, pixel: s.pixel, eot, per_frame, ts, dataset_start })
+        Ok(Header { meta, data, transfer_syntax, pixel: s.pixel, eot, per_frame, ts })
     }
 
     /// The PerFrameFunctionalGroupsSequence, read now (TILED_SPARSE levels), if present.
@@ -299,12 +293,6 @@ impl Header {
     pub(crate) fn read_per_frame(&self, src: &dyn ByteSource, at: &Location) -> Result<Option<InMemDicomObject>> {
         let Some((a, b)) = self.per_frame else { return Ok(None) };
         read_range(src, a, b, self.ts).map(Some).map_err(|m| Error::format(at, format!("PerFrameFunctionalGroupsSequence: {m}")))
-    }
-
-    /// `true` when the element exists in the metadata subset with value representation `vr`.
-    #[allow(dead_code)]
-    pub(crate) fn has(&self, tag: Tag, vr: VR) -> bool {
-        self.data.get(tag).is_some_and(|e| e.vr() == vr)
     }
 
     /// SeriesInstanceUID (padding removed).

@@ -29,8 +29,6 @@ pub(crate) struct Instance<'a> {
     pub src: Box<dyn ByteSource + 'a>,
     /// Its header.
     pub header: Header,
-    /// Level or associated image.
-    pub flavor: Flavor,
     /// TotalPixelMatrixColumns × TotalPixelMatrixRows.
     pub dims: (u64, u64),
     /// Columns × Rows (one frame).
@@ -98,7 +96,7 @@ pub(crate) fn check_required(h: &Header, at: &Location) -> Result<()> {
 /// # Errors
 /// `Unsupported` naming the file and the value for pixels outside OpenSlide's set (JPEG-LS,
 /// 16-bit, monochrome, planar ...); `Format` for a missing required element.
-pub(crate) fn instance<'a>(path: PathBuf, src: Box<dyn ByteSource + 'a>, header: Header, flavor: Flavor, at: &Location) -> Result<Instance<'a>> {
+pub(crate) fn instance<'a>(path: PathBuf, src: Box<dyn ByteSource + 'a>, header: Header, at: &Location) -> Result<Instance<'a>> {
     let d = &header.data;
     let ts = header.transfer_syntax.as_str();
     let compression = match ts {
@@ -159,7 +157,6 @@ pub(crate) fn instance<'a>(path: PathBuf, src: Box<dyn ByteSource + 'a>, header:
         concat_total: int(d, tags::IN_CONCATENATION_TOTAL_NUMBER).and_then(|v| u64::try_from(v).ok()),
         path,
         src,
-        flavor,
         dims: (w, h),
         tile: (cols as u32, rows as u32),
         frames,
