@@ -108,6 +108,9 @@ def _cases() -> Dict[str, List[dw.Instance]]:
         ds.PixelData = ds.PixelData[: len(ds.PixelData) - 3 * TILE * TILE]
 
     cases["native-short"] = [_volume("native-short", ts=dw.TS_EXPLICIT, enc=dw.raw, photometric="RGB", edit=short_native)]
+    lab = _label("label-concatenation", "a")
+    lab.concat = (dw.uid("bad", "label-concat"), 1, 2, 0)
+    cases["label-concatenation"] = [_volume("label-concatenation"), lab]
     cases["two-series"] = [
         _volume("two-series", path="a.dcm", img=_img(74, 150, 100), series=dw.uid("bad", "two-series", "A")),
         _volume("two-series", path="b.dcm", img=_img(75, 100, 70), series=dw.uid("bad", "two-series", "B")),
@@ -135,6 +138,7 @@ EXPECT = {
     "concat-one-member": ("open", "format"),
     "frame-count-mismatch": ("read", "format"),
     "native-short": ("read", "format"),
+    "label-concatenation": ("open", "format"),
 }
 
 
