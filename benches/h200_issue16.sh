@@ -5,14 +5,15 @@
 #           bin/{gpu,gpu_dicom,conformance,reference}-tests.gz (cargo test --release --features cuda
 #           --no-run, debug info stripped), wheels/ (the slidestream abi3 wheel, openslide-bin +
 #           openslide-python (the oracle), pydicom and Pillow for make_big_dicom.py), testdata/ (a
-#           copy of ../shared/testdata), vendor-slides/ (scripts/make_vendor_slides.py output,
-#           generated here: the DICOM and MIRAX generators need encoders the device lacks),
-#           make_big_svs.py
+#           copy of ../shared/testdata), make_big_svs.py; the vendor slides are generated on the
+#           device (scripts/make_vendor_slides.py, checked by OpenSlide; pydicom and Pillow from
+#           the wheels)
 #   device: run(command="PART=tests bash benches/h200_issue16.sh", carry=[".device"])
 #           run(command="PART=bench bash benches/h200_issue16.sh", carry=[".device"])
 #
 # PART=tests: the conformance battery (device reads == CPU reads for every file of every driver,
-#   DICOM and MIRAX included), the GPU tests and the DICOM GPU tests under
+#   DICOM and MIRAX included), the GPU tests, the DICOM GPU tests and the generated DICOM / MIRAX
+#   slides' device tests (dicom_generated, mirax_generated) under
 #   SLIDESTREAM_COMPAT_MODE=on (POSIX) and off (cuFile), the reference tests, py/tests/test_gpu.py.
 # PART=bench: the CMU DICOM vs OpenSlide (benches/dicom_patches.py, one thread and all threads),
 #   a 48000² one-level DICOM (benches/make_big_dicom.py) vs OpenSlide and vs the 48000² SVS, the
@@ -37,14 +38,17 @@ export PYTHONPATH=/tmp/ss
 export LD_LIBRARY_PATH=$(find /tmp/ss/openslide_bin -name '*.so*' -printf '%h\n' | sort -u | paste -sd:):/usr/local/cuda/lib64
 mkdir -p /tmp/bin
 for b in $D/bin/*.gz; do n=$(basename "$b" .gz); [ -x /tmp/bin/$n ] || { gunzip -c "$b" > /tmp/bin/$n; chmod +x /tmp/bin/$n; }; done
-export SLIDESTREAM_TESTDATA=$D/testdata SLIDESTREAM_VENDOR_SLIDES=$D/vendor-slides
+export SLIDESTREAM_TESTDATA=$D/testdata SLIDESTREAM_VENDOR_SLIDES=/tmp/vs
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nproc; date -u
+if [ ! -f /tmp/vs/MANIFEST.md ]; then
+  t=$(date +%s); $PY scripts/make_vendor_slides.py /tmp/vs | tail -1; echo "generated in $(( $(date +%s) - t )) s"
+fi
 case "$PART" in
 tests)
   for mode in on off; do
     echo "== SLIDESTREAM_COMPAT_MODE=$mode"
-    for t in conformance gpu gpu_dicom; do
+    for t in conformance gpu gpu_dicom dicom_generated mirax_generated; do
       [ -x /tmp/bin/$t-tests ] || { echo "-- $t: no binary"; continue; }
       echo "-- $t ($mode)"
       SLIDESTREAM_COMPAT_MODE=$mode timeout 200 /tmp/bin/$t-tests --test-threads 8 2>&1 | grep -E "^test |test result|panicked|SKIP|skipped|assert" | grep -v " ok$" | tail -40

@@ -218,7 +218,7 @@ impl Engine {
         for (i, m) in misses.iter().enumerate() {
             // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
             for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
-                wants.push(Want { id: i * planes + p, offset: l.offset, len: l.length });
+                wants.push(Want { id: i * planes + p, offset: crate::io::multi::address(l), len: l.length });
             }
         }
         let plan = plan_reads(&wants, &slide.config().plan);
