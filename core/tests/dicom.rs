@@ -98,3 +98,54 @@ fn a_changed_sibling_is_an_error_when_its_tiles_are_read() {
     let e = r.err().expect("reading a changed file must fail");
     assert!(matches!(e.kind_name(), "io" | "format"), "{e}");
 }
+
+/// Errors of tiles stored in a second file of the series name that file: a corrupt frame of
+/// level 2 names level 2's instance, and an instance deleted after open is an `Io` error with
+/// its OS error code (Python: `FileNotFoundError`) at the deleted file's path.
+#[test]
+fn tile_errors_name_the_file_that_holds_the_tile() {
+    let Some((_dir, files)) = cmu() else { return };
+    let tmp = std::env::temp_dir().join(format!("slidestream-dicom-blame-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for f in &files {
+        std::fs::copy(f, tmp.join(f.file_name().unwrap())).unwrap();
+    }
+    // Zero the SOI of level 2's first frame (the first JPEG SOI + APP marker in its file).
+    let l2 = tmp.join("level-2-frames-0-4.dcm");
+    let mut bytes = std::fs::read(&l2).unwrap();
+    let soi = bytes.windows(3).position(|w| w == [0xFF, 0xD8, 0xFF]).expect("a JPEG frame");
+    bytes[soi] = 0;
+    bytes[soi + 1] = 0;
+    std::fs::write(&l2, &bytes).unwrap();
+    let s = Slide::open(&tmp).unwrap();
+    let corrupt = s.read_region((0, 0), 2, (100, 100));
+    let l3 = tmp.join("level-3-frames-0-1.dcm");
+    std::fs::remove_file(&l3).unwrap();
+    let gone = s.read_region((0, 0), 3, (50, 50));
+    let level0 = s.read_region((0, 0), 0, (64, 64)).map(|_| ());
+    let _ = std::fs::remove_dir_all(&tmp);
+    let e = corrupt.err().expect("a frame without SOI must fail");
+    assert_eq!(e.kind_name(), "format", "{e}");
+    assert!(e.to_string().starts_with(&format!("{}: level 2: tile (0, 0)", l2.display())), "{e}");
+    let e = gone.err().expect("a deleted instance must fail");
+    match &e {
+        slidestream::Error::Io { at, source } => {
+            assert_eq!(at.path, l3, "{e}");
+            assert_eq!(source.raw_os_error(), Some(2), "{e}");
+        }
+        other => panic!("want an Io error, got {other}"),
+    }
+    assert!(level0.is_ok(), "the slide stays usable: {level0:?}");
+}
+
+/// `detect_vendor` of a folder answers for the file `Slide::open` opens in it.
+#[test]
+fn a_series_folder_is_detected_as_dicom() {
+    let Some((dir, _)) = cmu() else { return };
+    assert_eq!(Slide::detect_vendor(&dir).unwrap(), Some("dicom"));
+    let empty = std::env::temp_dir().join(format!("slidestream-dicom-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let r = Slide::detect_vendor(&empty);
+    let _ = std::fs::remove_dir(&empty);
+    assert_eq!(r.unwrap(), None);
+}

@@ -56,6 +56,9 @@ impl<S: ByteSource> ByteSource for MetricsSource<S> {
     fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
         self.inner.source_len(id)
     }
+    fn source_path(&self, id: crate::index::SourceId) -> Option<&std::path::Path> {
+        self.inner.source_path(id)
+    }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);

@@ -38,6 +38,13 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         (id == crate::index::SourceId::PRIMARY).then(|| self.len())
     }
 
+    /// The path of source file `id` when it is not the file the slide was opened by (a slide
+    /// of several files: [`multi::SourceSet`]), for error messages; `None` otherwise.
+    fn source_path(&self, id: crate::index::SourceId) -> Option<&std::path::Path> {
+        let _ = id;
+        None
+    }
+
     /// Fill `buf` with the bytes at `[offset, offset + buf.len())`.
     ///
     /// # Errors
@@ -60,6 +67,9 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
         (**self).source_len(id)
     }
+    fn source_path(&self, id: crate::index::SourceId) -> Option<&std::path::Path> {
+        (**self).source_path(id)
+    }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)
     }
@@ -74,6 +84,9 @@ impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
     }
     fn source_len(&self, id: crate::index::SourceId) -> Option<u64> {
         (**self).source_len(id)
+    }
+    fn source_path(&self, id: crate::index::SourceId) -> Option<&std::path::Path> {
+        (**self).source_path(id)
     }
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_exact_at(buf, offset)

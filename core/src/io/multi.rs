@@ -45,7 +45,8 @@ struct Extra {
     path: PathBuf,
     len: u64,
     identity: Option<FileIdentity>,
-    file: OnceLock<Result<FileSource, (io::ErrorKind, String)>>,
+    /// The opened file, or why it could not be opened: kind, OS error code, message.
+    file: OnceLock<Result<FileSource, (io::ErrorKind, Option<i32>, String)>>,
 }
 
 /// The slide's files: the source it was opened from (source 0) and the extra files its format
@@ -94,13 +95,15 @@ impl SourceSet {
     }
 }
 
-fn open_checked(e: &Extra) -> Result<FileSource, (io::ErrorKind, String)> {
-    let f = FileSource::open(&e.path).map_err(|err| (err.kind(), format!("{}: {err}", e.path.display())))?;
+fn open_checked(e: &Extra) -> Result<FileSource, (io::ErrorKind, Option<i32>, String)> {
+    let fail = |err: io::Error| (err.kind(), err.raw_os_error(), format!("{}: {err}", e.path.display()));
+    let f = FileSource::open(&e.path).map_err(fail)?;
     if let Some(want) = e.identity {
-        let now = f.metadata().map(|m| FileIdentity::of(&m)).map_err(|err| (err.kind(), format!("{}: {err}", e.path.display())))?;
+        let now = f.metadata().map(|m| FileIdentity::of(&m)).map_err(fail)?;
         if now != want {
             return Err((
                 io::ErrorKind::InvalidData,
+                None,
                 format!("{} changed since the slide was opened (size {} → {} bytes, or replaced)", e.path.display(), want.size, now.size),
             ));
         }
@@ -120,6 +123,13 @@ impl ByteSource for SourceSet {
         }
     }
 
+    fn source_path(&self, id: SourceId) -> Option<&std::path::Path> {
+        match id.0 {
+            0 => None,
+            k => self.extras.get()?.get(k as usize - 1).map(|e| e.path.as_path()),
+        }
+    }
+
     fn read_exact_at(&self, buf: &mut [u8], addr: u64) -> io::Result<()> {
         let (source, offset) = split(addr);
         if offset.checked_add(buf.len() as u64).is_none_or(|end| end > MAX_SOURCE_LEN) {
@@ -130,8 +140,11 @@ impl ByteSource for SourceSet {
             k => {
                 let e = self.extra(k as usize)?;
                 match e.file.get_or_init(|| open_checked(e)) {
-                    Ok(f) => f.read_exact_at(buf, offset).map_err(|err| io::Error::new(err.kind(), format!("{}: {err}", e.path.display()))),
-                    Err((kind, msg)) => Err(io::Error::new(*kind, msg.clone())),
+                    // Errors keep their OS code (Python: FileNotFoundError ...); the tile's
+                    // error location names the file (`read::locate::tile_location`).
+                    Ok(f) => f.read_exact_at(buf, offset),
+                    Err((_, Some(code), _)) => Err(io::Error::from_raw_os_error(*code)),
+                    Err((kind, None, msg)) => Err(io::Error::new(*kind, msg.clone())),
                 }
             }
         }

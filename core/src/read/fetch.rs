@@ -15,7 +15,7 @@ use crate::index::{ImageIndex, TileStream};
 use crate::io::multi::address;
 use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
-use crate::read::locate::locate_tile;
+use crate::read::locate::{locate_tile, tile_location};
 use crate::read::partial::ScanMemory;
 
 /// Where decoded tiles may be cached: the cache and the key prefix (slide id, level).
@@ -97,7 +97,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     if let Some(k) = results.iter().position(|r| r.is_err()) {
         let (col, row) = coords[misses[plan.requests[k].members[0].0 / planes]];
         let e = std::mem::replace(&mut results[k], Ok(())).expect_err("position found an error");
-        return Err(Error::io(&b.at.clone().with_tile(col, row), e));
+        return Err(Error::io(&tile_location(b.at, b.src, img, col, row), e));
     }
     // Where each (miss, plane) lies in `buf`.
     let mut slices: Vec<&[u8]> = vec![&[]; misses.len() * planes];
@@ -106,6 +106,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     }
     let decode_one = |(m, &i): (usize, &usize)| -> Result<Arc<DecodedTile>> {
         let (col, row) = coords[i];
+        let tat = tile_location(b.at, b.src, img, col, row);
         let chunks = &slices[m * planes..(m + 1) * planes];
         let (vw, vh) = img.valid_tile_size(col, row);
         let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
@@ -115,9 +116,9 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
             return Err(e);
         }
         let r = match (b.reduce, parts.and_then(|p| p[i])) {
-            (Some((factor, bg)), _) => decode_chunk_reduced(&img.codec, chunks, g, factor, bg, b.at),
-            (None, Some(want)) => decode_chunk_part_with(&img.codec, chunks, g, want, b.at, known.is_some()),
-            (None, None) => decode_chunk(&img.codec, chunks, g, b.at),
+            (Some((factor, bg)), _) => decode_chunk_reduced(&img.codec, chunks, g, factor, bg, &tat),
+            (None, Some(want)) => decode_chunk_part_with(&img.codec, chunks, g, want, &tat, known.is_some()),
+            (None, None) => decode_chunk(&img.codec, chunks, g, &tat),
         }
         .map_err(|e| e.with_tile(col, row));
         if let (Some((m, k)), None) = (memory, known) {

@@ -87,9 +87,20 @@ pub fn locate_tile(img: &ImageIndex, src: &dyn ByteSource, col: u64, row: u64, a
     }
     let Some(tile) = img.tile(col, row) else { return Ok(None) };
     for &l in tile.locs {
-        check_range(l, src, at, col, row)?;
+        check_range(l, src, &tile_location(at, src, img, col, row), col, row)?;
     }
     Ok(tile.locs.first().copied())
+}
+
+/// The location of tile (`col`, `row`) of `img` for errors: `at` narrowed to the tile, naming
+/// the file that holds the tile's bytes when that is not the file the slide was opened by (a
+/// DICOM level in its own instance, a MIRAX data file; [`ByteSource::source_path`]).
+pub fn tile_location(at: &Location, src: &dyn ByteSource, img: &ImageIndex, col: u64, row: u64) -> Location {
+    let mut l = at.clone().with_tile(col, row);
+    if let Some(p) = img.tile_locs(col, row).next().and_then(|t| src.source_path(t.source)) {
+        l.path = p.to_path_buf();
+    }
+    l
 }
 
 /// The checks of one stored byte range (see [`locate_tile`]).
@@ -101,10 +112,10 @@ fn check_range(l: TileLoc, src: &dyn ByteSource, at: &Location, col: u64, row: u
         return Err(Error::format(&at.clone().with_tile(col, row), format!("tile data in source file {}, which the slide does not have", l.source.0)));
     };
     if l.end().is_none_or(|e| e > file_len) {
-        let which = if l.source.0 == 0 { "the file".to_string() } else { format!("source file {}", l.source.0) };
+        // `at` names the file holding the tile ([`tile_location`]).
         return Err(Error::format(
             &at.clone().with_tile(col, row),
-            format!("tile data at offset {} (+{} bytes) lies past the end of {which} ({file_len} bytes)", l.offset, l.length),
+            format!("tile data at offset {} (+{} bytes) lies past the end of the file ({file_len} bytes)", l.offset, l.length),
         ));
     }
     Ok(())

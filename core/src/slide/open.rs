@@ -123,12 +123,26 @@ impl Slide {
     /// driver that accepts it (`aperio`, `generic-tiff`), else a whole-slide format recognised
     /// without a driver (`hamamatsu` for NDPI, `dicom`; see `format::known`), else `None` (not
     /// a slide format slidestream knows). Detection only: a detected file may still fail to
-    /// open (an unsupported compression, no driver).
+    /// open (an unsupported compression, no driver). A folder is answered for the file
+    /// [`Slide::open`] would open in it (a DICOM series: `dicom`), `None` when there is none.
     ///
     /// # Errors
     /// [`Error::Io`] when the file cannot be opened.
     pub fn detect_vendor(path: impl AsRef<Path>) -> Result<Option<&'static str>> {
-        let path = path.as_ref();
+        let given = path.as_ref();
+        let resolved;
+        let path = if std::fs::metadata(given).is_ok_and(|m| m.is_dir()) {
+            match format::resolve_dir(given) {
+                Ok(p) => {
+                    resolved = p;
+                    resolved.as_path()
+                }
+                Err(Error::Io { .. }) | Err(Error::Unsupported { .. }) | Err(Error::Usage(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        } else {
+            given
+        };
         let src = open_source(path)?;
         let at = Location::file(path);
         let tiff = TiffFile::parse(&src, &at);

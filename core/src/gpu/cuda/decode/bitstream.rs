@@ -46,8 +46,8 @@ impl Engine {
         let mut tmp = Vec::new();
         for (i, m) in chunk.iter().enumerate() {
             let Some((off, len)) = place[i] else { continue };
-            let Src { img, at, .. } = &srcs[m.src as usize];
-            let tile_at = || at.clone().with_tile(m.col, m.row);
+            let Src { img, at, slide, .. } = &srcs[m.src as usize];
+            let tile_at = || crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
             if img.codec.jpeg_scale() > 1 {
                 self.note_cpu(format!("{}: NDPI level decoded at 1/{} (DCT scaling; nvJPEG does not scale)", tile_at(), img.codec.jpeg_scale()));
                 settled.push((*m, Err(None)));
@@ -121,9 +121,9 @@ impl Engine {
         let mut by_src: BTreeMap<u32, Vec<(Miss, CUdeviceptr, u64)>> = BTreeMap::new();
         for (id, res, len) in placed {
             let m = chunk[id];
-            let at = &srcs[m.src as usize].at;
+            let s = &srcs[m.src as usize];
             match res {
-                Err(msg) => settled.push((m, Err(Some(Error::io(&at.clone().with_tile(m.col, m.row), std::io::Error::other(msg)))))),
+                Err(msg) => settled.push((m, Err(Some(Error::io(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), std::io::Error::other(msg)))))),
                 Ok(_) if len < 4 || prefixes[m.src as usize].is_none() => settled.push((m, Err(None))),
                 Ok(src) => by_src.entry(m.src).or_default().push((m, src, len)),
             }

@@ -124,7 +124,7 @@ impl Engine {
                     for sp in plan.spans() {
                         src[sp.id] = match &results[sp.request] {
                             Ok(()) => Ok(base + sp.start..base + sp.start + sp.len),
-                            Err(e) => Err(Error::io_shared(&s.at.clone().with_tile(run[sp.id].col, run[sp.id].row), e)),
+                            Err(e) => Err(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, run[sp.id].col, run[sp.id].row), e)),
                         };
                     }
                     base += plan.read_bytes() as usize;
@@ -148,10 +148,11 @@ impl Engine {
                             continue;
                         }
                     };
-                    let Src { img, at, .. } = &srcs[m.src as usize];
+                    let Src { img, at, slide, .. } = &srcs[m.src as usize];
+                    let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
                     let (vw, vh) = img.valid_tile_size(m.col, m.row);
                     let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, at, &mut host[used..used + tile_room]) {
+                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]) {
                         Ok(p) => {
                             let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
                             placed.push((*m, used, p, whole));
@@ -232,7 +233,7 @@ impl Engine {
         }
         let decode = |(i, m): (usize, &Miss)| {
             let (col, row) = (m.col, m.row);
-            let tile_at = at.clone().with_tile(col, row);
+            let tile_at = crate::read::locate::tile_location(at, slide.source(), img, col, row);
             let mut chunks = Vec::with_capacity(planes);
             for p in 0..planes {
                 match slices[i * planes + p] {
@@ -243,7 +244,7 @@ impl Engine {
             }
             let (vw, vh) = img.valid_tile_size(col, row);
             let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-            (*m, decode_chunk(&img.codec, &chunks, g, at).map_err(|e| e.with_tile(col, row)))
+            (*m, decode_chunk(&img.codec, &chunks, g, &tile_at).map_err(|e| e.with_tile(col, row)))
         };
         crate::read::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
     }

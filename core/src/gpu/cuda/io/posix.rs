@@ -49,7 +49,7 @@ impl Engine {
                     Ok(()) => place[sp.id] = Some((base + sp.start, sp.len)),
                     Err(e) => {
                         let m = chunk[sp.id];
-                        failed.push((m, Err(Some(Error::io_shared(&s.at.clone().with_tile(m.col, m.row), e)))));
+                        failed.push((m, Err(Some(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), e)))));
                     }
                 }
             }
