@@ -75,21 +75,32 @@ fn bad_dicom_inputs_give_their_error_kind() {
     }
 }
 
-#[test]
-fn dicom_folders_open_as_their_file() {
-    let Some(vd) = vendor_slides() else { return };
+/// The generated DICOM folder slides: the vendor-slides folder and, for each reference folder
+/// of `reference-multifile/` whose slide OpenSlide detects as `dicom`, the folder and its
+/// `regions.json`; `None` (with a SKIP line) when there are none.
+fn dicom_references() -> Option<(PathBuf, Vec<(PathBuf, Value)>)> {
+    let vd = vendor_slides()?;
     let Ok(entries) = std::fs::read_dir(vd.join("reference-multifile")) else {
         eprintln!("SKIP: no reference-multifile/ in {}", vd.display());
-        return;
+        return None;
     };
-    let driver = SUPPORTED_VENDORS.contains(&"dicom");
-    let mut n = 0;
+    let mut refs = Vec::new();
     for e in entries {
         let dir = e.unwrap().path();
         let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("regions.json")).unwrap()).unwrap();
-        if r["detect_format"].as_str() != Some("dicom") {
-            continue;
+        if r["detect_format"].as_str() == Some("dicom") {
+            refs.push((dir, r));
         }
+    }
+    Some((vd, refs))
+}
+
+#[test]
+fn dicom_folders_open_as_their_file() {
+    let Some((vd, refs)) = dicom_references() else { return };
+    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    let mut n = 0;
+    for (_dir, r) in refs {
         let folder = vd.join(r["file"].as_str().unwrap());
         let file = vd.join(r["open"].as_str().unwrap());
         let by_folder = catch_unwind(|| Slide::open(&folder)).unwrap_or_else(|_| panic!("{}: panicked", folder.display()));
@@ -116,19 +127,10 @@ fn dicom_folders_open_as_their_file() {
 /// `unsupported`.
 #[test]
 fn any_file_of_a_dicom_folder_opens_the_slide() {
-    let Some(vd) = vendor_slides() else { return };
-    let Ok(entries) = std::fs::read_dir(vd.join("reference-multifile")) else {
-        eprintln!("SKIP: no reference-multifile/ in {}", vd.display());
-        return;
-    };
+    let Some((vd, refs)) = dicom_references() else { return };
     let driver = SUPPORTED_VENDORS.contains(&"dicom");
     let mut n = 0;
-    for e in entries {
-        let dir = e.unwrap().path();
-        let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("regions.json")).unwrap()).unwrap();
-        if r["detect_format"].as_str() != Some("dicom") {
-            continue;
-        }
+    for (dir, r) in refs {
         let want: std::collections::BTreeMap<String, String> = serde_json::from_str(&std::fs::read_to_string(dir.join("properties.json")).unwrap()).unwrap();
         let refused: Vec<PathBuf> =
             r.get("refused_files").and_then(Value::as_array).map(|a| a.iter().map(|f| vd.join(f.as_str().unwrap())).collect()).unwrap_or_default();
@@ -166,21 +168,15 @@ fn any_file_of_a_dicom_folder_opens_the_slide() {
 #[test]
 fn generated_dicom_device_reads_equal_the_cpu() {
     use slidestream::gpu::{self, DeviceOptions};
-    let Some(vd) = vendor_slides() else { return };
+    let Some((vd, mut refs)) = dicom_references() else { return };
     if !gpu::available() {
         eprintln!("SKIP: no usable CUDA device");
         return;
     }
-    let Ok(entries) = std::fs::read_dir(vd.join("reference-multifile")) else { return };
-    let mut dirs: Vec<PathBuf> = entries.map(|e| e.unwrap().path()).collect();
-    dirs.sort();
+    refs.sort_by(|a, b| a.0.cmp(&b.0));
     let before = gpu::stats(0);
     let max_diff = |a: &[u8], b: &[u8]| a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0);
-    for dir in dirs {
-        let r: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("regions.json")).unwrap()).unwrap();
-        if r["detect_format"].as_str() != Some("dicom") {
-            continue;
-        }
+    for (_dir, r) in refs {
         let name = r["file"].as_str().unwrap();
         let slide = Slide::open(vd.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut worst = 0;

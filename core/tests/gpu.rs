@@ -15,46 +15,12 @@ use std::sync::Arc;
 
 use common::jpeg::ycbcr_jpeg_tiff;
 use common::tiffwriter::Rng;
-use common::{max_abs_diff, testdata};
+use common::{gpu_present, max_abs_diff, testdata};
 use slidestream::gpu::{self, DeviceOptions};
 use slidestream::Slide;
 
 /// Largest difference allowed between GPU and CPU pixels (issue 4; measured 0 so far).
 const TOLERANCE: u8 = 2;
-
-fn gpu_present(test: &str) -> bool {
-    match gpu::probe() {
-        Ok(r) if !r.devices.is_empty() => {
-            wait_for_warm_lanes();
-            true
-        }
-        Ok(_) => {
-            eprintln!("{test}: skipped: no CUDA device");
-            false
-        }
-        Err(e) => {
-            eprintln!("{test}: skipped: {e}");
-            false
-        }
-    }
-}
-
-/// Start device 0's engine and wait (at most 120 s) for its background warm-up: with
-/// `SLIDESTREAM_GPU_WARMUP=first` (the default) the first reads of a process decode on the CPU
-/// until a lane is warm, and these tests check which decoders ran.
-fn wait_for_warm_lanes() {
-    if gpu::start(0).is_err() {
-        return;
-    }
-    let t = std::time::Instant::now();
-    while t.elapsed() < std::time::Duration::from_secs(120) {
-        let w = gpu::stats(0).warmup;
-        if !w.starts_with("first") || w.contains("background") {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
 
 /// Held by the long cross-slide tests and by the partial-decode test: the long tests keep every
 /// CPU decode worker busy for seconds, and the partial-decode test needs the workers to take

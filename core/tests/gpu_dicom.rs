@@ -10,7 +10,7 @@
 mod common;
 
 use common::tiffwriter::Rng;
-use common::{max_abs_diff, testdata};
+use common::{gpu_present, max_abs_diff, testdata};
 use slidestream::gpu::{self, DeviceOptions};
 use slidestream::Slide;
 
@@ -19,33 +19,6 @@ const TOLERANCE: u8 = 2;
 
 const RGBA: DeviceOptions = DeviceOptions { device: 0, channels: 4, background: [255, 255, 255] };
 const RGB: DeviceOptions = DeviceOptions { device: 0, channels: 3, background: [255, 255, 255] };
-
-fn gpu_present(test: &str) -> bool {
-    match gpu::probe() {
-        Ok(r) if !r.devices.is_empty() => {
-            // Wait (at most 120 s) for the background warm-up, so tiles go to nvJPEG.
-            if gpu::start(0).is_ok() {
-                let t = std::time::Instant::now();
-                while t.elapsed() < std::time::Duration::from_secs(120) {
-                    let w = gpu::stats(0).warmup;
-                    if !w.starts_with("first") || w.contains("background") {
-                        break;
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-            }
-            true
-        }
-        Ok(_) => {
-            eprintln!("{test}: skipped: no CUDA device");
-            false
-        }
-        Err(e) => {
-            eprintln!("{test}: skipped: {e}");
-            false
-        }
-    }
-}
 
 fn slides() -> Vec<(String, Slide)> {
     let Some(td) = testdata() else { return Vec::new() };

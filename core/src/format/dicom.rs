@@ -44,7 +44,7 @@ use dicom_object::InMemDicomObject;
 
 use super::{FormatDriver, LayoutLevel, Probe, QuickhashInput, SlideLayout};
 use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{Alpha, BlobRef, CodecInfo, Compression, Grid, ImageIndex, SampleBits, SourceId, TileLoc, TileStream};
+use crate::index::{BlobRef, CodecInfo, Compression, Grid, ImageIndex, SourceId, TileLoc};
 use crate::io::ByteSource;
 use header::{int, Header};
 use series::{Flavor, Instance};
@@ -230,18 +230,7 @@ fn codec(inst: &Instance<'_>) -> Arc<CodecInfo> {
         Compression::Jpeg2000 { .. } => 33005,
         _ => 1,
     };
-    Arc::new(CodecInfo {
-        compression: inst.compression,
-        compression_tag: tag,
-        photometric: inst.photometric,
-        samples_per_pixel: 3,
-        sample_bits: SampleBits::U8,
-        alpha: Alpha::None,
-        predictor: 1,
-        planar_separate: false,
-        stream: TileStream::Plain,
-        ycbcr_subsampling: (2, 1),
-    })
+    Arc::new(CodecInfo { ycbcr_subsampling: (2, 1), ..CodecInfo::rgb8(inst.compression, tag, inst.photometric) })
 }
 
 /// The byte range of each frame of `inst` (source `src`).

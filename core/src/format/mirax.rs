@@ -60,7 +60,7 @@ use self::settings::{ImageFormat, Settings};
 use super::{Bounds, FormatDriver, LayoutLevel, Probe, QuickhashInput, SiblingFiles, SlideLayout, MAX_TILE_EDGE};
 use crate::codec::stream::scan_header;
 use crate::error::{Error, Location, Result};
-use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, SampleBits, SourceId, TileLoc, TileStream};
+use crate::index::{CodecInfo, Compression, Grid, ImageIndex, Photometric, SourceId, TileLoc};
 
 const GENERAL: &str = "GENERAL";
 /// Largest Index.dat read at open (16 bytes per image record: 16 M images).
@@ -237,18 +237,7 @@ fn codec(format: ImageFormat) -> Arc<CodecInfo> {
         ImageFormat::Png => (Compression::Png, Photometric::Rgb),
         ImageFormat::Bmp => (Compression::Bmp, Photometric::Rgb),
     };
-    Arc::new(CodecInfo {
-        compression,
-        compression_tag: 0,
-        photometric,
-        samples_per_pixel: 3,
-        sample_bits: SampleBits::U8,
-        alpha: Alpha::None,
-        predictor: 1,
-        planar_separate: false,
-        stream: TileStream::Plain,
-        ycbcr_subsampling: (2, 2),
-    })
+    Arc::new(CodecInfo::rgb8(compression, 0, photometric))
 }
 
 /// Inflate a zlib stream that must give exactly `want` bytes (OpenSlide's

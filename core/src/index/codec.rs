@@ -122,6 +122,26 @@ pub struct CodecInfo {
 }
 
 impl CodecInfo {
+    /// Chunky 8-bit, 3-sample tiles without alpha or predictor, each a complete codestream
+    /// ([`TileStream::Plain`]): the codec of the non-TIFF formats' images (DICOM frames,
+    /// MIRAX camera images). `compression_tag` is the TIFF code of the same codec (for
+    /// messages; 0 when there is none); YCbCr subsampling defaults to 2×2 (the JPEG SOF
+    /// decides at decode).
+    pub fn rgb8(compression: Compression, compression_tag: u16, photometric: Photometric) -> CodecInfo {
+        CodecInfo {
+            compression,
+            compression_tag,
+            photometric,
+            samples_per_pixel: 3,
+            sample_bits: SampleBits::U8,
+            alpha: Alpha::None,
+            predictor: 1,
+            planar_separate: false,
+            stream: TileStream::Plain,
+            ycbcr_subsampling: (2, 2),
+        }
+    }
+
     /// The JPEGTables to splice in front of every abbreviated tile, when the tiles are framed
     /// as [`TileStream::JpegTablesSplice`].
     pub fn jpeg_tables(&self) -> Option<&[u8]> {
@@ -185,17 +205,6 @@ impl CodecInfo {
     /// Test images: uncompressed chunky 8-bit RGB, no alpha, no predictor (TIFF defaults for
     /// the fields that do not apply).
     pub(crate) fn uncompressed_rgb() -> Self {
-        CodecInfo {
-            compression: Compression::None,
-            compression_tag: 1,
-            photometric: Photometric::Rgb,
-            samples_per_pixel: 3,
-            sample_bits: SampleBits::U8,
-            alpha: Alpha::None,
-            predictor: 1,
-            planar_separate: false,
-            stream: TileStream::Plain,
-            ycbcr_subsampling: (2, 2),
-        }
+        CodecInfo::rgb8(Compression::None, 1, Photometric::Rgb)
     }
 }

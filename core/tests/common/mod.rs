@@ -55,3 +55,43 @@ pub fn max_abs_diff(a: &[u8], b: &[u8]) -> u8 {
     assert_eq!(a.len(), b.len(), "buffer sizes differ");
     a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap_or(0)
 }
+
+/// `true` when a CUDA device is there (device 0's engine started and its background warm-up
+/// done, so tiles go to nvJPEG); otherwise prints why `test` is skipped and returns `false`.
+#[cfg(feature = "cuda")]
+pub fn gpu_present(test: &str) -> bool {
+    use slidestream::gpu;
+    match gpu::probe() {
+        Ok(r) if !r.devices.is_empty() => {
+            wait_for_warm_lanes();
+            true
+        }
+        Ok(_) => {
+            eprintln!("{test}: skipped: no CUDA device");
+            false
+        }
+        Err(e) => {
+            eprintln!("{test}: skipped: {e}");
+            false
+        }
+    }
+}
+
+/// Start device 0's engine and wait (at most 120 s) for its background warm-up: with
+/// `SLIDESTREAM_GPU_WARMUP=first` (the default) the first reads of a process decode on the CPU
+/// until a lane is warm, and these tests check which decoders ran.
+#[cfg(feature = "cuda")]
+fn wait_for_warm_lanes() {
+    use slidestream::gpu;
+    if gpu::start(0).is_err() {
+        return;
+    }
+    let t = std::time::Instant::now();
+    while t.elapsed() < std::time::Duration::from_secs(120) {
+        let w = gpu::stats(0).warmup;
+        if !w.starts_with("first") || w.contains("background") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
