@@ -42,7 +42,7 @@ impl PySlide {
             Some(b) => Arc::new(TileCache::new(b)),
             None => shared,
         };
-        let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool) };
+        let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool), ..SlideOptions::default() };
         py.detach(move || Slide::open_with(path, opts)).or_raise(py)
     }
 
