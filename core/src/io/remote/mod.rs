@@ -351,3 +351,60 @@ fn http_kind(e: &object_store::Error) -> Option<io::ErrorKind> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net() -> NetOptions {
+        NetOptions { retries: 0, timeout: std::time::Duration::from_secs(1) }
+    }
+
+    #[test]
+    fn urls_and_paths() {
+        for u in ["s3://b/k.svs", "S3://b/k", "gs://b/k", "az://c/b", "abfss://c@a.dfs.core.windows.net/b", "http://h/x", "https://h:8443/a/b.tiff"] {
+            assert!(is_url(u), "{u}");
+        }
+        for p in ["/data/s.svs", "s.svs", "file://x", "s3://", "C:/x", "ftp://h/x", "relative/s3://x"] {
+            assert!(!is_url(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn options_are_checked_at_build() {
+        let mut o = StorageOptions::new();
+        o.insert("endpoint".into(), "http://127.0.0.1:9".into());
+        o.insert("anonymous".into(), "true".into());
+        assert!(store::build("s3://bucket/key.svs", &o, net()).is_ok());
+        o.insert("no_such_key".into(), "1".into());
+        let e = store::build("s3://bucket/key.svs", &o, net()).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("no_such_key"), "{e}");
+        let e = store::build("s3://bucket", &StorageOptions::new(), net()).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "a bucket without a key: {e}");
+        let e = store::build("http://h:1/x", &[("region".to_string(), "x".to_string())].into(), net()).unwrap_err();
+        assert!(e.to_string().contains("\"region\""), "an S3 key for HTTP: {e}");
+        assert!(store::build("https://example.org/a.svs", &StorageOptions::new(), net()).is_ok());
+    }
+
+    #[test]
+    fn errors_keep_their_kind() {
+        let src = || Box::new(io::Error::other("x")) as Box<dyn std::error::Error + Send + Sync>;
+        let nf = object_store::Error::NotFound { path: "k".into(), source: src() };
+        assert_eq!(to_io(nf).kind(), io::ErrorKind::NotFound);
+        let pd = object_store::Error::PermissionDenied { path: "k".into(), source: src() };
+        assert_eq!(to_io(pd).kind(), io::ErrorKind::PermissionDenied);
+        let pre = object_store::Error::Precondition { path: "k".into(), source: src() };
+        assert_eq!(to_io(pre).kind(), io::ErrorKind::StaleNetworkFileHandle);
+        let g = object_store::Error::Generic { store: "S3", source: src() };
+        assert_eq!(to_io(g).kind(), io::ErrorKind::Other);
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_typed_error_not_a_hang() {
+        // Port 9 on loopback: nothing listens; the HEAD fails at once with no retry.
+        let opts = RemoteOptions { net: net(), concurrency: 4, readahead_bytes: 1 << 16, index_cache: None };
+        let e = RemoteSource::open("http://127.0.0.1:9/x.svs", &StorageOptions::new(), opts).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e}");
+        assert!(e.to_string().starts_with("http://127.0.0.1:9/x.svs"), "{e}");
+    }
+}
