@@ -86,7 +86,17 @@ pub struct Slide {
     /// The remote object a URL slide reads (the same source as `src`'s primary), for its
     /// request counters; with what its open cost.
     #[cfg(feature = "remote")]
-    remote: Option<(Arc<crate::io::remote::RemoteSource>, crate::io::remote::RemoteStats)>,
+    remote: Option<RemoteParts>,
+}
+
+/// A remote slide's objects: the one it was opened by, all of them (with the listing), and
+/// what the open cost.
+#[cfg(feature = "remote")]
+#[derive(Debug)]
+pub(crate) struct RemoteParts {
+    pub(crate) primary: Arc<crate::io::remote::RemoteSource>,
+    pub(crate) files: Arc<crate::io::remote::files::RemoteFiles>,
+    pub(crate) at_open: crate::io::remote::RemoteStats,
 }
 
 impl Drop for Slide {

@@ -32,19 +32,25 @@ use crate::io::ByteSource;
 
 /// The slide's source files: the one opened (`primary_len` bytes, named by `at`, of file
 /// identity `identity`) and the `extra` files its layout names (`SlideLayout::extra_sources`),
-/// examined now (length and identity, which later reads check: [`crate::io::multi`]).
+/// examined now through `files` (length and identity, which later reads check:
+/// [`crate::io::multi`]; `None`: as local files).
 ///
 /// # Errors
 /// `Io` when an extra file cannot be examined or is not a regular file; `Limits` for a file
 /// over [`crate::io::multi::MAX_SOURCE_LEN`] bytes.
-pub fn source_files(extra: &[std::path::PathBuf], primary_len: u64, at: &Location, identity: Option<FileIdentity>) -> Result<Vec<SourceFile>> {
+pub fn source_files(
+    extra: &[std::path::PathBuf],
+    primary_len: u64,
+    at: &Location,
+    identity: Option<FileIdentity>,
+    files: Option<&dyn super::SiblingFiles>,
+) -> Result<Vec<SourceFile>> {
     let mut sources = vec![SourceFile { path: at.path.clone(), len: primary_len, identity }];
+    let local = super::LocalFiles { path: at.path.clone() };
+    let files: &dyn super::SiblingFiles = files.unwrap_or(&local);
     for p in extra {
-        let meta = std::fs::metadata(p).map_err(|e| Error::io(&Location::file(p), e))?;
-        if !meta.is_file() {
-            return Err(Error::io(&Location::file(p), std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
-        }
-        sources.push(SourceFile { path: p.clone(), len: meta.len(), identity: Some(FileIdentity::of(&meta)) });
+        let (len, identity) = files.examine(p)?;
+        sources.push(SourceFile { path: p.clone(), len, identity });
     }
     if let Some(s) = sources.iter().find(|s| s.len > crate::io::multi::MAX_SOURCE_LEN) {
         return Err(Error::limits(&Location::file(&s.path), format!("file of {} bytes (limit 2^44)", s.len)));

@@ -76,6 +76,24 @@ pub trait SiblingFiles {
     /// # Errors
     /// `Io` naming the file.
     fn open(&self, path: &Path) -> Result<Box<dyn ByteSource>>;
+    /// Length and identity of a file the slide's layout names (its extra sources), recorded at
+    /// open and checked by later reads ([`crate::io::multi`]). Default: the local file's
+    /// metadata (a regular file; its device, inode, size and mtime).
+    ///
+    /// # Errors
+    /// `Io` naming the file when it cannot be examined or is not a regular file.
+    fn examine(&self, path: &Path) -> Result<(u64, Option<FileIdentity>)> {
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(&Location::file(path), e))?;
+        if !meta.is_file() {
+            return Err(Error::io(&Location::file(path), std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
+        }
+        Ok((meta.len(), Some(FileIdentity::of(&meta))))
+    }
+    /// How the slide's source set opens its extra files at their first read; `None` (default):
+    /// as local files ([`crate::io::posix::FileSource`]).
+    fn opener(&self) -> Option<crate::io::multi::Opener> {
+        None
+    }
 }
 
 /// [`SiblingFiles`] of a slide opened from a local path.
@@ -317,8 +335,8 @@ pub fn open(
         });
     };
     let layout = driver.open(&probe)?;
-    let sources = finish::source_files(&layout.extra_sources, src.len(), at, identity)?;
-    set.inner().attach(&sources);
+    let sources = finish::source_files(&layout.extra_sources, src.len(), at, identity, files)?;
+    set.inner().attach(&sources, files.and_then(|f| f.opener()));
     finish(driver.name(), layout, src, at, sources)
 }
 

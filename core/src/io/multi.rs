@@ -39,36 +39,56 @@ pub fn split(addr: u64) -> (SourceId, u64) {
     (SourceId((addr >> SOURCE_SHIFT) as u32), addr & (MAX_SOURCE_LEN - 1))
 }
 
+/// How a slide's extra files are opened when they are not local files (a remote slide's other
+/// objects: [`crate::io::remote`]): path → source. The source must hold the bytes the open
+/// examined (a remote object: the version whose ETag the open recorded).
+pub type Opener = std::sync::Arc<dyn Fn(&std::path::Path) -> io::Result<Box<dyn ByteSource>> + Send + Sync>;
+
 /// An extra file of a slide, opened on first use.
-#[derive(Debug)]
 struct Extra {
     path: PathBuf,
     len: u64,
     identity: Option<FileIdentity>,
     /// The opened file, or why it could not be opened: kind, OS error code, message.
-    file: OnceLock<Result<FileSource, (io::ErrorKind, Option<i32>, String)>>,
+    file: OnceLock<Result<Box<dyn ByteSource>, (io::ErrorKind, Option<i32>, String)>>,
+}
+
+impl std::fmt::Debug for Extra {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extra").field("path", &self.path).field("len", &self.len).finish()
+    }
 }
 
 /// The slide's files: the source it was opened from (source 0) and the extra files its format
 /// names ([`crate::index::SlideIndex::sources`]), read through one address space (module
 /// docs). [`ByteSource::len`] is the primary's length; [`ByteSource::source_len`] gives each
 /// file's.
-#[derive(Debug)]
 pub struct SourceSet {
     primary: Box<dyn ByteSource>,
     extras: OnceLock<Vec<Extra>>,
+    opener: OnceLock<Opener>,
+}
+
+impl std::fmt::Debug for SourceSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceSet").field("primary", &self.primary).field("extras", &self.extras.get()).field("opener", &self.opener.get().is_some()).finish()
+    }
 }
 
 impl SourceSet {
     /// A set holding only `primary` (source 0); [`SourceSet::attach`] adds the others once the
     /// format driver has named them.
     pub fn new(primary: Box<dyn ByteSource>) -> SourceSet {
-        SourceSet { primary, extras: OnceLock::new() }
+        SourceSet { primary, extras: OnceLock::new(), opener: OnceLock::new() }
     }
 
     /// Add sources 1.. (`sources[1..]` of the slide's index: path, length and identity
-    /// recorded at open). Called once; later calls are ignored.
-    pub fn attach(&self, sources: &[SourceFile]) {
+    /// recorded at open), opened at first use by `opener` (`None`: as local files). Called
+    /// once; later calls are ignored.
+    pub fn attach(&self, sources: &[SourceFile], opener: Option<Opener>) {
+        if let Some(o) = opener {
+            let _ = self.opener.set(o);
+        }
         let extras = sources
             .iter()
             .skip(1)
@@ -95,8 +115,15 @@ impl SourceSet {
     }
 }
 
-fn open_checked(e: &Extra) -> Result<FileSource, (io::ErrorKind, Option<i32>, String)> {
+fn open_checked(e: &Extra, opener: Option<&Opener>) -> Result<Box<dyn ByteSource>, (io::ErrorKind, Option<i32>, String)> {
     let fail = |err: io::Error| (err.kind(), err.raw_os_error(), format!("{}: {err}", e.path.display()));
+    if let Some(open) = opener {
+        let s = open(&e.path).map_err(fail)?;
+        if s.len() != e.len {
+            return Err((io::ErrorKind::StaleNetworkFileHandle, None, format!("{} changed since the slide was opened ({} → {} bytes)", e.path.display(), e.len, s.len())));
+        }
+        return Ok(s);
+    }
     let f = FileSource::open(&e.path).map_err(fail)?;
     if let Some(want) = e.identity {
         let now = f.metadata().map(|m| FileIdentity::of(&m)).map_err(fail)?;
@@ -108,7 +135,7 @@ fn open_checked(e: &Extra) -> Result<FileSource, (io::ErrorKind, Option<i32>, St
             ));
         }
     }
-    Ok(f)
+    Ok(Box::new(f))
 }
 
 impl ByteSource for SourceSet {
@@ -139,7 +166,7 @@ impl ByteSource for SourceSet {
             0 => self.primary.read_exact_at(buf, offset),
             k => {
                 let e = self.extra(k as usize)?;
-                match e.file.get_or_init(|| open_checked(e)) {
+                match e.file.get_or_init(|| open_checked(e, self.opener.get())) {
                     // Errors keep their OS code (Python: FileNotFoundError ...); the tile's
                     // error location names the file (`read::locate::tile_location`).
                     Ok(f) => f.read_exact_at(buf, offset),
@@ -190,7 +217,7 @@ mod tests {
             SourceFile { path: "p".into(), len: 7, identity: None },
             SourceFile { path: p.clone(), len: 10, identity: Some(FileIdentity::of(&meta)) },
         ];
-        set.attach(&sources);
+        set.attach(&sources, None);
         assert_eq!(set.count(), 2);
         assert_eq!(set.source_len(SourceId(1)), Some(10));
         assert_eq!(set.source_len(SourceId(2)), None);
@@ -216,10 +243,13 @@ mod tests {
         std::fs::write(&p, b"0123456789").unwrap();
         let meta = std::fs::metadata(&p).unwrap();
         let set = SourceSet::new(Box::new(MemSource::new(b"primary".to_vec())));
-        set.attach(&[
-            SourceFile { path: "p".into(), len: 7, identity: None },
-            SourceFile { path: p.clone(), len: 10, identity: Some(FileIdentity::of(&meta)) },
-        ]);
+        set.attach(
+            &[
+                SourceFile { path: "p".into(), len: 7, identity: None },
+                SourceFile { path: p.clone(), len: 10, identity: Some(FileIdentity::of(&meta)) },
+            ],
+            None,
+        );
         std::fs::write(&p, b"0123456789abc").unwrap();
         let mut b = [0u8; 3];
         let e = set.read_exact_at(&mut b, 1 << SOURCE_SHIFT).unwrap_err();

@@ -19,6 +19,14 @@ use crate::io::posix::FileSource;
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
 
+/// The scheme of a name written as a URL (`scheme://…`, RFC 3986's scheme characters), for
+/// the error on one slidestream does not open.
+fn url_scheme(name: &str) -> Option<&str> {
+    let (scheme, _) = name.split_once("://")?;
+    let mut c = scheme.chars();
+    (c.next()?.is_ascii_alphabetic() && c.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))).then_some(scheme)
+}
+
 /// `true` for a name opened as a URL (`scheme://…` of a store slidestream knows).
 fn looks_like_url(name: &str) -> bool {
     #[cfg(feature = "remote")]
@@ -57,13 +65,20 @@ impl Slide {
     ///
     /// `path` may be a URL (`s3://bucket/key`, `gs://…`, `az://…`, `http(s)://…`; feature
     /// `remote`): the slide is read by ranged requests, with `opts.storage` configuring the
-    /// store ([`crate::io::remote`]). A URL of a slide of several files (a DICOM folder, MIRAX)
-    /// is [`Error::Unsupported`] in this version. Without feature `remote`, a URL is
-    /// [`Error::Unsupported`].
+    /// store ([`crate::io::remote`]). Formats of several files find their other objects under
+    /// the same prefix (one LIST; plain HTTP has no listing: a DICOM instance is then read
+    /// alone); a folder URL is not resolved (open one of its files). Without feature `remote`,
+    /// a URL is [`Error::Unsupported`].
     pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
         let given = path.as_ref();
         if let Some(url) = given.to_str().filter(|s| looks_like_url(s)) {
             return Slide::open_url(url, opts);
+        }
+        if let Some(scheme) = given.to_str().and_then(url_scheme) {
+            return Err(Error::Usage(format!(
+                "{}: not a slide URL slidestream reads ({scheme}:// with no object, or a scheme other than s3, s3a, gs, az, abfs, abfss, adl, azure, http, https); a local path needs no scheme",
+                given.display()
+            )));
         }
         if !opts.storage.is_empty() {
             let keys: Vec<&str> = opts.storage.keys().map(String::as_str).collect();
@@ -84,7 +99,7 @@ impl Slide {
 
     #[cfg(feature = "remote")]
     fn open_url(url: &str, opts: SlideOptions) -> Result<Slide> {
-        use crate::io::remote::{NetOptions, RemoteOptions, RemoteSource};
+        use crate::io::remote::{files::RemoteFiles, NetOptions, RemoteOptions, RemoteSource};
         let s = crate::config::settings()?;
         let settings = RemoteOptions {
             net: NetOptions { retries: s.remote_retries, timeout: std::time::Duration::from_millis(s.remote_timeout_ms) },
@@ -92,17 +107,13 @@ impl Slide {
             readahead_bytes: s.remote_readahead_bytes,
             index_cache: s.remote_index_cache.dir(),
         };
-        let remote = Arc::new(RemoteSource::open(url, &opts.storage, settings)?);
-        let mut slide = Slide::open_source(Path::new(url), Box::new(remote.clone()), None, None, opts)?;
-        remote.end_open();
-        if slide.index.sources.len() > 1 {
-            return Err(Error::Unsupported {
-                at: Location::file(url),
-                feature: "slides of several files (DICOM folders, MIRAX) read remotely: not supported yet; open a local copy".into(),
-            });
-        }
+        let remote = Arc::new(RemoteSource::open(url, &opts.storage, settings.clone())?);
+        let files = Arc::new(RemoteFiles::new(url, remote.clone(), &opts.storage, settings)?);
+        let mut slide = Slide::open_source(Path::new(url), Box::new(remote.clone()), None, Some(&*files), opts)?;
+        files.end_open();
         slide.config.plan = slide.config.remote_plan;
-        slide.remote = Some((remote.clone(), remote.stats()));
+        let at_open = files.stats();
+        slide.remote = Some(crate::slide::RemoteParts { primary: remote, files, at_open });
         Ok(slide)
     }
 
@@ -112,17 +123,18 @@ impl Slide {
     }
 
     /// The request counters of a remote slide (`None` for a local one): what its open cost,
-    /// and every request since the slide was opened (the open's included).
+    /// and every request since the slide was opened (the open's included), over all its
+    /// objects (a DICOM series: one per instance) and the LIST of its folder.
     #[cfg(feature = "remote")]
     pub fn remote_stats(&self) -> Option<(crate::io::remote::RemoteStats, crate::io::remote::RemoteStats)> {
-        self.remote.as_ref().map(|(r, at_open)| (*at_open, r.stats()))
+        self.remote.as_ref().map(|r| (r.at_open, r.files.stats()))
     }
 
     /// The remote object of a URL slide (`None` for a local one): its URL, ETag, counters and
     /// what the index cache did.
     #[cfg(feature = "remote")]
     pub fn remote_source(&self) -> Option<&crate::io::remote::RemoteSource> {
-        self.remote.as_ref().map(|(r, _)| &**r)
+        self.remote.as_ref().map(|r| &*r.primary)
     }
 
     /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's

@@ -339,7 +339,8 @@ class Slide:
         process has made a device read, also ``"gpu"``: the process-wide counters of the
         device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). ``"remote"``:
         None for a local slide; for a URL a dict of ``url``, ``requests`` (HTTP requests
-        since open, the open's included), ``bytes`` (bytes received), ``failed`` (requests
+        slidestream issued since open, the open's included; object_store's retries of a
+        request are not counted), ``bytes`` (bytes received), ``failed`` (requests
         that failed after their retries), ``open_requests`` / ``open_bytes`` (what the open
         cost), ``index_cache`` (``"off"``, ``"miss"`` or ``"hit"``) and ``etag``. Never
         initialises CUDA."""

@@ -26,7 +26,7 @@ fn layout(sizes: &[(u64, u64)]) -> SlideLayout {
 
 fn run(l: SlideLayout) -> Result<SlideIndex> {
     let at = Location::file("t.tif");
-    let sources = super::source_files(&l.extra_sources, 4096, &at, None)?;
+    let sources = super::source_files(&l.extra_sources, 4096, &at, None, None)?;
     finish("test", l, &MemSource::new(vec![7u8; 4096]), &at, sources)
 }
 

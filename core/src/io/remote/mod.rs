@@ -30,6 +30,7 @@
 //! layer adds the level and tile.
 
 pub(crate) mod blocks;
+pub mod files;
 pub(crate) mod runtime;
 pub mod store;
 
