@@ -421,7 +421,8 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
                 action = "truncate-range"
             else:
                 action = "truncate-body"
-        self.send_response(resp.status, resp.reason)
+        # The upstream's own Server and Date headers are relayed: not a second pair.
+        self.send_response_only(resp.status, resp.reason)
         chunked = has_body and length is None
         for key, value in headers:
             self.send_header(key, value)
