@@ -36,6 +36,11 @@ pub struct SlideOptions {
     /// needs no parallelism (one tile, cache hits) always runs on the calling thread. Bindings
     /// pass a per-process pool so a process forked after open gets fresh threads.
     pub pool: Option<Arc<rayon::ThreadPool>>,
+    /// Storage options of a remote slide (a URL given to [`Slide::open_with`]): the store's
+    /// endpoint, region, credentials, `anonymous` ([`crate::io::remote::StorageOptions`] with
+    /// feature `remote`). Empty for local paths: options given with a local path are a
+    /// [`crate::Error::Usage`] error, never ignored.
+    pub storage: std::collections::BTreeMap<String, String>,
 }
 
 /// An RGBA image: `u8`, row-major, shape (height, width, 4), non-premultiplied.
@@ -78,6 +83,10 @@ pub struct Slide {
     /// Outcomes of earlier tile decodes (a failure is returned again; a clean scan lets later
     /// parts of the tile skip reading the rows below them).
     scans: crate::read::partial::ScanMemory,
+    /// The remote object a URL slide reads (the same source as `src`'s primary), for its
+    /// request counters; with what its open cost.
+    #[cfg(feature = "remote")]
+    remote: Option<(Arc<crate::io::remote::RemoteSource>, crate::io::remote::RemoteStats)>,
 }
 
 impl Drop for Slide {

@@ -91,7 +91,7 @@ fn zstd_rle(byte: u8, len: usize) -> Vec<u8> {
 /// A slide with a private `cache_bytes` cache and a working set of `working` bytes.
 fn open(path: &std::path::Path, cache_bytes: usize, working: u64) -> Slide {
     let config = Config { read_working_bytes: working, ..Config::default() };
-    Slide::open_with(path, SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(config), pool: None }).unwrap()
+    Slide::open_with(path, SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(config), ..SlideOptions::default() }).unwrap()
 }
 
 /// An image of `cols × rows` zstd RGB tiles of `tile`², tile k filled with byte `k + 1`.

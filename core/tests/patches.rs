@@ -15,7 +15,7 @@ fn lcg(seed: &mut u64) -> u64 {
 
 fn open(path: std::path::PathBuf, working: u64) -> Slide {
     let config = Config { read_working_bytes: working, ..Config::default() };
-    Slide::open_with(path, SlideOptions { cache: Some(Arc::new(TileCache::new(4 << 20))), config: Some(config), pool: None }).unwrap()
+    Slide::open_with(path, SlideOptions { cache: Some(Arc::new(TileCache::new(4 << 20))), config: Some(config), ..SlideOptions::default() }).unwrap()
 }
 
 #[test]

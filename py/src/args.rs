@@ -36,6 +36,30 @@ pub(crate) fn path(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     Ok(PathBuf::from(std::ffi::OsStr::from_bytes(b.as_bytes())))
 }
 
+/// `storage_options` of a remote slide: `None` or a dict of str → str / bool / int (bools as
+/// `true` / `false`, as object_store's configuration parser reads them).
+///
+/// Raises TypeError for anything else (a non-dict, a non-str key, another value type).
+pub(crate) fn storage_options(obj: Option<&Bound<'_, PyAny>>) -> PyResult<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(out) };
+    let d = obj.cast::<pyo3::types::PyDict>().map_err(|_| PyTypeError::new_err(format!("storage_options must be a dict of str to str, got {}", type_name(obj))))?;
+    for (k, v) in d.iter() {
+        let key: String = k.extract().map_err(|_| PyTypeError::new_err(format!("storage_options keys must be str, got {}", type_name(&k))))?;
+        let value = if v.is_instance_of::<pyo3::types::PyBool>() {
+            if v.extract::<bool>()? { "true".to_string() } else { "false".to_string() }
+        } else if v.is_instance_of::<PyString>() {
+            v.extract::<String>()?
+        } else if v.is_instance_of::<pyo3::types::PyInt>() {
+            v.str()?.to_string()
+        } else {
+            return Err(PyTypeError::new_err(format!("storage_options[{key:?}] must be str, bool or int, got {}", type_name(&v))));
+        };
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
 /// A path as the `str` Python code sees it (`os.fsdecode` of its bytes: non-UTF-8 bytes as
 /// surrogate escapes, so `os.fsencode` gives the exact name back).
 pub(crate) fn path_str<'py>(py: Python<'py>, p: &std::path::Path) -> PyResult<Bound<'py, PyAny>> {

@@ -7,7 +7,8 @@
 //! | core error | Python exception |
 //! |---|---|
 //! | `Io` with an OS error number | `OSError(errno, strerror, filename)` (`filename` as `os.fsdecode` gives it), which Python turns into `FileNotFoundError`, `PermissionError`, ... |
-//! | `Io` without one | `OSError(message)` |
+//! | `Io` without one, of a kind that names one (remote reads: NotFound, PermissionDenied, TimedOut, StaleNetworkFileHandle, ConnectionRefused/Reset, UnexpectedEof) | `OSError(errno, message, url)`: `FileNotFoundError`, `PermissionError`, `TimeoutError`, `OSError` with `errno.ESTALE`, ... |
+//! | `Io` without one otherwise | `OSError(message)` |
 //! | `Format` | `CorruptDataError` |
 //! | `Unsupported` | `UnsupportedFormatError` |
 //! | `Limits` | `LimitsExceededError` (also a `MemoryError`) |
@@ -67,7 +68,13 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
                     Err(_) => PyOSError::new_err((n, strerror, at.path.to_string_lossy().into_owned())),
                 }
             }
-            None => PyOSError::new_err(e.to_string()),
+            // Errors without an OS error number whose kind names one (a remote slide's
+            // 404, 403, timeout, changed object): OSError(errno, message, url), so Python
+            // picks FileNotFoundError, PermissionError, TimeoutError, ... as for a local file.
+            None => match kind_errno(source.kind()) {
+                Some(n) => PyOSError::new_err((n, e.to_string(), at.path.to_string_lossy().into_owned())),
+                None => PyOSError::new_err(e.to_string()),
+            },
         };
     }
     if let Error::Interrupted = e {
@@ -78,6 +85,36 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         Ok(cls) => PyErr::from_type(cls, e.to_string()),
         Err(err) => err,
     }
+}
+
+/// The errno an io error kind stands for, for the kinds a remote read reports
+/// (`slidestream::io::remote`): `NotFound` → ENOENT, `PermissionDenied` → EACCES, `TimedOut`
+/// → ETIMEDOUT, `StaleNetworkFileHandle` → ESTALE (the object changed since open),
+/// `ConnectionRefused` / `ConnectionReset` → ECONNREFUSED / ECONNRESET, `UnexpectedEof` → EIO
+/// (a short response).
+fn kind_errno(kind: std::io::ErrorKind) -> Option<i32> {
+    use std::io::ErrorKind as K;
+    Some(match kind {
+        K::NotFound => libc_errno::ENOENT,
+        K::PermissionDenied => libc_errno::EACCES,
+        K::TimedOut => libc_errno::ETIMEDOUT,
+        K::StaleNetworkFileHandle => libc_errno::ESTALE,
+        K::ConnectionRefused => libc_errno::ECONNREFUSED,
+        K::ConnectionReset => libc_errno::ECONNRESET,
+        K::UnexpectedEof => libc_errno::EIO,
+        _ => return None,
+    })
+}
+
+/// Linux errno values (asm-generic/errno*.h), the platform the bindings build for.
+mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
+    pub const EACCES: i32 = 13;
+    pub const ECONNRESET: i32 = 104;
+    pub const ETIMEDOUT: i32 = 110;
+    pub const ECONNREFUSED: i32 = 111;
+    pub const ESTALE: i32 = 116;
 }
 
 /// `InvalidArgumentError(message)`: a bad argument found by the bindings themselves (the same

@@ -2,6 +2,7 @@
 //! its lifetime (lazy open, reopen after `fork` or unpickling, close) and its metadata. The
 //! reads are in [`crate::reads`]; this file only declares them to Python.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -30,19 +31,21 @@ struct State {
 pub(crate) struct PySlide {
     pub(crate) path: PathBuf,
     cache_bytes: Option<usize>,
+    /// Storage options of a remote slide (empty for local paths).
+    storage: BTreeMap<String, String>,
     state: Mutex<State>,
 }
 
 impl PySlide {
     /// Open the core slide with this process's decode pool and the shared cache (or a private
     /// cache of `cache_bytes`). Runs with the GIL released.
-    fn open_core(py: Python<'_>, path: &PathBuf, cache_bytes: Option<usize>) -> PyResult<Slide> {
+    fn open_core(py: Python<'_>, path: &PathBuf, cache_bytes: Option<usize>, storage: &BTreeMap<String, String>) -> PyResult<Slide> {
         let (pool, shared) = process::pool_and_cache(py)?;
         let cache = match cache_bytes {
             Some(b) => Arc::new(TileCache::new(b)),
             None => shared,
         };
-        let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool) };
+        let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool), storage: storage.clone() };
         py.detach(move || Slide::open_with(path, opts)).or_raise(py)
     }
 
@@ -62,7 +65,7 @@ impl PySlide {
         }
         // Open without holding the lock: the open releases the GIL, and a thread holding the
         // GIL may be waiting for the lock. Two threads may both open; the first one kept wins.
-        let opened = Arc::new(Self::open_core(py, &self.path, self.cache_bytes)?);
+        let opened = Arc::new(Self::open_core(py, &self.path, self.cache_bytes, &self.storage)?);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = current(&st)? {
             return Ok(s);
@@ -116,14 +119,33 @@ impl PySlide {
     /// PathLike or a non-int `cache_bytes`, InvalidArgumentError (a ValueError) for a negative
     /// `cache_bytes`.
     ///
+    /// `path` may be a URL of a slide in object storage or on an HTTP server (`s3://bucket/key`,
+    /// `gs://…`, `az://…`, `http(s)://…`), read by ranged requests; `storage_options` (a dict
+    /// of str → str / bool / int) configures the store: `endpoint`, `region`,
+    /// `access_key_id`, `secret_access_key`, `session_token`, `anonymous`, `allow_http`, or any
+    /// of object_store's configuration keys (docs/remote.md). An unknown key raises
+    /// InvalidArgumentError; `storage_options` with a local path raises InvalidArgumentError.
+    ///
     /// `lazy=True` defers opening to the first use (used when unpickling).
     #[new]
-    #[pyo3(signature = (path, *, cache_bytes=None, lazy=false))]
-    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<&Bound<'_, PyAny>>, lazy: bool) -> PyResult<Self> {
+    #[pyo3(signature = (path, *, cache_bytes=None, lazy=false, storage_options=None))]
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<&Bound<'_, PyAny>>, lazy: bool, storage_options: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let path = args::path(path)?;
         let cache_bytes = args::optional_bytes(cache_bytes, "cache_bytes")?;
-        let (pid, slide) = if lazy { (0, None) } else { (std::process::id(), Some(Arc::new(Self::open_core(py, &path, cache_bytes)?))) };
-        Ok(PySlide { path, cache_bytes, state: Mutex::new(State { pid, slide, closed: false }) })
+        let storage = args::storage_options(storage_options)?;
+        let (pid, slide) = if lazy { (0, None) } else { (std::process::id(), Some(Arc::new(Self::open_core(py, &path, cache_bytes, &storage)?))) };
+        Ok(PySlide { path, cache_bytes, storage, state: Mutex::new(State { pid, slide, closed: false }) })
+    }
+
+    /// The storage options the slide was opened with (a new dict of str → str; empty for a
+    /// local path).
+    #[getter]
+    fn storage_options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in &self.storage {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
     }
 
     /// The file path as bytes (exact, for pickling non-UTF-8 names).
@@ -349,9 +371,25 @@ impl PySlide {
     /// the process-wide GPU counters (as gpu_stats()) of the device it read on, with its
     /// ordinal under "device". Does not initialise CUDA.
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.slide(py)?.io_counters();
+        let slide = self.slide(py)?;
+        let c = slide.io_counters();
         let g = gpu::used_device_stats();
-        stats::io_dict(py, &c, g.as_ref().map(|(d, s)| (*d, s)))
+        let d = stats::io_dict(py, &c, g.as_ref().map(|(d, s)| (*d, s)))?;
+        if let (Some((at_open, now)), Some(r)) = (slide.remote_stats(), slide.remote_source()) {
+            let rd = PyDict::new(py);
+            rd.set_item("url", r.url())?;
+            rd.set_item("requests", now.requests)?;
+            rd.set_item("bytes", now.bytes)?;
+            rd.set_item("failed", now.failed)?;
+            rd.set_item("open_requests", at_open.requests)?;
+            rd.set_item("open_bytes", at_open.bytes)?;
+            rd.set_item("index_cache", r.index_cache_use().as_str())?;
+            rd.set_item("etag", r.etag())?;
+            d.set_item("remote", rd)?;
+        } else {
+            d.set_item("remote", py.None())?;
+        }
+        Ok(d)
     }
 
     /// Close the file. Later reads raise InvalidArgumentError; closing twice is harmless.

@@ -10,8 +10,12 @@ use crate::io::plan::PlanOptions;
 pub struct Config {
     /// Host tile cache capacity in bytes (used only when a slide makes its own cache).
     pub cache_bytes: usize,
-    /// Read-plan coalescing knobs.
+    /// Read-plan coalescing knobs (of the slide's source: for a remote slide, the open puts
+    /// [`remote_plan`](Self::remote_plan) here).
     pub plan: PlanOptions,
+    /// Read-plan coalescing knobs for remote slides (`SLIDESTREAM_REMOTE_MAX_GAP_BYTES`,
+    /// `SLIDESTREAM_REMOTE_MAX_REQUEST_BYTES`).
+    pub remote_plan: PlanOptions,
     /// Largest region output in bytes (width × height × 4).
     pub max_region_bytes: u64,
     /// Largest share (0..=1) of an uncached tile's area a region may need for the tile to be
@@ -25,7 +29,7 @@ pub struct Config {
 impl Default for Config {
     /// The table's defaults (docs/settings.md).
     fn default() -> Self {
-        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5, read_working_bytes: 192 << 20 }
+        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), remote_plan: PlanOptions { max_gap_bytes: 64 << 10, max_request_bytes: 16 << 20 }, max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5, read_working_bytes: 192 << 20 }
     }
 }
 
@@ -35,6 +39,7 @@ impl Config {
         Config {
             cache_bytes: usize::try_from(s.cache_bytes).unwrap_or(usize::MAX),
             plan: PlanOptions { max_gap_bytes: s.plan_max_gap_bytes, max_request_bytes: s.plan_max_request_bytes },
+            remote_plan: PlanOptions { max_gap_bytes: s.remote_max_gap_bytes, max_request_bytes: s.remote_max_request_bytes },
             max_region_bytes: s.max_region_bytes,
             partial_decode_max_fraction: s.partial_decode_max_fraction,
             read_working_bytes: s.read_working_bytes,

@@ -24,7 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 pub use host::Config;
 pub use table::{Settings, Spec, TABLE};
 pub use threads::{check_threads, rayon_num_threads, MAX_THREADS};
-pub use values::{CompatMode, GpuSplit, GpuSync, GpuWarmup, KernelCache, NvjpegOutput};
+pub use values::{CompatMode, GpuSplit, GpuSync, GpuWarmup, IndexCache, KernelCache, NvjpegOutput};
 
 use crate::error::{Error, Result};
 

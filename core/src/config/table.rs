@@ -151,4 +151,39 @@ settings! {
         accepted: "first, full, background or none", per_process: true,
         parse: parse_warmup,
         doc: "GPU engine warm-up (nvJPEG batched decode of synthetic tiles on each lane slot, CPU workers' pinned buffers): first = nothing before the engine is returned, a background thread makes nvJPEG's decoders and warms the lanes and CPU workers (reads never wait for it, and decode on the CPU until its first lane is warm), full = everything before, background = everything on the background thread, none = no warm-up (reads make what they need); read when the GPU engine starts" }
+    /// Retries of a failed remote request.
+    remote_retries: usize = { name: "SLIDESTREAM_REMOTE_RETRIES", default: "5", unit: "retries",
+        accepted: "an integer from 0 to 100", per_process: false,
+        parse: |s: &str| parse_usize(s, 0, 100),
+        doc: "remote slides (s3://, gs://, az://, http(s)://): retries of a request that failed with a 5xx status, a connection error or a timeout, with exponential backoff from 50 ms (object_store's RetryConfig); read at each open" }
+    /// Timeout of one remote request attempt, in milliseconds.
+    remote_timeout_ms: u64 = { name: "SLIDESTREAM_REMOTE_TIMEOUT_MS", default: "30000", unit: "ms",
+        accepted: "an integer from 1 to 3600000", per_process: false,
+        parse: |s: &str| parse_u64(s, 1, 3_600_000),
+        doc: "remote slides: timeout of one request attempt (connect and response); a request is given up after its retries, each bounded by this; read at each open" }
+    /// Remote requests in flight at once per batch.
+    remote_concurrency: usize = { name: "SLIDESTREAM_REMOTE_CONCURRENCY", default: "64", unit: "requests",
+        accepted: "an integer from 1 to 1024", per_process: false,
+        parse: |s: &str| parse_usize(s, 1, 1024),
+        doc: "remote slides: ranged GETs of one batch's read plan in flight at once; read at each open" }
+    /// Largest hole between two tile byte ranges read as one remote request.
+    remote_max_gap_bytes: u64 = { name: "SLIDESTREAM_REMOTE_MAX_GAP_BYTES", default: "65536", unit: "bytes",
+        accepted: "an integer number of bytes, 0 or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 0, u64::MAX),
+        doc: "remote slides: largest hole between tiles read as one request (replaces SLIDESTREAM_PLAN_MAX_GAP_BYTES for them); read at each open" }
+    /// Largest coalesced remote request in bytes.
+    remote_max_request_bytes: u64 = { name: "SLIDESTREAM_REMOTE_MAX_REQUEST_BYTES", default: "16777216", unit: "bytes",
+        accepted: "an integer number of bytes, 1 or more", per_process: false,
+        parse: |s: &str| parse_u64(s, 1, u64::MAX),
+        doc: "remote slides: largest coalesced request (replaces SLIDESTREAM_PLAN_MAX_REQUEST_BYTES for them); read at each open" }
+    /// Block size of the open-time readahead of remote slides.
+    remote_readahead_bytes: u64 = { name: "SLIDESTREAM_REMOTE_READAHEAD_BYTES", default: "262144", unit: "bytes",
+        accepted: "an integer number of bytes from 4096 to 67108864", per_process: false,
+        parse: |s: &str| parse_u64(s, 4096, 64 << 20),
+        doc: "remote slides: while a slide opens, its header and directory reads are served from aligned blocks of this size, one request per run of missing blocks (dropped when the open ends); read at each open" }
+    /// On-disk index cache of remote slides.
+    remote_index_cache: IndexCache = { name: "SLIDESTREAM_REMOTE_INDEX_CACHE", default: "off", unit: "—",
+        accepted: "off, auto or an absolute directory path", per_process: false,
+        parse: parse_index_cache,
+        doc: "remote slides: keep the bytes an open read (with the object's length and ETag) in a file per URL, so a reopen sends no request (the first tile read's If-Match still checks the object is unchanged); auto = $XDG_CACHE_HOME/slidestream/index, else ~/.cache/slidestream/index; off = none; read at each open" }
 }

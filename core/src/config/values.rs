@@ -98,6 +98,43 @@ pub enum KernelCache {
     Dir(std::path::PathBuf),
 }
 
+/// The on-disk index cache of remote slides (`SLIDESTREAM_REMOTE_INDEX_CACHE`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum IndexCache {
+    /// No cache (default): every open of a remote slide reads its structure.
+    #[default]
+    Off,
+    /// `$XDG_CACHE_HOME/slidestream/index`, else `$HOME/.cache/slidestream/index`.
+    Auto,
+    /// This directory (an absolute path).
+    Dir(std::path::PathBuf),
+}
+
+impl IndexCache {
+    /// The folder in effect (`None` when off, or for `auto` without `XDG_CACHE_HOME` / `HOME`).
+    pub fn dir(&self) -> Option<std::path::PathBuf> {
+        match self {
+            IndexCache::Off => None,
+            IndexCache::Dir(d) => Some(d.clone()),
+            IndexCache::Auto => {
+                let base = std::env::var_os("XDG_CACHE_HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(std::path::PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| std::path::PathBuf::from(h).join(".cache")))?;
+                Some(base.join("slidestream").join("index"))
+            }
+        }
+    }
+}
+
+pub(super) fn parse_index_cache(s: &str) -> Option<IndexCache> {
+    match parse_kernel_cache(s)? {
+        KernelCache::Auto => Some(IndexCache::Auto),
+        KernelCache::Off => Some(IndexCache::Off),
+        KernelCache::Dir(d) => Some(IndexCache::Dir(d)),
+    }
+}
+
 /// How much of the GPU engine's warm-up runs before the first read (`SLIDESTREAM_GPU_WARMUP`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GpuWarmup {

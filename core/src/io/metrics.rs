@@ -67,4 +67,13 @@ impl<S: ByteSource> ByteSource for MetricsSource<S> {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.raw_fd()
     }
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        let r = self.inner.read_many(parts)?;
+        self.requests.fetch_add(parts.len() as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(parts.iter().map(|(b, _)| b.len() as u64).sum(), Ordering::Relaxed);
+        Some(r)
+    }
+    fn is_remote(&self) -> bool {
+        self.inner.is_remote()
+    }
 }

@@ -16,6 +16,8 @@ pub mod multi;
 pub mod plan;
 pub mod pool;
 pub mod posix;
+#[cfg(feature = "remote")]
+pub mod remote;
 
 use std::io;
 
@@ -58,6 +60,22 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+
+    /// Read several ranges, `(buffer, offset)` each, in one call, the way this source does it
+    /// best; `None` when the source has no such way (the caller then reads them itself, in
+    /// its I/O pool). A remote object answers `Some`: its ranged GETs go out concurrently
+    /// ([`remote::RemoteSource`]). The results are in the order of `parts`.
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        let _ = parts;
+        None
+    }
+
+    /// `true` for a source whose requests cross a network (each costs a round trip): the read
+    /// planner then uses the remote coalescing settings (`SLIDESTREAM_REMOTE_MAX_GAP_BYTES`,
+    /// `SLIDESTREAM_REMOTE_MAX_REQUEST_BYTES`).
+    fn is_remote(&self) -> bool {
+        false
+    }
 }
 
 impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
@@ -76,6 +94,12 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
     }
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        (**self).read_many(parts)
+    }
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
+    }
 }
 
 impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
@@ -93,6 +117,12 @@ impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
+    }
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        (**self).read_many(parts)
+    }
+    fn is_remote(&self) -> bool {
+        (**self).is_remote()
     }
 }
 

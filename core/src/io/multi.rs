@@ -158,6 +158,19 @@ impl ByteSource for SourceSet {
         }
         self.primary.raw_fd()
     }
+
+    /// The primary's batched reads, when every part lies in source 0 (a remote slide is one
+    /// object); `None` otherwise.
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        if parts.iter().any(|(b, a)| a.checked_add(b.len() as u64).is_none_or(|end| end > MAX_SOURCE_LEN)) {
+            return None;
+        }
+        self.primary.read_many(parts)
+    }
+
+    fn is_remote(&self) -> bool {
+        self.primary.is_remote()
+    }
 }
 
 #[cfg(test)]

@@ -207,6 +207,14 @@ impl ReadPlan {
             parts.push(a);
             rest = b;
         }
+        // A source with its own batched reads (a remote object: concurrent ranged GETs) takes
+        // the whole plan at once.
+        if self.requests.len() > 1 {
+            let mut batch: Vec<(&mut [u8], u64)> = parts.iter_mut().zip(&self.requests).map(|(p, r)| (&mut **p, r.offset)).collect();
+            if let Some(results) = src.read_many(&mut batch) {
+                return results;
+            }
+        }
         let read = |(p, r): (&mut &mut [u8], &Request)| src.read_exact_at(p, r.offset);
         match pool {
             // One read a task: reads take unequal times (a cold request waits for the device,

@@ -19,6 +19,18 @@ use crate::io::posix::FileSource;
 use crate::io::ByteSource;
 use crate::tiff::TiffFile;
 
+/// `true` for a name opened as a URL (`scheme://…` of a store slidestream knows).
+fn looks_like_url(name: &str) -> bool {
+    #[cfg(feature = "remote")]
+    {
+        crate::io::remote::is_url(name)
+    }
+    #[cfg(not(feature = "remote"))]
+    {
+        name.split_once("://").is_some_and(|(s, r)| !r.is_empty() && !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric()))
+    }
+}
+
 fn open_source(path: &Path) -> Result<FileSource> {
     FileSource::open(path).map_err(|e| Error::io(&Location::file(path), e))
 }
@@ -42,8 +54,21 @@ impl Slide {
     /// `path` may name a folder: a format of several files that opens folders (DICOM) picks
     /// the file to open in it ([`format::resolve_dir`]; `Unsupported` when none does, `Usage`
     /// when the folder holds several slides).
+    ///
+    /// `path` may be a URL (`s3://bucket/key`, `gs://…`, `az://…`, `http(s)://…`; feature
+    /// `remote`): the slide is read by ranged requests, with `opts.storage` configuring the
+    /// store ([`crate::io::remote`]). A URL of a slide of several files (a DICOM folder, MIRAX)
+    /// is [`Error::Unsupported`] in this version. Without feature `remote`, a URL is
+    /// [`Error::Unsupported`].
     pub fn open_with(path: impl AsRef<Path>, opts: SlideOptions) -> Result<Slide> {
         let given = path.as_ref();
+        if let Some(url) = given.to_str().filter(|s| looks_like_url(s)) {
+            return Slide::open_url(url, opts);
+        }
+        if !opts.storage.is_empty() {
+            let keys: Vec<&str> = opts.storage.keys().map(String::as_str).collect();
+            return Err(Error::Usage(format!("{}: storage options ({}) are for remote slides (s3://, gs://, az://, http(s):// URLs), not a local path", given.display(), keys.join(", "))));
+        }
         let resolved;
         let path = if std::fs::metadata(given).is_ok_and(|m| m.is_dir()) {
             resolved = format::resolve_dir(given)?;
@@ -55,6 +80,49 @@ impl Slide {
         let identity = src.metadata().ok().map(|m| FileIdentity::of(&m));
         let files = LocalFiles { path: path.to_path_buf() };
         Slide::open_source(path, Box::new(src), identity, Some(&files), opts)
+    }
+
+    #[cfg(feature = "remote")]
+    fn open_url(url: &str, opts: SlideOptions) -> Result<Slide> {
+        use crate::io::remote::{NetOptions, RemoteOptions, RemoteSource};
+        let s = crate::config::settings()?;
+        let settings = RemoteOptions {
+            net: NetOptions { retries: s.remote_retries, timeout: std::time::Duration::from_millis(s.remote_timeout_ms) },
+            concurrency: s.remote_concurrency,
+            readahead_bytes: s.remote_readahead_bytes,
+            index_cache: s.remote_index_cache.dir(),
+        };
+        let remote = Arc::new(RemoteSource::open(url, &opts.storage, settings)?);
+        let mut slide = Slide::open_source(Path::new(url), Box::new(remote.clone()), None, None, opts)?;
+        remote.end_open();
+        if slide.index.sources.len() > 1 {
+            return Err(Error::Unsupported {
+                at: Location::file(url),
+                feature: "slides of several files (DICOM folders, MIRAX) read remotely: not supported yet; open a local copy".into(),
+            });
+        }
+        slide.config.plan = slide.config.remote_plan;
+        slide.remote = Some((remote.clone(), remote.stats()));
+        Ok(slide)
+    }
+
+    #[cfg(not(feature = "remote"))]
+    fn open_url(url: &str, _opts: SlideOptions) -> Result<Slide> {
+        Err(Error::Unsupported { at: Location::file(url), feature: "remote slides: this build of slidestream has no remote storage (Cargo feature `remote`)".into() })
+    }
+
+    /// The request counters of a remote slide (`None` for a local one): what its open cost,
+    /// and every request since the slide was opened (the open's included).
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<(crate::io::remote::RemoteStats, crate::io::remote::RemoteStats)> {
+        self.remote.as_ref().map(|(r, at_open)| (*at_open, r.stats()))
+    }
+
+    /// The remote object of a URL slide (`None` for a local one): its URL, ETag, counters and
+    /// what the index cache did.
+    #[cfg(feature = "remote")]
+    pub fn remote_source(&self) -> Option<&crate::io::remote::RemoteSource> {
+        self.remote.as_ref().map(|(r, _)| &**r)
     }
 
     /// Open a slide from any [`ByteSource`] (memory, a remote object store, a fuzzer's
@@ -102,6 +170,8 @@ impl Slide {
             pool: opts.pool,
             icc: OnceLock::new(),
             scans: crate::read::partial::ScanMemory::new(),
+            #[cfg(feature = "remote")]
+            remote: None,
         })
     }
 

@@ -196,14 +196,16 @@ class SlideCache:
         self._lock = threading.Lock()
         self._slides: "OrderedDict[Any, Slide]" = OrderedDict()
 
-    def get(self, path: PathLike, cache_bytes: Any = None) -> Slide:
-        key = (os.fsencode(path), cache_bytes)
+    def get(self, path: PathLike, cache_bytes: Any = None, storage_options: Any = None) -> Slide:
+        """The slide at ``path`` (a URL with its ``storage_options`` dict included), opened
+        on first use in this process."""
+        key = (os.fsencode(path), cache_bytes, tuple(sorted((storage_options or {}).items())))
         with self._lock:
             s = self._slides.get(key)
             if s is not None:
                 self._slides.move_to_end(key)
                 return s
-        s = Slide(path, cache_bytes=cache_bytes)
+        s = Slide(path, cache_bytes=cache_bytes, storage_options=storage_options or None)
         with self._lock:
             self._slides[key] = s
             self._slides.move_to_end(key)
@@ -216,15 +218,16 @@ class SlideCache:
             self._slides.clear()
 
 
-def as_slides(paths_or_slides: Any, cache_bytes: Any) -> Tuple[Sequence[Slide], bool]:
+def as_slides(paths_or_slides: Any, cache_bytes: Any, storage_options: Any = None) -> Tuple[Sequence[Slide], bool]:
     """Return (slides, single): ``paths_or_slides`` is one path / :class:`Slide` or a sequence
-    of them. Paths become lazily opened :class:`Slide` objects (opened on first read)."""
+    of them. Paths (and URLs, opened with ``storage_options``) become lazily opened
+    :class:`Slide` objects (opened on first read)."""
 
     def one(p: Any) -> Slide:
         if isinstance(p, Slide):
             return p
         if isinstance(p, (str, bytes, os.PathLike)):
-            return Slide(p, cache_bytes=cache_bytes, lazy=True)
+            return Slide(p, cache_bytes=cache_bytes, lazy=True, storage_options=storage_options)
         raise TypeError(f"expected a path (str, bytes, os.PathLike) or slidestream.Slide, got {type(p).__name__}")
 
     if isinstance(paths_or_slides, (str, bytes, os.PathLike, Slide)):

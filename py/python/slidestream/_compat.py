@@ -172,8 +172,10 @@ class _AssociatedImageMap(Mapping[str, "Image.Image"]):
 class OpenSlide(AbstractSlide):
     """An open whole-slide image with openslide-python's API (``openslide.OpenSlide``).
 
-    ``OpenSlide(filename)``: ``filename`` is ``str``, ``bytes`` or ``os.PathLike`` (anything
-    else raises a ``ctypes.ArgumentError``, also a TypeError). Raises
+    ``OpenSlide(filename, *, storage_options=None)``: ``filename`` is ``str``, ``bytes`` or
+    ``os.PathLike`` (anything else raises a ``ctypes.ArgumentError``, also a TypeError), or a
+    URL of a remote slide (``s3://``, ``gs://``, ``az://``, ``http(s)://``; slidestream's
+    addition, with ``storage_options`` as :class:`slidestream.Slide`'s). Raises
     :data:`OpenSlideUnsupportedFormatError` for files slidestream does not read (and for a
     missing file), :data:`OpenSlideError` subclasses for damaged ones.
 
@@ -182,11 +184,11 @@ class OpenSlide(AbstractSlide):
     :attr:`slide`; it is not affected by the latch.
     """
 
-    def __init__(self, filename: Filename) -> None:
+    def __init__(self, filename: Filename, *, storage_options: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
         self._filename = filename
         try:
-            self._slide = Slide(_check_filename(filename))
+            self._slide = Slide(_check_filename(filename), storage_options=storage_options)
         except FileNotFoundError as e:
             raise _SlideNotFoundError(e.errno, e.strerror, e.filename) from e
         self._closed = False
@@ -358,7 +360,7 @@ class OpenSlide(AbstractSlide):
         self._handle()
 
 
-def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
+def open_slide(filename: Filename, *, storage_options: Optional[Dict[str, Any]] = None) -> Union[OpenSlide, ImageSlide]:
     """Open a whole-slide image with :class:`OpenSlide`, or a plain image with
     :class:`ImageSlide`: openslide-python's rule, with slidestream's detection.
 
@@ -368,7 +370,10 @@ def open_slide(filename: Filename) -> Union[OpenSlide, ImageSlide]:
     :data:`OpenSlideError` for a damaged or unsupported file). Only a file that is not a slide
     at all (detection returns None, or the file is missing) is handed to Pillow, whose errors
     (``PIL.UnidentifiedImageError``, ``FileNotFoundError``) propagate as with
-    openslide-python."""
+    openslide-python. A URL (with ``storage_options``) is always opened with
+    :class:`OpenSlide` (Pillow does not read URLs)."""
+    if storage_options is not None or (isinstance(filename, str) and "://" in filename):
+        return OpenSlide(filename, storage_options=storage_options)
     try:
         return OpenSlide(filename)
     except (UnsupportedFormatError, CorruptDataError, LimitsExceededError):

@@ -13,8 +13,10 @@ from . import _thumbnail
 from ._slidestream import Slide as _CoreSlide
 
 
-def _rebuild(cls: type, path: bytes, cache_bytes: Optional[int], closed: bool = False) -> "Slide":
-    slide = cls(path, cache_bytes=cache_bytes, lazy=True)
+def _rebuild(
+    cls: type, path: bytes, cache_bytes: Optional[int], closed: bool = False, storage_options: Optional[dict] = None
+) -> "Slide":
+    slide = cls(path, cache_bytes=cache_bytes, lazy=True, storage_options=storage_options or None)
     if closed:
         slide.close()
     return slide
@@ -58,8 +60,14 @@ class AssociatedImages(Mapping):
 class Slide(_CoreSlide):
     """An open whole-slide image (Aperio SVS, pyramidal tiled TIFF/BigTIFF).
 
-    ``Slide(path, *, cache_bytes=None)``; ``path`` is ``str``, ``bytes`` or ``os.PathLike``
-    (non-ASCII names work). ``cache_bytes`` gives this slide a private tile cache of that many
+    ``Slide(path, *, cache_bytes=None, storage_options=None)``; ``path`` is ``str``, ``bytes``
+    or ``os.PathLike`` (non-ASCII names work), or the URL of a slide in object storage or on an
+    HTTP server (``"s3://bucket/key.svs"``, ``"gs://…"``, ``"az://…"``, ``"https://…"``),
+    read by ranged requests; ``storage_options`` (dict of str → str / bool / int) configures
+    the store: ``endpoint``, ``region``, ``access_key_id``, ``secret_access_key``,
+    ``session_token``, ``anonymous``, ``allow_http`` or any of object_store's keys
+    (docs/remote.md); the providers' environment variables (``AWS_*``, ``GOOGLE_*``,
+    ``AZURE_*``) apply too. ``cache_bytes`` gives this slide a private tile cache of that many
     bytes; by default all slides of the process share one (``SLIDESTREAM_CACHE_BYTES``,
     256 MiB).
 
@@ -136,7 +144,9 @@ class Slide(_CoreSlide):
             return (acc / counts + 0.5).astype(np.uint8)
 
     def __reduce__(self):
-        return (_rebuild, (type(self), bytes(self.path_bytes), self.cache_bytes, self.closed))
+        # The storage options travel with the pickle (a worker reopens the remote slide with
+        # them): credentials in them are as safe as the pickle is.
+        return (_rebuild, (type(self), bytes(self.path_bytes), self.cache_bytes, self.closed, dict(self.storage_options)))
 
     def __fspath__(self) -> str:  # pragma: no cover - convenience
         return os.fsdecode(bytes(self.path_bytes))

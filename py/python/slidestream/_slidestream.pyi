@@ -133,8 +133,17 @@ class Slide:
     Thread-safe: share one ``Slide`` between threads; reads release the GIL.
     """
 
-    def __new__(cls, path: _Path, *, cache_bytes: Optional[int] = None, lazy: bool = False) -> Self:
-        """Open a slide. ``path``: str, bytes or os.PathLike. ``cache_bytes``: capacity in
+    def __new__(
+        cls,
+        path: _Path,
+        *,
+        cache_bytes: Optional[int] = None,
+        lazy: bool = False,
+        storage_options: Optional[Dict[str, Union[str, bool, int]]] = None,
+    ) -> Self:
+        """Open a slide. ``path``: str, bytes or os.PathLike, or a URL (``s3://``, ``gs://``,
+        ``az://``, ``http(s)://``) with ``storage_options`` for its store (an unknown key,
+        or options with a local path: InvalidArgumentError). ``cache_bytes``: capacity in
         bytes of a private tile cache for this slide (default: the process-wide cache,
         ``SLIDESTREAM_CACHE_BYTES``, 256 MiB). ``lazy=True`` defers opening to the first use.
 
@@ -145,6 +154,10 @@ class Slide:
     @property
     def path_bytes(self) -> bytes:
         """The file path as bytes (exact, also for non-UTF-8 names)."""
+
+    @property
+    def storage_options(self) -> Dict[str, str]:
+        """The storage options the slide was opened with (a new dict; empty for a local path)."""
 
     @property
     def cache_bytes(self) -> Optional[int]:
@@ -324,7 +337,11 @@ class Slide:
         """I/O counters since open in this process: ``requests`` (int), ``bytes`` (int) and
         ``path`` (str, ``"posix"``: positional reads) of this slide's CPU reads. Once this
         process has made a device read, also ``"gpu"``: the process-wide counters of the
-        device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). Never
+        device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). ``"remote"``:
+        None for a local slide; for a URL a dict of ``url``, ``requests`` (HTTP requests
+        since open, the open's included), ``bytes`` (bytes received), ``failed`` (requests
+        that failed after their retries), ``open_requests`` / ``open_bytes`` (what the open
+        cost), ``index_cache`` (``"off"``, ``"miss"`` or ``"hit"``) and ``etag``. Never
         initialises CUDA."""
 
     def close(self) -> None:

@@ -45,6 +45,14 @@ def _fspath(path: Any) -> Any:
     return p
 
 
+def _storage(path: Any, storage_options: Any) -> Any:
+    """The storage options a task opens ``path`` with: a :class:`Slide`'s own, else the
+    call's ``storage_options`` (None for local paths)."""
+    if isinstance(path, Slide):
+        return dict(path.storage_options) or None
+    return storage_options
+
+
 def _stat_token(path: Any) -> Tuple[int, int]:
     try:
         st = os.stat(path)
@@ -53,14 +61,16 @@ def _stat_token(path: Any) -> Tuple[int, int]:
         return (-1, -1)
 
 
-def _read_level_block(path: Any, level: int, downsample: float, background: Any, block_info: Any = None) -> np.ndarray:
+def _read_level_block(
+    path: Any, level: int, downsample: float, background: Any, storage_options: Any = None, block_info: Any = None
+) -> np.ndarray:
     (y0, y1), (x0, x1), _ = block_info[None]["array-location"]
-    slide = _SLIDES.get(path)
+    slide = _SLIDES.get(path, storage_options=storage_options)
     loc = [(level0_origin(x0, downsample), level0_origin(y0, downsample))]
     return slide.read_regions(loc, level, (x1 - x0, y1 - y0), background=background)[0]
 
 
-def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 255) -> "dask.array.Array":
+def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 255, storage_options: Any = None) -> "dask.array.Array":
     """One pyramid level as a lazy dask array.
 
     * ``path``: ``str``, ``bytes`` or ``os.PathLike`` (a :class:`slidestream.Slide` is accepted
@@ -75,6 +85,9 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
       size avoid decoding a tile in two tasks). Lengths must be positive ints (ValueError /
       TypeError naming ``chunks`` otherwise).
     * ``background``: int or (r, g, b) for transparent / missing pixels.
+    * ``storage_options``: for a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``), the
+      store's options as :class:`slidestream.Slide`'s (a :class:`Slide` given as ``path``
+      brings its own); they travel with every task.
 
     Returns a ``dask.array.Array`` of shape (height, width, 3), dtype ``uint8``, RGB, rows =
     level-``level`` y, columns = level-``level`` x; element ``[y, x]`` is level pixel (x, y)
@@ -86,15 +99,19 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
     from dask.base import tokenize
 
     p = _fspath(path)
+    storage = _storage(path, storage_options)
     level = check_level(level)
-    with Slide(p) as s:
+    with Slide(p, storage_options=storage) as s:
         if level >= s.level_count:
             _raise_invalid_level(s, level)
         width, height = s.level_dimensions[level]
         tw, th = s.level_tile_sizes[level]
         downsample = s.level_downsamples[level]
+        remote = s.io_stats().get("remote")
+    # A remote object's version is its ETag (a local file's: size and mtime).
+    version = remote["etag"] if remote else _stat_token(p)
     ch, cw = normalize_chunks(_check_chunks(chunks, (th, tw)), shape=(height, width), dtype=np.uint8)
-    name = "slidestream-read_level-" + tokenize(os.fsencode(p), _stat_token(p), level, ch, cw, background)
+    name = "slidestream-read_level-" + tokenize(os.fsencode(p), version, storage, level, ch, cw, background)
     return da.map_blocks(
         _read_level_block,
         name=name,
@@ -105,6 +122,7 @@ def read_level(path: Any, level: int, *, chunks: Any = None, background: Any = 2
         level=int(level),
         downsample=float(downsample),
         background=background,
+        storage_options=storage,
     )
 
 
@@ -151,8 +169,11 @@ def _raise_invalid_level(s: Slide, level: Any) -> None:
     raise InvalidArgumentError(f"{s.path!r}: level {level!r} does not exist (level count {s.level_count})")
 
 
-def _read_patch_chunk(paths: Sequence[Any], locs: np.ndarray, level: int, size: Tuple[int, int], background: Any) -> np.ndarray:
-    return read_patch_batch(lambda k: _SLIDES.get(paths[k]), locs, level, size, background)
+def _read_patch_chunk(
+    paths: Sequence[Any], locs: np.ndarray, level: int, size: Tuple[int, int], background: Any, storages: Any = None
+) -> np.ndarray:
+    st = storages or [None] * len(paths)
+    return read_patch_batch(lambda k: _SLIDES.get(paths[k], storage_options=st[k]), locs, level, size, background)
 
 
 def read_patches(
@@ -163,6 +184,7 @@ def read_patches(
     *,
     background: Any = 255,
     batch: int = 256,
+    storage_options: Any = None,
 ) -> "dask.array.Array":
     """Many patches of many slides as a lazy dask array.
 
@@ -178,6 +200,8 @@ def read_patches(
     * ``batch``: patches per task; each task makes one :meth:`Slide.read_regions` call per
       distinct slide among its patches (tiles shared by patches decoded once). Tasks only carry
       the paths they need.
+    * ``storage_options``: for URLs, the store's options as :class:`slidestream.Slide`'s (the
+      same for every URL; a :class:`Slide` in ``paths`` brings its own).
 
     Returns a ``dask.array.Array`` of shape (n, height, width, 3), dtype ``uint8``, RGB, in the
     order of ``locations``, chunked ``batch`` patches along axis 0. Files are not opened here;
@@ -189,6 +213,7 @@ def read_patches(
 
     single = isinstance(paths, (str, bytes, os.PathLike, Slide))
     plist = [_fspath(paths)] if single else [_fspath(p) for p in paths]
+    slist = [_storage(paths, storage_options)] if single else [_storage(p, storage_options) for p in paths]
     if not plist:
         raise ValueError("no slides given")
     locs = normalize_locations(locations, len(plist), allow_xy=single)
@@ -209,9 +234,12 @@ def read_patches(
         chunk = locs[start : start + batch]
         used, inverse = np.unique(chunk[:, 0], return_inverse=True)
         sub_paths = [plist[int(k)] for k in used]
+        sub_storage = [slist[int(k)] for k in used]
         sub = chunk.copy()
         sub[:, 0] = inverse.reshape(-1)
-        token = tokenize([os.fsencode(p) for p in sub_paths], [stats[int(k)] for k in used], sub, level, (w, h), background)
-        d = dask.delayed(_read_patch_chunk, pure=True)(sub_paths, sub, int(level), (w, h), background, dask_key_name=f"slidestream-read_patches-{token}")
+        token = tokenize([os.fsencode(p) for p in sub_paths], [stats[int(k)] for k in used], sub_storage, sub, level, (w, h), background)
+        d = dask.delayed(_read_patch_chunk, pure=True)(
+            sub_paths, sub, int(level), (w, h), background, sub_storage, dask_key_name=f"slidestream-read_patches-{token}"
+        )
         parts.append(da.from_delayed(d, shape=(sub.shape[0], h, w, 3), dtype=np.uint8, meta=meta))
     return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)

@@ -71,7 +71,7 @@ class PatchBatches(_Closing):
 
     ``PatchBatches(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
     seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
-    background=None, timeout=None)``
+    background=None, timeout=None, storage_options=None)``
 
     * ``slides``: a sequence of :class:`slidestream.Slide` and/or paths; paths are opened here
       (FileNotFoundError, UnsupportedFormatError, ... now) and closed by :meth:`close`; given
@@ -114,6 +114,8 @@ class PatchBatches(_Closing):
     * ``background``: int or (r, g, b) outside the image and on missing tiles (white by default).
     * ``timeout``: seconds to wait for one batch before raising TimeoutError (default: wait as
       long as the read takes).
+    * ``storage_options``: for paths that are URLs (``s3://``, ``gs://``, ``az://``,
+      ``http(s)://``), the store's options, as :class:`slidestream.Slide`'s.
 
     Iterating yields ``(batch, meta)`` (meta a :class:`BatchMeta`: the rows, their indices, the
     epoch and batch index). Each ``iter()`` starts a new epoch (and stops a previous iteration
@@ -146,6 +148,7 @@ class PatchBatches(_Closing):
         readers: int = 1,
         background: Any = None,
         timeout: Optional[float] = None,
+        storage_options: Optional[dict] = None,
     ) -> None:
         self.size = normalize_size(size)
         self.batch_size = check_int(batch_size, "batch_size", min_value=1, allow_bool=False)
@@ -173,7 +176,7 @@ class PatchBatches(_Closing):
                 if isinstance(s, Slide):
                     self.slides.append(s)
                 elif isinstance(s, (str, bytes, os.PathLike)):
-                    opened = Slide(s)
+                    opened = Slide(s, storage_options=storage_options)
                     self._owned.append(opened)
                     self.slides.append(opened)
                 else:

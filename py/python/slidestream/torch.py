@@ -77,8 +77,9 @@ class _PatchSource:
         transform: Optional[Callable[[np.ndarray], Any]] = None,
         cache_bytes: Optional[int] = None,
         device: Any = None,
+        storage_options: Optional[dict] = None,
     ) -> None:
-        self.slides, single = as_slides(paths_or_slides, cache_bytes)
+        self.slides, single = as_slides(paths_or_slides, cache_bytes, storage_options)
         self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
         self.level = check_level(level)
         self.size = normalize_size(size)
@@ -147,7 +148,7 @@ class _TorchPatches(_PatchSource):
     """Map-style dataset of fixed-size patches from one or more slides.
 
     ``PatchDataset(paths_or_slides, locations, level, size, *, background=255,
-    transform=None, cache_bytes=None, device=None)``
+    transform=None, cache_bytes=None, device=None, storage_options=None)``
 
     * ``paths_or_slides``: one path (``str``, ``bytes``, ``os.PathLike``) or
       :class:`slidestream.Slide`, or a sequence of them. Paths are opened lazily, on the first
@@ -168,6 +169,8 @@ class _TorchPatches(_PatchSource):
       picklable for ``spawn`` workers.
     * ``cache_bytes``: private tile cache of that many bytes for each slide opened from a path
       (default: the process-wide cache).
+    * ``storage_options``: for paths that are URLs (``s3://``, ``gs://``, ``az://``,
+      ``http(s)://``), the store's options, as :class:`slidestream.Slide`'s.
     * ``device``: None / ``"cpu"`` (default: CPU reads, tensors in host memory) or a CUDA
       device (``"cuda"``, ``"cuda:N"``, an int, a ``torch.device``): patches are read with
       one cross-slide ``read_patches(..., device=...)`` call per item or DataLoader batch and
@@ -286,12 +289,13 @@ class PatchLoader(PatchBatches):
         readers: int = 1,
         background: Any = None,
         timeout: Optional[float] = None,
+        storage_options: Optional[dict] = None,
     ) -> None:
         _torch()
         super().__init__(
             slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
             drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, readers=readers, background=background,
-            timeout=timeout,
+            timeout=timeout, storage_options=storage_options,
         )
 
     def _convert(self, batch: Any) -> Any:

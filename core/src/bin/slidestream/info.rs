@@ -63,6 +63,19 @@ pub(crate) fn info(path: &Path, json: bool, why: bool, io_stats: bool) -> Result
     Ok(())
 }
 
+/// The remote counters of `info --io-stats --json` (`null` for a local slide).
+fn remote_json(slide: &Slide) -> serde_json::Value {
+    #[cfg(feature = "remote")]
+    if let (Some((at_open, now)), Some(r)) = (slide.remote_stats(), slide.remote_source()) {
+        return serde_json::json!({
+            "url": r.url(), "requests": now.requests, "bytes": now.bytes, "failed": now.failed,
+            "open_requests": at_open.requests, "open_bytes": at_open.bytes, "index_cache": r.index_cache_use().as_str(),
+        });
+    }
+    let _ = slide;
+    serde_json::Value::Null
+}
+
 /// `info --io-stats`: what this command read from the slide file (the open's structure reads
 /// plus any reads since), and the GPU I/O path in effect (starting the GPU path when one is
 /// present).
@@ -80,8 +93,15 @@ fn print_io_stats(slide: &Slide, json: bool) {
             "bytes": total.bytes, "requests": total.requests,
             "open_bytes": open.bytes, "open_requests": open.requests,
         });
-        println!("{}", serde_json::json!({"cpu": cpu, "gpu": g}));
+        println!("{}", serde_json::json!({"cpu": cpu, "gpu": g, "remote": remote_json(slide)}));
         return;
+    }
+    #[cfg(feature = "remote")]
+    if let (Some((at_open, now)), Some(r)) = (slide.remote_stats(), slide.remote_source()) {
+        println!(
+            "remote io: {} HTTP requests, {} bytes received (open: {} requests, {} bytes; index cache {}; {})",
+            now.requests, now.bytes, at_open.requests, at_open.bytes, r.index_cache_use().as_str(), r.url()
+        );
     }
     println!(
         "cpu io: {} bytes in {} requests (open: {} bytes in {} requests; positional reads of the slide file)",

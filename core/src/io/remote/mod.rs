@@ -1,0 +1,410 @@
+//! Slides in object storage and over HTTP: a [`ByteSource`] of ranged GETs.
+//!
+//! [`RemoteSource`] reads one object (an S3 / GCS / Azure blob or an HTTP resource, see
+//! [`store`]) through Apache Arrow's `object_store` on this process's tokio runtime
+//! ([`runtime`]). What makes it fit a slide reader:
+//!
+//! - **One HEAD at open** gives the length and the ETag; every later GET sends
+//!   `If-Match: <etag>` and checks the ETag and the length of what came back, so an object
+//!   replaced while the slide is open is a typed error (`ESTALE`, "changed since the slide
+//!   was opened"), never bytes of two versions mixed. (A server that sends no ETag gets no
+//!   such check; the length is still checked.)
+//! - **Open-time readahead** ([`blocks`]): while the format driver parses the header, IFDs and
+//!   tag arrays, small reads are served from aligned blocks
+//!   (`SLIDESTREAM_REMOTE_READAHEAD_BYTES`, 256 KiB), fetched as one GET per run of missing
+//!   blocks, so an open costs a few requests instead of one per structure read. The blocks
+//!   are dropped when the open ends ([`RemoteSource::end_open`]); tile reads never go through
+//!   them (they would read whole blocks for one tile).
+//! - **An index cache** (`SLIDESTREAM_REMOTE_INDEX_CACHE`): the blocks an open read, with the
+//!   object's length and ETag, kept on disk keyed by URL; a reopen replays them and sends no
+//!   request at all (the first tile read's `If-Match` then checks the object is unchanged).
+//! - **Batched reads** ([`ByteSource::read_many`]): the read planner's coalesced requests of a
+//!   batch are issued concurrently (`SLIDESTREAM_REMOTE_CONCURRENCY` in flight), each attempt
+//!   bounded by `SLIDESTREAM_REMOTE_TIMEOUT_MS`, 5xx / connection errors / timeouts retried
+//!   `SLIDESTREAM_REMOTE_RETRIES` times with exponential backoff (object_store's
+//!   `RetryConfig`).
+//!
+//! Errors become `std::io::Error`s whose kind tells the cause (`NotFound` for 404,
+//! `PermissionDenied` for 401/403, `TimedOut`, `UnexpectedEof` for a short response,
+//! `StaleNetworkFileHandle` for a changed object) and whose message names the URL; the read
+//! layer adds the level and tile.
+
+pub(crate) mod blocks;
+pub(crate) mod runtime;
+pub mod store;
+
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{self, StreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt};
+
+use super::ByteSource;
+use crate::error::{Error, Location, Result};
+pub use store::{is_url, NetOptions, StorageOptions};
+
+/// Request counters of a remote source.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// HTTP requests sent (GETs and HEADs; a retried request counts once: object_store does
+    /// not report its retries).
+    pub requests: u64,
+    /// Bytes received in response bodies.
+    pub bytes: u64,
+    /// Requests that failed after their retries.
+    pub failed: u64,
+}
+
+/// What became of the index cache at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexCacheUse {
+    /// `SLIDESTREAM_REMOTE_INDEX_CACHE=off`, or the object has no ETag to key it by.
+    Off,
+    /// No usable entry: the open read the object and wrote one.
+    Miss,
+    /// The open was served from the entry: no request.
+    Hit,
+}
+
+impl IndexCacheUse {
+    /// `"off"`, `"miss"` or `"hit"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IndexCacheUse::Off => "off",
+            IndexCacheUse::Miss => "miss",
+            IndexCacheUse::Hit => "hit",
+        }
+    }
+}
+
+/// The settings of one remote source (from the `SLIDESTREAM_REMOTE_*` settings at open).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteOptions {
+    /// Retries and per-attempt timeout.
+    pub net: NetOptions,
+    /// Requests in flight at once in one [`ByteSource::read_many`] call.
+    pub concurrency: usize,
+    /// Block size of the open-time readahead, in bytes.
+    pub readahead_bytes: u64,
+    /// Folder of the index cache (`None` = off).
+    pub index_cache: Option<std::path::PathBuf>,
+}
+
+/// One object read by ranged GETs (module docs).
+pub struct RemoteSource {
+    url: String,
+    opts: StorageOptions,
+    settings: RemoteOptions,
+    /// The store, per process (see [`runtime`]): rebuilt after `fork`.
+    store: Mutex<(u32, Arc<dyn ObjectStore>)>,
+    path: ObjectPath,
+    len: u64,
+    etag: Option<String>,
+    open_phase: AtomicBool,
+    blocks: Mutex<blocks::Blocks>,
+    cache_use: IndexCacheUse,
+    requests: AtomicU64,
+    bytes: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl std::fmt::Debug for RemoteSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteSource").field("url", &self.url).field("len", &self.len).field("etag", &self.etag).finish()
+    }
+}
+
+impl RemoteSource {
+    /// Open `url`: a HEAD for its length and ETag (none when the index cache holds the
+    /// object: see the module docs), then the source is in its open phase (readahead blocks)
+    /// until [`end_open`](Self::end_open).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] for a bad URL or storage option ([`store::build`]); [`Error::Io`] naming
+    /// the URL when the HEAD fails (`NotFound`, `PermissionDenied`, `TimedOut`, ...).
+    pub fn open(url: &str, opts: &StorageOptions, settings: RemoteOptions) -> Result<RemoteSource> {
+        let at = Location::file(url);
+        let (store, path) = store::build(url, opts, settings.net)?;
+        let rt = runtime::runtime(&at)?;
+        let cached = settings.index_cache.as_deref().and_then(|dir| blocks::load(dir, url, settings.readahead_bytes));
+        let (len, etag, blocks, cache_use, requests) = match cached {
+            Some(entry) => (entry.len, Some(entry.etag), entry.blocks, IndexCacheUse::Hit, 0),
+            None => {
+                let meta = rt.block_on(store.head(&path)).map_err(|e| Error::io(&at, to_io(e)))?;
+                let cache_use = if settings.index_cache.is_some() && meta.e_tag.is_some() { IndexCacheUse::Miss } else { IndexCacheUse::Off };
+                (meta.size, meta.e_tag, blocks::Blocks::new(settings.readahead_bytes), cache_use, 1)
+            }
+        };
+        Ok(RemoteSource {
+            url: url.to_string(),
+            opts: opts.clone(),
+            store: Mutex::new((std::process::id(), store)),
+            path,
+            len,
+            etag,
+            open_phase: AtomicBool::new(true),
+            blocks: Mutex::new(blocks),
+            cache_use,
+            requests: AtomicU64::new(requests),
+            bytes: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            settings,
+        })
+    }
+
+    /// The URL the source reads.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The object's ETag (as the server sent it, quotes included), if it has one.
+    pub fn etag(&self) -> Option<&str> {
+        self.etag.as_deref()
+    }
+
+    /// Requests and bytes so far.
+    pub fn stats(&self) -> RemoteStats {
+        RemoteStats {
+            requests: self.requests.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What the index cache did at open.
+    pub fn index_cache_use(&self) -> IndexCacheUse {
+        self.cache_use
+    }
+
+    /// End the open phase: write the index cache entry (on a miss; a failed write is only
+    /// skipped — the cache is an optimisation) and drop the readahead blocks.
+    pub fn end_open(&self) {
+        if !self.open_phase.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let blocks = std::mem::replace(&mut *self.blocks.lock().unwrap_or_else(|e| e.into_inner()), blocks::Blocks::new(self.settings.readahead_bytes));
+        if let (IndexCacheUse::Miss, Some(dir), Some(etag)) = (self.cache_use, &self.settings.index_cache, &self.etag) {
+            let _ = blocks::store(dir, &self.url, self.len, etag, &blocks);
+        }
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        let pid = std::process::id();
+        let mut slot = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.0 != pid {
+            // After fork: the parent's client and its pooled connections are not usable here.
+            if let Ok((s, _)) = store::build(&self.url, &self.opts, self.settings.net) {
+                let old = std::mem::replace(&mut slot.1, s);
+                std::mem::forget(old);
+                slot.0 = pid;
+            }
+        }
+        slot.1.clone()
+    }
+
+    /// One ranged GET of `buf.len()` bytes at `offset`, checked (length, ETag).
+    async fn get_into(&self, store: &dyn ObjectStore, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset + buf.len() as u64;
+        let opts = GetOptions { if_match: self.etag.clone(), range: Some(GetRange::Bounded(offset..end)), ..Default::default() };
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let got = async {
+            let r = store.get_opts(&self.path, opts).await?;
+            let tag = r.meta.e_tag.clone();
+            let range = r.range.clone();
+            let bytes = r.bytes().await?;
+            Ok::<_, object_store::Error>((tag, range, bytes))
+        }
+        .await;
+        let (tag, range, bytes) = got.map_err(|e| {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            to_io(e)
+        })?;
+        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if let (Some(want), Some(tag)) = (&self.etag, &tag) {
+            if want != tag {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                return Err(changed(want, tag));
+            }
+        }
+        if range != (offset..end) || bytes.len() != buf.len() {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("the server sent {} bytes (range {}..{}) for bytes {offset}..{end}", bytes.len(), range.start, range.end),
+            ));
+        }
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    fn check_range(&self, len: usize, offset: u64) -> io::Result<()> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("bytes {offset}+{len} past the end of the object ({} bytes)", self.len))),
+        }
+    }
+
+    fn block_on<T>(&self, f: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
+        let rt = runtime::runtime(&Location::file(&self.url)).map_err(|e| io::Error::other(e.to_string()))?;
+        rt.block_on(f)
+    }
+}
+
+impl ByteSource for RemoteSource {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.check_range(buf.len(), offset)?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let store = self.store();
+        if self.open_phase.load(Ordering::Acquire) {
+            let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+            let runs = blocks.missing(offset, buf.len() as u64, self.len);
+            for (start, len) in runs {
+                let mut b = vec![0u8; len as usize];
+                self.block_on(self.get_into(&*store, &mut b, start))?;
+                blocks.insert(start, b);
+            }
+            if blocks.copy_out(buf, offset) {
+                return Ok(());
+            }
+            // Past the blocks' budget: read directly below.
+        }
+        self.block_on(self.get_into(&*store, buf, offset))
+    }
+
+    fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
+        let store = self.store();
+        let jobs = parts.iter_mut().map(|(buf, off)| {
+            let store = &*store;
+            async move {
+                self.check_range(buf.len(), *off)?;
+                if buf.is_empty() {
+                    return Ok(());
+                }
+                self.get_into(store, buf, *off).await
+            }
+        });
+        let results: io::Result<Vec<io::Result<()>>> = self.block_on(async {
+            // `buffered` keeps the order of the results; up to `concurrency` in flight.
+            Ok(stream::iter(jobs).buffered(self.settings.concurrency.max(1)).collect::<Vec<_>>().await)
+        });
+        Some(match results {
+            Ok(v) => v,
+            Err(e) => parts.iter().map(|_| Err(io::Error::new(e.kind(), e.to_string()))).collect(),
+        })
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+}
+
+fn changed(want: &str, got: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::StaleNetworkFileHandle,
+        format!("the object changed since the slide was opened (ETag {want} → {got}); reopen the slide"),
+    )
+}
+
+/// An `object_store` error as an `io::Error` whose kind tells the cause (the error's
+/// [`Location`] names the URL).
+pub(crate) fn to_io(e: object_store::Error) -> io::Error {
+    use object_store::Error as E;
+    let kind = match &e {
+        E::NotFound { .. } => io::ErrorKind::NotFound,
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => io::ErrorKind::PermissionDenied,
+        E::Precondition { .. } => io::ErrorKind::StaleNetworkFileHandle,
+        _ => http_kind(&e).unwrap_or(io::ErrorKind::Other),
+    };
+    let text = match kind {
+        io::ErrorKind::StaleNetworkFileHandle => "the object changed since the slide was opened (If-Match failed); reopen the slide".to_string(),
+        io::ErrorKind::NotFound => format!("no such object ({e})"),
+        io::ErrorKind::PermissionDenied => format!("access denied ({e})"),
+        io::ErrorKind::TimedOut => format!("timed out after the retries ({e})"),
+        _ => e.to_string(),
+    };
+    io::Error::new(kind, text)
+}
+
+/// The kind of the HTTP failure under an `object_store` error (`object_store::client::HttpError`
+/// in its source chain), if there is one.
+fn http_kind(e: &object_store::Error) -> Option<io::ErrorKind> {
+    use object_store::client::HttpErrorKind as K;
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(h) = s.downcast_ref::<object_store::client::HttpError>() {
+            return Some(match h.kind() {
+                K::Timeout => io::ErrorKind::TimedOut,
+                K::Connect => io::ErrorKind::ConnectionRefused,
+                K::Interrupted | K::Request => io::ErrorKind::ConnectionReset,
+                _ => io::ErrorKind::Other,
+            });
+        }
+        src = s.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net() -> NetOptions {
+        NetOptions { retries: 0, timeout: std::time::Duration::from_secs(1) }
+    }
+
+    #[test]
+    fn urls_and_paths() {
+        for u in ["s3://b/k.svs", "S3://b/k", "gs://b/k", "az://c/b", "abfss://c@a.dfs.core.windows.net/b", "http://h/x", "https://h:8443/a/b.tiff"] {
+            assert!(is_url(u), "{u}");
+        }
+        for p in ["/data/s.svs", "s.svs", "file://x", "s3://", "C:/x", "ftp://h/x", "relative/s3://x"] {
+            assert!(!is_url(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn options_are_checked_at_build() {
+        let mut o = StorageOptions::new();
+        o.insert("endpoint".into(), "http://127.0.0.1:9".into());
+        o.insert("anonymous".into(), "true".into());
+        assert!(store::build("s3://bucket/key.svs", &o, net()).is_ok());
+        o.insert("no_such_key".into(), "1".into());
+        let e = store::build("s3://bucket/key.svs", &o, net()).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)) && e.to_string().contains("no_such_key"), "{e}");
+        let e = store::build("s3://bucket", &StorageOptions::new(), net()).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "a bucket without a key: {e}");
+        let e = store::build("http://h:1/x", &[("region".to_string(), "x".to_string())].into(), net()).unwrap_err();
+        assert!(e.to_string().contains("\"region\""), "an S3 key for HTTP: {e}");
+        assert!(store::build("https://example.org/a.svs", &StorageOptions::new(), net()).is_ok());
+    }
+
+    #[test]
+    fn errors_keep_their_kind() {
+        let src = || Box::new(io::Error::other("x")) as Box<dyn std::error::Error + Send + Sync>;
+        let nf = object_store::Error::NotFound { path: "k".into(), source: src() };
+        assert_eq!(to_io(nf).kind(), io::ErrorKind::NotFound);
+        let pd = object_store::Error::PermissionDenied { path: "k".into(), source: src() };
+        assert_eq!(to_io(pd).kind(), io::ErrorKind::PermissionDenied);
+        let pre = object_store::Error::Precondition { path: "k".into(), source: src() };
+        assert_eq!(to_io(pre).kind(), io::ErrorKind::StaleNetworkFileHandle);
+        let g = object_store::Error::Generic { store: "S3", source: src() };
+        assert_eq!(to_io(g).kind(), io::ErrorKind::Other);
+    }
+
+    #[test]
+    fn a_refused_connection_is_a_typed_error_not_a_hang() {
+        // Port 9 on loopback: nothing listens; the HEAD fails at once with no retry.
+        let opts = RemoteOptions { net: net(), concurrency: 4, readahead_bytes: 1 << 16, index_cache: None };
+        let e = RemoteSource::open("http://127.0.0.1:9/x.svs", &StorageOptions::new(), opts).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{e}");
+        assert!(e.to_string().starts_with("http://127.0.0.1:9/x.svs"), "{e}");
+    }
+}
