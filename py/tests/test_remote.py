@@ -294,8 +294,11 @@ def test_500_twice_then_success(remote_servers, proxies, kind):
         np.testing.assert_array_equal(px, local.read_region((0, 0), 0, (100, 100)))
         statuses = [e["status"] for e in proxies[kind].log() if e["method"] == "GET"]
         assert statuses[:2] == [500, 500] and statuses[2] in (200, 206), statuses
-        # The retries are counted as requests (two failed attempts + the one that worked).
-        assert remote.io_stats()["remote"]["requests"] - before >= len(statuses)
+        # io_stats counts requests as the planner sent them (object_store's retries inside one
+        # are not separate requests), none of them failed; the proxy log above saw the retries.
+        after = remote.io_stats()["remote"]
+        assert after["requests"] > before
+        assert after["failed"] == 0
 
 
 @pytest.mark.parametrize("kind", ["s3", "http"])
@@ -322,7 +325,9 @@ def test_truncated_response_is_oserror(remote_servers, proxies, kind, mode):
         proxies[kind].add_rule(path=proxy_path(remote_servers, kind, key), method="GET", action="truncate", mode=mode, count=None)
         with pytest.raises(OSError):
             remote.read_region((0, 0), 0, (256, 256))
-        assert any(e["action"] and e["action"].startswith("truncate") for e in proxies[kind].log())
+        # The proxy cut an answer as asked: a short body under the promised length, or a 206
+        # whose Content-Range is correct but shorter than the range asked.
+        assert f"truncate-{mode}" in [e["action"] for e in proxies[kind].log()]
         proxies[kind].clear_rules()
         np.testing.assert_array_equal(remote.read_region((0, 0), 0, (256, 256)), local.read_region((0, 0), 0, (256, 256)))
 
@@ -333,7 +338,8 @@ def test_dropped_connection_then_success(remote_servers, proxies, kind):
     with slidestream.Slide(TESTDATA / key) as local, open_remote(remote_servers, kind, key, via_proxy=True) as remote:
         proxies[kind].add_rule(path=proxy_path(remote_servers, kind, key), method="GET", action="close", count=1)
         np.testing.assert_array_equal(remote.read_region((0, 0), 0, (128, 128)), local.read_region((0, 0), 0, (128, 128)))
-        assert [e["action"] for e in proxies[kind].log() if e["method"] == "GET"][0] == "close"
+        actions = [e["action"] for e in proxies[kind].log() if e["method"] == "GET"]
+        assert actions.count("close") == 1 and actions.count(None) >= 1, actions
 
 
 @pytest.mark.parametrize("kind", ["s3", "http"])
@@ -364,32 +370,60 @@ def test_storage_options_with_local_path_is_value_error():
         slidestream.Slide(TESTDATA / "boxes.tiff", storage_options={"region": "us-east-1"})
 
 
-def test_bad_url_scheme_is_clear_error():
+@pytest.mark.parametrize(
+    "url", ["ftp://example.invalid/slide.svs", "s3:///key.svs", "s3://bucket", "s3://", "http://"]
+)
+def test_bad_url_is_invalid_argument(url):
+    """docs/remote.md "Errors": a bad URL is an InvalidArgumentError naming it (not a local
+    path that happens not to exist)."""
     with pytest.raises(slidestream.InvalidArgumentError) as info:
-        slidestream.Slide("ftp://example.invalid/slide.svs")
-    assert "ftp" in str(info.value)
+        slidestream.Slide(url)
+    assert url in str(info.value)
+
+
+def test_http_requests_match_the_server_log(remote_servers):
+    """io_stats()["remote"] counts every request nginx saw for the object (HEAD + GETs)."""
+    key = scratch_copy(remote_servers, "http", TESTDATA / "tiled-rgb-u8.tif")
+    uri = "/" + key
+
+    def served() -> List[str]:
+        lines = pathlib.Path(remote_servers["http"]["access_log"]).read_text().splitlines()
+        return [ln for ln in lines if ln.split(" ")[1] == uri]
+
+    with open_remote(remote_servers, "http", key) as remote:
+        st = remote.io_stats()["remote"]
+        assert len(served()) == st["open_requests"]
+        remote.read_regions(np.array([[0, 0], [200, 300]]), 0, (64, 64))
+        st = remote.io_stats()["remote"]
+        lines = served()
+        assert len(lines) == st["requests"] > st["open_requests"]
+        assert sum(int(ln.rsplit(" ", 1)[1]) for ln in lines) == st["bytes"]
+        assert [ln.split(" ")[0] for ln in lines].count("HEAD") == 1
 
 
 # -- open cost and the index cache ---------------------------------------------------------
 def test_open_cost_table(remote_servers):
     rows = []
+    readahead = int(config.get("SLIDESTREAM_REMOTE_READAHEAD_BYTES"))
     for name in SHARED:
         kind, local = outcome(slidestream.Slide, TESTDATA / name)
         if kind == "err":
             continue
         with local, open_remote(remote_servers, "s3", name) as remote:
             st = remote.io_stats()["remote"]
-            local_preads = local.io_stats()["requests"]
             size = (TESTDATA / name).stat().st_size
-            rows.append((name, st["open_requests"], st["open_bytes"], local_preads, size))
+            blocks = -(-size // readahead)
+            rows.append((name, st["open_requests"], st["open_bytes"], blocks, size))
             assert st["index_cache"] == "off"
             assert st["url"] == s3_url(remote_servers, name)
             assert st["open_requests"] >= 1
             assert 0 < st["open_bytes"] <= size
-            # The open's reads coalesce into readahead blocks: never more requests than the
-            # local open's preads, plus the one HEAD.
-            assert st["open_requests"] <= local_preads + 1, (name, st, local_preads)
-    print("\n| slide | open_requests | open_bytes | local open preads | size (B) |\n|---|---:|---:|---:|---:|")
+            # One HEAD, then at most one GET per readahead block of the object (docs/remote.md:
+            # one GET per run of missing blocks, each block fetched once).
+            assert st["open_requests"] <= 1 + blocks, (name, st, blocks)
+            # The open's requests are counted in the slide's totals.
+            assert st["requests"] >= st["open_requests"] and st["bytes"] >= st["open_bytes"]
+    print("\n| slide | open_requests | open_bytes | readahead blocks | size (B) |\n|---|---:|---:|---:|---:|")
     for row in rows:
         print("| {} | {} | {} | {} | {} |".format(*row))
     assert rows
