@@ -309,13 +309,14 @@ def start_servers(
                 "vendor_objects": vendor_objects,
             }
         )
+        if state_path is not None:
+            Path(state_path).parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(str(state_path) + ".tmp")
+            tmp.write_text(json.dumps(state, indent=2))
+            os.replace(tmp, state_path)
     except BaseException:
         stop_servers(state)
         raise
-    if state_path is not None:
-        tmp = Path(str(state_path) + ".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        os.replace(tmp, state_path)
     return state
 
 
