@@ -34,9 +34,12 @@ Control API (on the proxy's own port; every other path is forwarded):
   answers ``{"rules": [...]}`` (all rules with their remaining counts).
 * ``DELETE /__proxy/rules``: drop every rule. ``GET /__proxy/rules``: list them.
 * ``GET /__proxy/log``: JSON list of the requests seen, oldest first, each
-  ``{"method", "path", "range", "status", "action", "bytes"}`` (``status`` is what the client
-  was sent, ``null`` for a dropped connection; ``bytes`` the body bytes sent; ``action`` the
-  rule applied or ``null``). ``DELETE /__proxy/log`` empties it.
+  ``{"method", "path", "range", "status", "action", "bytes", "time"}`` (``status`` is what the
+  client was sent, ``null`` for a dropped connection; ``bytes`` the body bytes sent;
+  ``action`` the rule applied (``truncate-body`` / ``truncate-range`` for truncations) or
+  ``null``). An entry is logged when its request arrives and its status and action are set
+  before the answer goes out, so a client that got an answer always finds them.
+  ``DELETE /__proxy/log`` empties it.
 * ``GET /__proxy/stats``: ``{"requests": n, "bytes": n, "by_method": {...}}`` since start
   (not reset by ``DELETE /__proxy/log``).
 * ``POST /__proxy/config`` ``{"delay_ms": N}``: change the added delay at run time.
@@ -177,12 +180,23 @@ class ProxyState:
         return None
 
     def record(self, entry: dict[str, Any]) -> None:
-        """Append one request to the log and the counters."""
+        """Append one request to the log and the counters (when it arrives, before forwarding:
+        a client that got any answer finds its entry in the log)."""
         with self.lock:
             self.log.append(entry)
             self.requests += 1
-            self.bytes += entry.get("bytes") or 0
             self.by_method[entry["method"]] = self.by_method.get(entry["method"], 0) + 1
+
+    def update(self, entry: dict[str, Any], **fields: Any) -> None:
+        """Set fields of a logged entry (under the lock)."""
+        with self.lock:
+            entry.update(fields)
+
+    def sent(self, entry: dict[str, Any], nbytes: int) -> None:
+        """Count ``nbytes`` body bytes about to be sent for ``entry``."""
+        with self.lock:
+            entry["bytes"] += nbytes
+            self.bytes += nbytes
 
 
 class _DropConnection(Exception):
@@ -276,7 +290,7 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
                 self._send_json(200, {"rules": current})
             elif route == "log" and self.command == "GET":
                 with st.lock:
-                    entries = list(st.log)
+                    entries = [dict(e) for e in st.log]
                 self._send_json(200, entries)
             elif route == "log" and self.command == "DELETE":
                 with st.lock:
@@ -307,18 +321,27 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
             self._send_json(400, {"error": str(exc)})
 
     # -- forwarding -------------------------------------------------------------------------
-    def _log(self, status: int | None, action: str | None, nbytes: int) -> None:
-        self.state.record(
-            {
-                "method": self.command,
-                "path": self.path,
-                "range": self.headers.get("Range"),
-                "status": status,
-                "action": action,
-                "bytes": nbytes,
-                "time": time.time(),
-            }
-        )
+    def _begin(self) -> None:
+        """Log this request as it arrives (status, action and bytes filled in before the answer)."""
+        self.entry: dict[str, Any] = {
+            "method": self.command,
+            "path": self.path,
+            "range": self.headers.get("Range"),
+            "status": None,
+            "action": None,
+            "bytes": 0,
+            "time": time.time(),
+        }
+        self.state.record(self.entry)
+
+    def _log(self, status: int | None, action: str | None) -> None:
+        """Record the status and action of the answer, before any of it is sent."""
+        self.state.update(self.entry, status=status, action=action)
+
+    def _write(self, data: bytes, wire: bytes | None = None) -> None:
+        """Send body bytes ``data`` (as ``wire`` when chunk-framed), counted first."""
+        self.state.sent(self.entry, len(data))
+        self.wfile.write(data if wire is None else wire)
 
     def _send_error_xml(self, status: int) -> None:
         code, message = S3_ERROR_CODES.get(status, ("InjectedError", "Injected by faultproxy"))
@@ -328,13 +351,13 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
             f"<Error><Code>{code}</Code><Message>{message}</Message>"
             f"<Resource>{resource}</Resource><RequestId>faultproxy</RequestId></Error>"
         ).encode()
+        self._log(status, "status")
         self.send_response(status)
         self.send_header("Content-Type", "application/xml")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(body)
-        self._log(status, "status", 0 if self.command == "HEAD" else len(body))
+            self._write(body)
 
     def _upstream_request(self, body: bytes) -> http.client.HTTPResponse:
         """Send the request upstream (reconnecting once if a kept-alive connection went stale)."""
@@ -361,10 +384,11 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
     def _forward(self) -> None:
         st = self.state
         body = self._read_body()
+        self._begin()
         rule = st.take_rule(self.command, self.path)
         action = rule["action"] if rule else None
         if action == "close":
-            self._log(None, "close", 0)
+            self._log(None, "close")
             raise _DropConnection()
         if action == "status":
             self._send_error_xml(rule["status"])
@@ -377,11 +401,11 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
             resp = self._upstream_request(body)
         except OSError as exc:
             data = f"faultproxy: upstream failed: {exc}".encode()
+            self._log(502, "upstream-error")
             self.send_response(502)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
-            self._log(502, "upstream-error", len(data))
+            self._write(data)
             return
         if st.delay_ms:
             time.sleep(st.delay_ms / 1000.0)
@@ -421,7 +445,9 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
                 action = "truncate-range"
             else:
                 action = "truncate-body"
-        self.send_response(resp.status, resp.reason)
+        self._log(resp.status, action)
+        # The upstream's own Server and Date headers are relayed: not a second pair.
+        self.send_response_only(resp.status, resp.reason)
         chunked = has_body and length is None
         for key, value in headers:
             self.send_header(key, value)
@@ -441,9 +467,9 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
                 if not data:
                     break
                 if chunked:
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self._write(data, b"%x\r\n%s\r\n" % (len(data), data))
                 else:
-                    self.wfile.write(data)
+                    self._write(data)
                 sent += len(data)
             if chunked:
                 self.wfile.write(b"0\r\n\r\n")
@@ -454,7 +480,6 @@ class ProxyHandler(http.server.BaseHTTPRequestHandler):
                     self.upstream.close()
                     self.upstream = None
         self.wfile.flush()
-        self._log(resp.status, action, sent)
 
 
 class ProxyServer(http.server.ThreadingHTTPServer):

@@ -14,6 +14,12 @@ export PATH="$PWD/.venv/bin:$PATH"
 export SLIDESTREAM_VENDOR_SLIDES="$PWD/target/vendor-slides"
 rm -rf "$SLIDESTREAM_VENDOR_SLIDES"
 .venv/bin/python scripts/make_vendor_slides.py "$SLIDESTREAM_VENDOR_SLIDES"
+# Local servers for the remote-slide tests (py/tests/test_remote.py): moto's S3 server and
+# nginx, each behind scripts/faultproxy.py, holding the shared test slides and the vendor slides
+# above; stopped on exit, whatever the outcome.
+export SLIDESTREAM_TEST_SERVERS="$PWD/target/test-servers.json"
+trap '.venv/bin/python scripts/remote_servers.py stop --state "$SLIDESTREAM_TEST_SERVERS" || true' EXIT
+.venv/bin/python scripts/remote_servers.py start --state "$SLIDESTREAM_TEST_SERVERS"
 # Rust: unit, integration and doc tests of the core.
 cargo test -p slidestream --locked 2>&1
 # The `cuda` feature builds everywhere (CUDA is loaded at run time); its unit tests check the
