@@ -4,7 +4,9 @@
 //! `Index.dat` and `Data*.dat` in a folder named after the `.mrxs`) find their other files
 //! through [`SiblingFiles`]. Over object storage the "folder" of `s3://b/dir/x.dcm` is the
 //! prefix `dir/`, listed with one LIST request (`list_with_delimiter`: objects directly under
-//! it, no recursion, as a local folder listing). A plain HTTP server has no listing: there the
+//! it, no recursion, as a local folder listing), keeping only the objects with the opened
+//! object's extension (the length and ETag of each from the listing, no HEAD). A plain HTTP
+//! server has no listing: there the
 //! listing is the opened object alone (a DICOM instance is then read by itself; MIRAX names its
 //! files and needs no listing).
 //!
@@ -118,11 +120,26 @@ impl SiblingFiles for RemoteFiles {
         let listing = rt.block_on(store.list_with_delimiter(Some(prefix))).map_err(|e| Error::io(&at, to_io(e)))?;
         // The folder's URL is the opened URL up to its last '/'.
         let base = &self.url[..self.url.rfind('/').map_or(0, |i| i + 1)];
-        let mut out: Vec<PathBuf> = listing
-            .objects
-            .iter()
-            .filter_map(|m| m.location.filename().map(|f| PathBuf::from(format!("{base}{f}"))))
-            .collect();
+        // Only objects with the opened object's extension (`.dcm`, or none): a prefix may hold
+        // thousands of other slides, and each candidate costs requests (a local folder
+        // listing is cheap, so the local rule keeps every file). Their length and ETag come
+        // from the LIST: no HEAD per object.
+        let ext = |name: &str| name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+        let mine = ext(&self.url[base.len()..]);
+        let mut out = Vec::new();
+        for m in &listing.objects {
+            let Some(f) = m.location.filename() else { continue };
+            if ext(f) != mine {
+                continue;
+            }
+            let url = format!("{base}{f}");
+            let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+            if !opened.contains_key(&url) {
+                let s = RemoteSource::from_listing(&url, &self.opts, self.settings.clone(), m.size, m.e_tag.clone())?;
+                opened.insert(url.clone(), Arc::new(s));
+            }
+            out.push(PathBuf::from(url));
+        }
         out.sort();
         Ok(out)
     }

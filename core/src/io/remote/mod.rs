@@ -155,6 +155,37 @@ impl RemoteSource {
         })
     }
 
+    /// A source for an object whose length and ETag a LIST already gave (no HEAD), in its
+    /// open phase as [`open`](Self::open) leaves it.
+    ///
+    /// # Errors
+    /// As [`store::build`].
+    pub(crate) fn from_listing(url: &str, opts: &StorageOptions, settings: RemoteOptions, len: u64, etag: Option<String>) -> Result<RemoteSource> {
+        let (store, path) = store::build(url, opts, settings.net)?;
+        let cached = settings.index_cache.as_deref().and_then(|dir| blocks::load(dir, url, settings.readahead_bytes)).filter(|e| etag.as_deref() == Some(e.etag.as_str()) && e.len == len);
+        let cache_use = match (&cached, &settings.index_cache, &etag) {
+            (Some(_), _, _) => IndexCacheUse::Hit,
+            (None, Some(_), Some(_)) => IndexCacheUse::Miss,
+            _ => IndexCacheUse::Off,
+        };
+        let blocks = cached.map_or_else(|| blocks::Blocks::new(settings.readahead_bytes), |e| e.blocks);
+        Ok(RemoteSource {
+            url: url.to_string(),
+            opts: opts.clone(),
+            store: Mutex::new((std::process::id(), store)),
+            path,
+            len,
+            etag,
+            open_phase: AtomicBool::new(true),
+            blocks: Mutex::new(blocks),
+            cache_use,
+            requests: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            settings,
+        })
+    }
+
     /// The URL the source reads.
     pub fn url(&self) -> &str {
         &self.url
