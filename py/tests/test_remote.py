@@ -151,11 +151,6 @@ def check_same_as_local(local_path: pathlib.Path, open_remote_fn) -> None:
         assert_same_slide(local, remote)
 
 
-def is_folder_slide_member(path: pathlib.Path) -> bool:
-    """A file of a slide of several files (MIRAX .mrxs; DICOM instances live in folders)."""
-    return path.suffix == ".mrxs"
-
-
 @pytest.fixture
 def proxies(remote_servers):
     """Control clients of the two proxies (rules and logs emptied before and after a test)."""
@@ -213,29 +208,68 @@ def test_vendor_slide_same_as_local(remote_servers, kind, name):
     if not remote_servers.get("vendor"):
         pytest.skip("the servers were started without SLIDESTREAM_VENDOR_SLIDES")
     path = _vendor_root() / name
-    if is_folder_slide_member(path):
-        # Slides of several files are refused remotely in this version (docs/remote.md).
-        with pytest.raises(slidestream.UnsupportedFormatError):
-            open_remote(remote_servers, kind, "vendor/" + name)
-        return
     check_same_as_local(path, lambda: open_remote(remote_servers, kind, "vendor/" + name))
 
 
-def test_dicom_folder_member_remote(remote_servers):
-    """An instance of a DICOM folder opened by URL is read alone (docs/remote.md, limits): it
-    opens as that one instance or is refused with UnsupportedFormatError, never a wrong slide."""
-    folder = TESTDATA / "CMU-1-Small-Region-dicom"
-    member = sorted(p.name for p in folder.iterdir() if p.suffix == ".dcm")[0]
-    key = f"{folder.name}/{member}"
-    kind, remote = outcome(open_remote, remote_servers, "s3", key)
+def _multifile_slides() -> List[Tuple[str, str]]:
+    """(key prefix, file to open relative to its data root) of every slide of several files
+    with a reference (``reference-multifile/*/regions.json`` names the file): the shared DICOM
+    series and the generated DICOM series."""
+    import json
+
+    out = []
+    for prefix, root in (("", TESTDATA), ("vendor/", _vendor_root())):
+        refs = root / "reference-multifile" if root is not None else None
+        if refs is None or not refs.is_dir():
+            continue
+        for d in sorted(refs.iterdir()):
+            f = d / "regions.json"
+            if f.is_file():
+                out.append((prefix, json.loads(f.read_text())["open"]))
+    return out
+
+
+MULTIFILE = _multifile_slides()
+
+
+@pytest.mark.parametrize("prefix,name", MULTIFILE, ids=[p + n for p, n in MULTIFILE])
+def test_series_over_s3_same_as_local(remote_servers, prefix, name):
+    """A DICOM series opened by the URL of one instance finds its other instances with one LIST
+    of the prefix and reads as the local series does (docs/remote.md, slides of several files)."""
+    if prefix and not remote_servers.get("vendor"):
+        pytest.skip("the servers were started without SLIDESTREAM_VENDOR_SLIDES")
+    root = TESTDATA if not prefix else _vendor_root()
+    check_same_as_local(root / name, lambda: open_remote(remote_servers, "s3", prefix + name))
+    with open_remote(remote_servers, "s3", prefix + name) as remote:
+        st = remote.io_stats()["remote"]
+        # One HEAD per object examined, one LIST, the readahead blocks: never one request per
+        # structure read.
+        files = len(list((root / name).parent.iterdir()))
+        assert 1 <= st["open_requests"] <= 1 + 2 * files + st["open_bytes"] // (256 << 10) + files, st
+
+
+@pytest.mark.parametrize("prefix,name", MULTIFILE, ids=[p + n for p, n in MULTIFILE])
+def test_series_instance_over_http_reads_alone(remote_servers, prefix, name):
+    """Plain HTTP has no listing: the instance is read by itself (docs/remote.md), its levels a
+    subset of the series' (same size, same pixels), never another slide."""
+    if prefix and not remote_servers.get("vendor"):
+        pytest.skip("the servers were started without SLIDESTREAM_VENDOR_SLIDES")
+    root = TESTDATA if not prefix else _vendor_root()
+    kind, remote = outcome(open_remote, remote_servers, "http", prefix + name)
     if kind == "err":
-        assert remote is slidestream.UnsupportedFormatError
+        # An instance that is not a slide by itself (a concatenation part, say): a typed error.
+        assert issubclass(remote, (slidestream.UnsupportedFormatError, slidestream.CorruptDataError)), remote
         return
-    with remote:
-        assert remote.vendor == "dicom"
+    with remote, slidestream.Slide(root / name) as local:
+        assert remote.vendor == local.vendor == "dicom"
+        assert remote.level_count <= local.level_count
         w, h = remote.level_dimensions[0]
-        px = remote.read_region((0, 0), 0, (min(64, w), min(64, h)))
-        assert px.shape == (min(64, h), min(64, w), 4)
+        if (w, h) in local.level_dimensions:
+            lv = local.level_dimensions.index((w, h))
+            ds = local.level_downsamples[lv]
+            size = (min(REGION, w), min(REGION, h))
+            np.testing.assert_array_equal(remote.read_region((0, 0), 0, size), local.read_region((0, 0), lv, size))
+            assert ds >= 1
 
 
 @pytest.mark.parametrize("name", ["CMU-1-Small-Region.svs", "boxes.tiff"])
