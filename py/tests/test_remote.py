@@ -463,8 +463,10 @@ def test_open_cost_table(remote_servers):
             assert st["open_requests"] >= 1
             assert 0 < st["open_bytes"] <= size
             # One HEAD, then at most one GET per readahead block of the object (docs/remote.md:
-            # one GET per run of missing blocks, each block fetched once).
-            assert st["open_requests"] <= 1 + blocks, (name, st, blocks)
+            # one GET per run of missing blocks, each block fetched once), and one LIST for a
+            # format that looks for its other files (DICOM).
+            listing = 1 if slidestream.detect_vendor(TESTDATA / name) == "dicom" else 0
+            assert st["open_requests"] <= 1 + blocks + listing, (name, st, blocks)
             # The open's requests are counted in the slide's totals.
             assert st["requests"] >= st["open_requests"] and st["bytes"] >= st["open_bytes"]
     print("\n| slide | open_requests | open_bytes | readahead blocks | size (B) |\n|---|---:|---:|---:|---:|")
