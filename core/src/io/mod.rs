@@ -70,9 +70,9 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// `true` for a source whose requests cross a network (each costs a round trip): the read
-    /// planner then uses the remote coalescing settings (`SLIDESTREAM_REMOTE_MAX_GAP_BYTES`,
-    /// `SLIDESTREAM_REMOTE_MAX_REQUEST_BYTES`).
+    /// `true` for a source whose requests cross a network (each costs a round trip: a
+    /// [`remote::RemoteSource`]). Informational: the open of a URL is what switches the slide's
+    /// planner to the remote coalescing settings (`Config::remote_plan`).
     fn is_remote(&self) -> bool {
         false
     }
