@@ -13,3 +13,6 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# nginx for the remote-slide tests (py/tests/test_remote.py, via scripts/remote_servers.py):
+# Debian's package unpacked into ~/.cache/slidestream-test/nginx, never installed as a service.
+bash "$(dirname "$0")/setup-nginx.sh" >/dev/null
