@@ -386,8 +386,6 @@ impl PySlide {
             rd.set_item("index_cache", r.index_cache_use().as_str())?;
             rd.set_item("etag", r.etag())?;
             d.set_item("remote", rd)?;
-        } else {
-            d.set_item("remote", py.None())?;
         }
         Ok(d)
     }

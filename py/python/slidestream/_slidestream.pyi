@@ -337,8 +337,8 @@ class Slide:
         """I/O counters since open in this process: ``requests`` (int), ``bytes`` (int) and
         ``path`` (str, ``"posix"``: positional reads) of this slide's CPU reads. Once this
         process has made a device read, also ``"gpu"``: the process-wide counters of the
-        device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). ``"remote"``:
-        None for a local slide; for a URL a dict of ``url``, ``requests`` (HTTP requests
+        device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). ``"remote"``
+        (absent for a local slide: use ``io_stats().get("remote")``): for a URL a dict of ``url``, ``requests`` (HTTP requests
         slidestream issued since open, the open's included; object_store's retries of a
         request are not counted), ``bytes`` (bytes received), ``failed`` (requests
         that failed after their retries), ``open_requests`` / ``open_bytes`` (what the open
