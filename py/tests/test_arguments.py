@@ -82,7 +82,7 @@ def test_non_utf8_names_in_dask_and_patch_sources(non_utf8):
     with Slide(CMU) as ref:
         expected = ref.read_regions([(10, 20)], 0, (16, 16))
     for given in (name, pathlib.Path(name)):
-        got = ssd.read_patches(given, [(10, 20)], 0, 16).compute(scheduler="sync")
+        got = ssd.read_patches(given, [(10, 20)], 16, 0).compute(scheduler="sync")
         assert np.array_equal(got, expected)
         assert ssd.read_level(given, 0).shape == (2967, 2220, 3)
         assert np.array_equal(_PatchSource(given, [(10, 20)], 0, 16).read_arrays([0]), expected)
@@ -176,16 +176,16 @@ def test_framework_adapter_ints():
     from slidestream.torch import _PatchSource
 
     for level in (-1, 2**70, -(2**70)):
-        _raises_not_overflow(InvalidArgumentError, lambda: ssd.read_patches(CMU, [(0, 0)], level, 8))
+        _raises_not_overflow(InvalidArgumentError, lambda: ssd.read_patches(CMU, [(0, 0)], 8, level))
         _raises_not_overflow(InvalidArgumentError, lambda: _PatchSource(CMU, [(0, 0)], level, 8))
     for size in (0, -1, (8, -(2**70))):
-        _raises_not_overflow(ValueError, lambda: ssd.read_patches(CMU, [(0, 0)], 0, size))
+        _raises_not_overflow(ValueError, lambda: ssd.read_patches(CMU, [(0, 0)], size, 0))
     for size in (2.5, (8, 2.5), (8, "8"), "8"):
-        e = _raises_not_overflow(TypeError, lambda: ssd.read_patches(CMU, [(0, 0)], 0, size))
+        e = _raises_not_overflow(TypeError, lambda: ssd.read_patches(CMU, [(0, 0)], size, 0))
         assert "size" in str(e)
     for batch in (0, -1, True):
-        _raises_not_overflow(ValueError, lambda: ssd.read_patches(CMU, [(0, 0)], 0, 8, batch=batch))
-    _raises_not_overflow(TypeError, lambda: ssd.read_patches(CMU, [(0, 0)], 0, 8, batch=2.0))
+        _raises_not_overflow(ValueError, lambda: ssd.read_patches(CMU, [(0, 0)], 8, 0, batch=batch))
+    _raises_not_overflow(TypeError, lambda: ssd.read_patches(CMU, [(0, 0)], 8, 0, batch=2.0))
     for level in (1.0, "0", None):
         _raises_not_overflow(TypeError, lambda: _PatchSource(CMU, [(0, 0)], level, 8))
         _raises_not_overflow(TypeError, lambda: ssd.read_level(CMU, level))
@@ -267,10 +267,10 @@ def test_patch_sources_cast_locations_safely():
         _ArrayLike(np.array([(10, 20), (30, 40)], "i2")),
     ):
         assert np.array_equal(_PatchSource(CMU, given, 0, 8).read_arrays([0, 1]), expected)
-        assert np.array_equal(ssd.read_patches(CMU, given, 0, 8).compute(scheduler="sync"), expected)
+        assert np.array_equal(ssd.read_patches(CMU, given, 8, 0).compute(scheduler="sync"), expected)
     for bad in (np.array([[0, 2**63]], np.uint64), np.array([[0, 2**64]], object), [(0, 0, 2**63)], [(0, 1e30)]):
         _raises_not_overflow(InvalidArgumentError, lambda: _PatchSource(CMU, bad, 0, 8))
-        _raises_not_overflow(InvalidArgumentError, lambda: ssd.read_patches(CMU, bad, 0, 8))
+        _raises_not_overflow(InvalidArgumentError, lambda: ssd.read_patches(CMU, bad, 8, 0))
     for bad in ({(0, 0): 1}, "ab", np.zeros((1, 2), bool), [(0, "1")]):
         e = _raises_not_overflow(TypeError, lambda: _PatchSource(CMU, bad, 0, 8))
         assert "locations must be" in str(e)

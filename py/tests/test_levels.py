@@ -124,8 +124,10 @@ def test_dask_and_torch_refuse_bad_levels():
         with pytest.raises(slidestream.InvalidArgumentError):
             ssd.read_level(path, level)
     with pytest.raises(slidestream.InvalidArgumentError):
-        ssd.read_patches([path], [(0, 0, 0)], -1, 8)
-    lazy = ssd.read_patches([path], [(0, 0, 0)], 4, 8)
+        ssd.read_patches([path], [(0, 0, 0)], 8, -1)
+    with pytest.raises(slidestream.InvalidArgumentError):
+        ssd.read_patches([path], [(0, 0, 0)], 8, 4)  # tasks sized by tiles: checked here
+    lazy = ssd.read_patches([path], [(0, 0, 0)], 8, 4, batch=1)
     with pytest.raises(slidestream.InvalidArgumentError):
         lazy.compute(scheduler="sync")
     with pytest.raises(slidestream.InvalidArgumentError):

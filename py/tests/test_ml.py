@@ -332,9 +332,9 @@ def dask_client():
 
 
 def _worker_open_slides():
-    import slidestream.dask
+    from slidestream.dask._common import SLIDES
 
-    return len(slidestream.dask._SLIDES._slides)
+    return len(SLIDES._slides)
 
 
 @needs_data
@@ -376,7 +376,7 @@ def test_dask_read_patches_on_distributed_equals_read_regions(dask_client, tmp_p
     x = np.where(k == 1, rng.integers(-20, 300, n), rng.integers(-50, 2250, n))
     y = np.where(k == 1, rng.integers(-20, 250, n), rng.integers(-50, 3000, n))
     locs = np.stack([k, x, y], axis=1)
-    arr = ssd.read_patches(paths, locs, 0, (40, 24), batch=64)
+    arr = ssd.read_patches(paths, locs, (40, 24), 0, batch=64)
     assert arr.shape == (n, 24, 40, 3) and arr.chunks[0] == (64, 64, 64, 64, 44)
     expected = np.empty((n, 24, 40, 3), np.uint8)
     for i, p in enumerate(paths):
@@ -386,7 +386,7 @@ def test_dask_read_patches_on_distributed_equals_read_regions(dask_client, tmp_p
     got = dask_client.compute(arr).result()
     assert np.array_equal(got, expected)
     # One slide, (x, y) locations, the local threaded scheduler.
-    one = ssd.read_patches(BOXES, [(0, 0), (100, 100)], 1, 32).compute(scheduler="threads")
+    one = ssd.read_patches(BOXES, [(0, 0), (100, 100)], 32, 1).compute(scheduler="threads")
     with Slide(BOXES) as s:
         assert np.array_equal(one, s.read_regions([(0, 0), (100, 100)], 1, (32, 32)))
 
@@ -402,8 +402,11 @@ def test_dask_errors():
     with pytest.raises(FileNotFoundError):
         ssd.read_level(DATA / "no-such-slide.svs", 0)
     with pytest.raises(IndexError):
-        ssd.read_patches([BOXES], [(1, 0, 0)], 0, 8)
-    lazy = ssd.read_patches([DATA / "no-such-slide.svs"], [(0, 0, 0)], 0, 8)
+        ssd.read_patches([BOXES], [(1, 0, 0)], 8, 0)
+    # Tasks sized by tiles open the slides first (errors now); batch= builds the graph unopened.
+    with pytest.raises(FileNotFoundError):
+        ssd.read_patches([DATA / "no-such-slide.svs"], [(0, 0, 0)], 8, 0)
+    lazy = ssd.read_patches([DATA / "no-such-slide.svs"], [(0, 0, 0)], 8, 0, batch=16)
     with pytest.raises(FileNotFoundError):
         lazy.compute(scheduler="sync")
-    assert ssd.read_patches([BOXES], np.zeros((0, 3), np.int64), 0, 8).shape == (0, 8, 8, 3)
+    assert ssd.read_patches([BOXES], np.zeros((0, 3), np.int64), 8, 0).shape == (0, 8, 8, 3)

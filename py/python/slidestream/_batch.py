@@ -6,6 +6,8 @@ Nothing here imports a framework. Locations are level-0 pixels; patch arrays are
 
 from __future__ import annotations
 
+import collections
+
 import math
 import operator
 import os
@@ -195,6 +197,9 @@ class SlideCache:
         self.capacity = capacity
         self._lock = threading.Lock()
         self._slides: "OrderedDict[Any, Slide]" = OrderedDict()
+        #: How many times each path was opened by this cache (``os.fsencode(path)`` → count):
+        #: one per path for as long as it stays among the ``capacity`` most recently used.
+        self.opens: "collections.Counter[bytes]" = collections.Counter()
 
     def get(self, path: PathLike, cache_bytes: Any = None, storage_options: Any = None) -> Slide:
         """The slide at ``path`` (a URL with its ``storage_options`` dict included), opened
@@ -207,6 +212,7 @@ class SlideCache:
                 return s
         s = Slide(path, cache_bytes=cache_bytes, storage_options=storage_options or None)
         with self._lock:
+            self.opens[key[0]] += 1
             self._slides[key] = s
             self._slides.move_to_end(key)
             while len(self._slides) > self.capacity:
@@ -214,8 +220,10 @@ class SlideCache:
         return s
 
     def clear(self) -> None:
+        """Drop every cached slide and the open counts."""
         with self._lock:
             self._slides.clear()
+            self.opens.clear()
 
 
 def as_slides(paths_or_slides: Any, cache_bytes: Any, storage_options: Any = None) -> Tuple[Sequence[Slide], bool]:
