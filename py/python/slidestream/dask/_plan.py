@@ -86,8 +86,8 @@ def patch_rows(patches: Any, n_slides: int, level: Optional[int], *, single: boo
 
 def tile_ranges(rows: np.ndarray, geometries: Sequence[SlideGeometry], size: Tuple[int, int]) -> np.ndarray:
     """For each row ``(slide, level, x, y)``, the tiles its patch touches as int64 (n, 4)
-    ``(col0, col1, row0, row1)``, half-open, clipped to the level's tile grid (an empty range
-    for a patch wholly outside the level). The level origin of a patch is
+    ``(col0, col1, row0, row1)``, half-open, of the patch's pixels inside the level (an empty range
+    for a patch wholly outside it). The level origin of a patch is
     ``floor(x / downsample)`` (slidestream's exact crop; docs/architecture.md). Raises
     InvalidArgumentError for a level the row's slide does not have."""
     n = rows.shape[0]
@@ -103,13 +103,16 @@ def tile_ranges(rows: np.ndarray, geometries: Sequence[SlideGeometry], size: Tup
             sel = np.flatnonzero(on_s & (rows[:, 1] == lv))
             d = g.downsamples[lv]
             (lw, lh), (tw, th) = g.dimensions[lv], g.tile_sizes[lv]
-            cols, nrows = -(-lw // tw), -(-lh // th)
             lx = np.floor(rows[sel, 2] / d).astype(np.int64)
             ly = np.floor(rows[sel, 3] / d).astype(np.int64)
-            out[sel, 0] = np.clip(np.floor_divide(lx, tw), 0, cols)
-            out[sel, 1] = np.clip(np.floor_divide(lx + w - 1, tw) + 1, 0, cols)
-            out[sel, 2] = np.clip(np.floor_divide(ly, th), 0, nrows)
-            out[sel, 3] = np.clip(np.floor_divide(ly + h - 1, th) + 1, 0, nrows)
+            # The patch's pixels inside the level, then the tiles holding them.
+            x0, x1 = np.clip(lx, 0, lw), np.clip(lx + w, 0, lw)
+            y0, y1 = np.clip(ly, 0, lh), np.clip(ly + h, 0, lh)
+            inside = (x1 > x0) & (y1 > y0)
+            out[sel, 0] = np.where(inside, x0 // tw, 0)
+            out[sel, 1] = np.where(inside, (x1 - 1) // tw + 1, 0)
+            out[sel, 2] = np.where(inside, y0 // th, 0)
+            out[sel, 3] = np.where(inside, (y1 - 1) // th + 1, 0)
     return out
 
 
