@@ -23,21 +23,7 @@ PART=${PART:-tests}
 OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/h200_issue15-$PART.log") 2>&1
-export PYTHONUNBUFFERED=1
-mkdir -p /run/udev/data
-printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n' > /run/udev/data/b$(printf '%d:%d' 0x$(stat -c '%t' /dev/vda) 0x$(stat -c '%T' /dev/vda))
-D=$PWD/.device
-PY=${PYTHON:-python3}
-if [ ! -f /tmp/ss/.done ]; then
-  rm -rf /tmp/ss
-  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ss $D/wheels/*.whl && touch /tmp/ss/.done
-fi
-export PYTHONPATH=/tmp/ss
-export LD_LIBRARY_PATH=$(find /tmp/ss/openslide_bin -name '*.so*' -printf '%h\n' | sort -u | paste -sd:):/usr/local/cuda/lib64
-mkdir -p /tmp/bin
-for b in $D/bin/*.gz; do n=$(basename "$b" .gz); [ -x /tmp/bin/$n ] || { gunzip -c "$b" > /tmp/bin/$n; chmod +x /tmp/bin/$n; }; done
-export SLIDESTREAM_TESTDATA=$D/testdata SLIDESTREAM_VENDOR_SLIDES=/tmp/vs
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+source benches/h200_device_env.sh  # the udev record, wheels in /tmp/ss, test binaries, test-data variables
 nproc; date -u
 if [ ! -f /tmp/vs/MANIFEST.md ]; then
   t=$(date +%s); $PY scripts/make_vendor_slides.py /tmp/vs | tail -1; echo "generated in $(( $(date +%s) - t )) s"

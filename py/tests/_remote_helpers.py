@@ -20,6 +20,34 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
 from faultproxy import ProxyControl  # noqa: E402
 import remote_servers as rs  # noqa: E402
 
+# What the test modules take with `from _remote_helpers import *` (the proxy client, the
+# servers' module and the helpers below; `proxies` is a fixture).
+__all__ = [
+    "ProxyControl",
+    "rs",
+    "REGION",
+    "SHARED",
+    "SLIDE_SUFFIXES",
+    "TESTDATA",
+    "VENDOR",
+    "_shared_slides",
+    "_vendor_root",
+    "_vendor_slides",
+    "assert_same_slide",
+    "check_same_as_local",
+    "http_url",
+    "open_remote",
+    "outcome",
+    "proxies",
+    "proxy_path",
+    "regions_of",
+    "s3_options",
+    "s3_put",
+    "s3_url",
+    "scratch_copy",
+    "scratch_replace",
+]
+
 TESTDATA = rs.default_testdata()
 SLIDE_SUFFIXES = (".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs", ".dcm")
 # Regions per level: at most this many pixels per side (keeps moto and the run small).

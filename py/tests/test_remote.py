@@ -24,33 +24,7 @@ import pytest
 import slidestream
 from slidestream import config
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts"))
-from faultproxy import ProxyControl  # noqa: E402
-import remote_servers as rs  # noqa: E402
-
-from _remote_helpers import (  # noqa: E402
-    REGION,
-    SHARED,
-    SLIDE_SUFFIXES,
-    TESTDATA,
-    VENDOR,
-    _shared_slides,
-    _vendor_root,
-    _vendor_slides,
-    assert_same_slide,
-    check_same_as_local,
-    http_url,
-    open_remote,
-    outcome,
-    proxies,
-    proxy_path,
-    regions_of,
-    s3_options,
-    s3_put,
-    s3_url,
-    scratch_copy,
-    scratch_replace,
-)
+from _remote_helpers import *  # noqa: F401,F403 - the servers' helpers, ProxyControl, rs, the `proxies` fixture
 
 
 # -- every slide, remote == local -----------------------------------------------------------

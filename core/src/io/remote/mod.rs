@@ -111,6 +111,16 @@ pub struct RemoteSource {
     failed: AtomicU64,
 }
 
+/// What an open learnt of the object before any tile read: its length and ETag, the readahead
+/// blocks (from the index cache or empty), whether the index cache was used, the requests sent.
+struct Known {
+    len: u64,
+    etag: Option<String>,
+    blocks: blocks::Blocks,
+    cache_use: IndexCacheUse,
+    requests: u64,
+}
+
 impl std::fmt::Debug for RemoteSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteSource").field("url", &self.url).field("len", &self.len).field("etag", &self.etag).finish()
@@ -138,21 +148,7 @@ impl RemoteSource {
                 (meta.size, meta.e_tag, blocks::Blocks::new(settings.readahead_bytes), cache_use, 1)
             }
         };
-        Ok(RemoteSource {
-            url: url.to_string(),
-            opts: opts.clone(),
-            store: Mutex::new((std::process::id(), store)),
-            path,
-            len,
-            etag,
-            open_phase: AtomicBool::new(true),
-            blocks: Mutex::new(blocks),
-            cache_use,
-            requests: AtomicU64::new(requests),
-            bytes: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            settings,
-        })
+        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, requests }))
     }
 
     /// A source for an object whose length and ETag a LIST already gave (no HEAD), in its
@@ -169,21 +165,26 @@ impl RemoteSource {
             _ => IndexCacheUse::Off,
         };
         let blocks = cached.map_or_else(|| blocks::Blocks::new(settings.readahead_bytes), |e| e.blocks);
-        Ok(RemoteSource {
+        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, requests: 0 }))
+    }
+
+    /// The source in its open phase, from what `open` / `from_listing` learnt of the object.
+    fn assemble(url: &str, opts: &StorageOptions, settings: RemoteOptions, (store, path): (Arc<dyn ObjectStore>, ObjectPath), k: Known) -> RemoteSource {
+        RemoteSource {
             url: url.to_string(),
             opts: opts.clone(),
             store: Mutex::new((std::process::id(), store)),
             path,
-            len,
-            etag,
+            len: k.len,
+            etag: k.etag,
             open_phase: AtomicBool::new(true),
-            blocks: Mutex::new(blocks),
-            cache_use,
-            requests: AtomicU64::new(0),
+            blocks: Mutex::new(k.blocks),
+            cache_use: k.cache_use,
+            requests: AtomicU64::new(k.requests),
             bytes: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             settings,
-        })
+        }
     }
 
     /// The URL the source reads.
