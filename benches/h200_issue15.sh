@@ -24,7 +24,6 @@ OUT=${OUT:-/tmp/h200-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/h200_issue15-$PART.log") 2>&1
 source benches/h200_device_env.sh  # the udev record, wheels in /tmp/ss, test binaries, test-data variables
-nproc; date -u
 if [ ! -f /tmp/vs/MANIFEST.md ]; then
   t=$(date +%s); $PY scripts/make_vendor_slides.py /tmp/vs | tail -1; echo "generated in $(( $(date +%s) - t )) s"
 fi
