@@ -32,7 +32,7 @@ if [ "$PART" = dask ] || [ "$PART" = all ]; then
   for i in $(seq -w 0 63); do ln -f /tmp/big/big.svs /tmp/c64/slide-$i.svs; done
   cat /tmp/big/big.svs > /dev/null  # in the page cache before the first run (every run reads it from memory)
   echo "== dask scaling: 64 slides, level 1 grid of 256 px, min_tissue 0.5"
-  timeout 520 $PY benches/dask_scaling.py /tmp/c64 --workers ${WORKERS:-1,2,4,8,16} --level 1 --budget-s 480 --out $OUT/dask_scaling.json
+  timeout 520 $PY benches/dask_scaling.py /tmp/c64 --workers ${WORKERS:-1,2,4,8,16} --level 1 ${CEILING:+--ceiling} --budget-s ${BUDGET:-480} --out $OUT/dask_scaling.json
   echo "== dask GPU test"
   timeout 60 $PY -m pytest -q -p no:cacheprovider py/tests/test_dask_gpu.py 2>&1 | tail -3
 fi
