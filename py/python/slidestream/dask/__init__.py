@@ -31,7 +31,7 @@ coordinates of a folder of slides written to Zarr.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._level import read_level
 from ._patches import map_patches, read_patches
@@ -49,6 +49,10 @@ def __getattr__(name: str) -> Any:
 
         return _plugin_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # at run time made on first lookup (__getattr__ above)
+    from ._workers import SlidestreamWorkers
 
 
 def __dir__() -> list:

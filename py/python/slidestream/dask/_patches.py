@@ -190,7 +190,7 @@ _BASE_COLUMNS = ("slide", "level", "x", "y")
 
 def _map_task(fn: Callable[..., Any], paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, used: np.ndarray,
               positions: np.ndarray, size: Tuple[int, int], background: Any, device: Any) -> Any:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     batch = _read(paths, storages, rows, size, background, device)
     glob = rows.copy()
@@ -208,7 +208,7 @@ def _map_task(fn: Callable[..., Any], paths: Sequence[Any], storages: Sequence[A
 
 
 def _meta_frame(meta: Any) -> Any:
-    import pandas as pd
+    import pandas as pd  # type: ignore[import-untyped]
 
     if meta is None:
         return None
@@ -278,7 +278,7 @@ def map_patches(
         parts.append(dask.delayed(_map_task, pure=True)(fn, sub_paths, sub_storage, sub, used, order[s:e], (w, h), background, device, dask_key_name=f"slidestream-map_patches-{key}"))
     frame_meta = _meta_frame(meta)
     if not parts:
-        import pandas as pd
+        import pandas as pd  # type: ignore[import-untyped]
 
         empty = frame_meta if frame_meta is not None else _meta_frame({})
         return dd.from_pandas(empty if empty is not None else pd.DataFrame(), npartitions=1)

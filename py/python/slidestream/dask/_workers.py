@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .. import config
 from .._batch import check_int
@@ -72,73 +72,82 @@ def _gpu_list(gpus: Any) -> Optional[List[int]]:
     return out
 
 
+_MAKE_LOCK = threading.Lock()
+
+
 def _plugin_class() -> type:
-    made = globals().get("SlidestreamWorkers")
-    if made is not None:
+    with _MAKE_LOCK:  # one class per process (pickle checks identity)
+        made = globals().get("SlidestreamWorkers")
+        if made is None:
+            made = _make_plugin_class()
         return made  # type: ignore[no-any-return]
+
+
+class _Workers:
+    """The methods of :class:`SlidestreamWorkers` (the class made with ``distributed``'s
+    ``WorkerPlugin`` as a base on first lookup). Set up every Dask worker for slidestream (register with
+    ``client.register_plugin(SlidestreamWorkers(...))`` or :func:`setup_workers`; workers
+    that join later get it too).
+
+    * ``cache_bytes``: the worker process's host tile cache (``SLIDESTREAM_CACHE_BYTES``),
+      bytes, >= 0. Per process: with several threads per worker they share it.
+    * ``decode_threads``: slidestream's CPU decode threads in the worker process
+      (``RAYON_NUM_THREADS``); ``"auto"`` (default) = the worker's Dask thread count, so
+      ``n`` workers of ``t`` threads on a host decode on ``n·t`` threads, not ``n·cores``;
+      None leaves it (one per core).
+    * ``gpus``: None (CPU workers), ``"all"`` (every device the worker sees) or CUDA
+      ordinals; worker ``k`` (a LocalCluster's worker name ``k``; other names count in the
+      order workers set up) gets ``gpus[k % len(gpus)]``, read by tasks given
+      ``device="worker"``. Each worker process then uses its own device only (its own
+      engine and context); a failing GPU fails that worker's tasks, not the others'.
+      Under dask-cuda (``CUDA_VISIBLE_DEVICES`` set per worker) give ``gpus=[0]``.
+    * ``settings``: any other slidestream settings (names as :func:`slidestream.config.set`).
+
+    A setting a worker's process already fixed (a slide was read there before) raises
+    :class:`slidestream.InvalidArgumentError` from the registration; a bad value
+    :class:`slidestream.ConfigError`; ``gpus`` on a worker without CUDA
+    :class:`slidestream.GpuUnavailableError`."""
+
+    idempotent = False
+    name = "slidestream"
+
+    def __init__(self, *, cache_bytes: Optional[int] = None, decode_threads: Union[int, str, None] = "auto",
+                 gpus: Union[None, str, Sequence[int]] = None, settings: Optional[Mapping[str, Any]] = None) -> None:
+        self.cache_bytes = None if cache_bytes is None else check_int(cache_bytes, "cache_bytes", min_value=0, allow_bool=False)
+        if decode_threads not in (None, "auto"):
+            decode_threads = check_int(decode_threads, "decode_threads", min_value=1, allow_bool=False)
+        self.decode_threads = decode_threads
+        self.gpus = _gpu_list(gpus)
+        self.settings = dict(settings or {})
+
+    def setup(self, worker: Any) -> None:
+        values = dict(self.settings)
+        if self.cache_bytes is not None:
+            values["SLIDESTREAM_CACHE_BYTES"] = self.cache_bytes
+        if values:
+            config.set(values)
+        threads = worker.state.nthreads if self.decode_threads == "auto" else self.decode_threads
+        if threads is not None:
+            os.environ["RAYON_NUM_THREADS"] = str(int(threads))
+        device = None
+        if self.gpus is not None:
+            device = _pick_gpu(self.gpus, worker)
+        with _LOCK:
+            _DEVICES[worker.address] = device
+
+    def teardown(self, worker: Any) -> None:
+        with _LOCK:
+            _DEVICES.pop(worker.address, None)
+
+
+def _make_plugin_class() -> type:
     from distributed import WorkerPlugin
-
-    class SlidestreamWorkers(WorkerPlugin):
-        """Set up every Dask worker for slidestream (register with
-        ``client.register_plugin(SlidestreamWorkers(...))`` or :func:`setup_workers`; workers
-        that join later get it too).
-
-        * ``cache_bytes``: the worker process's host tile cache (``SLIDESTREAM_CACHE_BYTES``),
-          bytes, >= 0. Per process: with several threads per worker they share it.
-        * ``decode_threads``: slidestream's CPU decode threads in the worker process
-          (``RAYON_NUM_THREADS``); ``"auto"`` (default) = the worker's Dask thread count, so
-          ``n`` workers of ``t`` threads on a host decode on ``n·t`` threads, not ``n·cores``;
-          None leaves it (one per core).
-        * ``gpus``: None (CPU workers), ``"all"`` (every device the worker sees) or CUDA
-          ordinals; worker ``k`` (a LocalCluster's worker name ``k``; other names count in the
-          order workers set up) gets ``gpus[k % len(gpus)]``, read by tasks given
-          ``device="worker"``. Each worker process then uses its own device only (its own
-          engine and context); a failing GPU fails that worker's tasks, not the others'.
-          Under dask-cuda (``CUDA_VISIBLE_DEVICES`` set per worker) give ``gpus=[0]``.
-        * ``settings``: any other slidestream settings (names as :func:`slidestream.config.set`).
-
-        A setting a worker's process already fixed (a slide was read there before) raises
-        :class:`slidestream.InvalidArgumentError` from the registration; a bad value
-        :class:`slidestream.ConfigError`; ``gpus`` on a worker without CUDA
-        :class:`slidestream.GpuUnavailableError`."""
-
-        idempotent = False
-        name = "slidestream"
-
-        def __init__(self, *, cache_bytes: Optional[int] = None, decode_threads: Union[int, str, None] = "auto",
-                     gpus: Union[None, str, Sequence[int]] = None, settings: Optional[Mapping[str, Any]] = None) -> None:
-            self.cache_bytes = None if cache_bytes is None else check_int(cache_bytes, "cache_bytes", min_value=0, allow_bool=False)
-            if decode_threads not in (None, "auto"):
-                decode_threads = check_int(decode_threads, "decode_threads", min_value=1, allow_bool=False)
-            self.decode_threads = decode_threads
-            self.gpus = _gpu_list(gpus)
-            self.settings = dict(settings or {})
-
-        def setup(self, worker: Any) -> None:
-            values = dict(self.settings)
-            if self.cache_bytes is not None:
-                values["SLIDESTREAM_CACHE_BYTES"] = self.cache_bytes
-            if values:
-                config.set(values)
-            threads = worker.state.nthreads if self.decode_threads == "auto" else self.decode_threads
-            if threads is not None:
-                os.environ["RAYON_NUM_THREADS"] = str(int(threads))
-            device = None
-            if self.gpus is not None:
-                device = _pick_gpu(self.gpus, worker)
-            with _LOCK:
-                _DEVICES[worker.address] = device
-
-        def teardown(self, worker: Any) -> None:
-            with _LOCK:
-                _DEVICES.pop(worker.address, None)
 
     # Pickled by reference (slidestream.dask._workers.SlidestreamWorkers, made again by the
     # module's __getattr__ in the worker), not by value.
-    SlidestreamWorkers.__module__ = __name__
-    SlidestreamWorkers.__qualname__ = "SlidestreamWorkers"
-    globals()["SlidestreamWorkers"] = SlidestreamWorkers
-    return SlidestreamWorkers
+    made = type("SlidestreamWorkers", (_Workers, WorkerPlugin), {"__module__": __name__, "__qualname__": "SlidestreamWorkers", "__doc__": _Workers.__doc__})
+    globals()["SlidestreamWorkers"] = made
+    return made
 
 
 def __getattr__(name: str) -> Any:
@@ -184,3 +193,7 @@ def worker_device_of_self(dask_worker: Any) -> Optional[int]:
     """The ordinal the plugin gave ``dask_worker`` (for ``client.run``)."""
     with _LOCK:
         return _DEVICES.get(dask_worker.address)
+
+
+if TYPE_CHECKING:  # what type checkers see; at run time the class comes from _plugin_class
+    SlidestreamWorkers = _Workers
