@@ -207,9 +207,30 @@ pub(crate) fn background_rgb(obj: Option<&Bound<'_, PyAny>>) -> PyResult<[u8; 3]
     Ok([t.0, t.1, t.2])
 }
 
+/// The ordinal a CUDA device without an index (`"cuda"`, `torch.device("cuda")`) means, as in
+/// torch: torch's current device (`torch.cuda.current_device()`, e.g. `local_rank` after
+/// `torch.cuda.set_device(local_rank)` under DDP) when the caller has imported torch and
+/// torch's CUDA state is initialised; otherwise 0 (torch's current device before it is
+/// initialised). Never imports torch nor initialises its CUDA state.
+///
+/// Errors: whatever `torch.cuda.is_initialized()` / `current_device()` raise; ValueError for
+/// a negative ordinal from them.
+fn default_cuda_ordinal(py: Python<'_>) -> PyResult<usize> {
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Ok(modules) = modules.cast::<PyDict>() else { return Ok(0) };
+    let Some(cuda) = modules.get_item("torch.cuda")? else { return Ok(0) };
+    if !cuda.call_method0("is_initialized")?.is_truthy()? {
+        return Ok(0);
+    }
+    let current: i64 = cuda.call_method0("current_device")?.extract()?;
+    usize::try_from(current).map_err(|_| PyValueError::new_err(format!("torch.cuda.current_device() returned {current}")))
+}
+
 /// Parse a `device=` argument: `None` / `"cpu"` / a `torch.device` of type `cpu` → `None`
-/// (the CPU path); `"cuda"` → 0; `"cuda:N"`, an int `N >= 0`, or an object with
-/// `.type == "cuda"` and `.index` (a `torch.device`; index `None` → 0) → `Some(N)`.
+/// (the CPU path); `"cuda:N"`, an int `N >= 0`, or an object with `.type == "cuda"` and
+/// `.index == N` (a `torch.device`) → `Some(N)`; `"cuda"` and `torch.device("cuda")` (no
+/// index) → torch's current device when torch is imported and its CUDA state initialised,
+/// else 0 (see [`default_cuda_ordinal`]).
 ///
 /// Malformed strings, negative or huge ordinals and other device types raise `ValueError`;
 /// objects of other types raise `TypeError`.
@@ -227,7 +248,7 @@ pub(crate) fn device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> 
         let bad_str = || -> PyResult<PyErr> { Ok(bad(s.repr()?.to_string())) };
         return match text.as_str() {
             "cpu" => Ok(None),
-            "cuda" => Ok(Some(0)),
+            "cuda" => default_cuda_ordinal(obj.py()).map(Some),
             t => match t.strip_prefix("cuda:") {
                 Some(n) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => match n.parse::<usize>() {
                     Ok(v) => Ok(Some(v)),
@@ -247,7 +268,7 @@ pub(crate) fn device(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> 
         if let (Ok(t), Ok(idx)) = (t.extract::<String>(), idx.extract::<Option<i64>>()) {
             return match (t.as_str(), idx) {
                 ("cpu", _) => Ok(None),
-                ("cuda", None) => Ok(Some(0)),
+                ("cuda", None) => default_cuda_ordinal(obj.py()).map(Some),
                 ("cuda", Some(i)) if i >= 0 => Ok(Some(i as usize)),
                 _ => Err(bad(obj.repr()?.to_string())),
             };

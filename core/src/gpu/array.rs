@@ -105,6 +105,11 @@ pub struct DeviceBatch {
 }
 
 impl DeviceBatch {
+    /// CUDA device ordinal of the batch's array.
+    pub fn device(&self) -> usize {
+        self.array.device()
+    }
+
     /// The array when every patch was read, else the first patch error.
     ///
     /// # Errors

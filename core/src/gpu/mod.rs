@@ -71,11 +71,24 @@ pub fn clear_device_cache(device: usize) {
     backend::clear_cache(device)
 }
 
-/// Whether a usable CUDA device is present (never panics; `false` without the `cuda` feature).
-/// Leaves nothing behind per call: it creates no stream and destroys the nvJPEG handle it makes to
-/// check the hardware backend (device 0's primary context is retained once per process).
+/// Whether a usable CUDA device is present: libcuda loads, `cuInit` succeeds and at least one
+/// device is visible (never panics; `false` without the `cuda` feature). Makes no context, no
+/// stream and no nvJPEG handle, on no device: under `torch.distributed` every rank asks this,
+/// and a context on device 0 per rank would cost each rank device 0's memory and change the
+/// calling thread's current device.
 pub fn available() -> bool {
-    probe().is_ok_and(|r| !r.devices.is_empty())
+    device_count().is_ok_and(|n| n > 0)
+}
+
+/// How many CUDA devices this process sees (after `CUDA_VISIBLE_DEVICES`); the valid ordinals
+/// of `device` arguments are `0..device_count()`. Makes no context.
+///
+/// # Errors
+/// [`GpuError::NotCompiled`](crate::error::GpuError::NotCompiled) without the `cuda` feature;
+/// [`GpuError::Unavailable`](crate::error::GpuError::Unavailable) when libcuda does not load or
+/// `cuInit` fails.
+pub fn device_count() -> Result<usize> {
+    backend::device_count()
 }
 
 /// Probe the GPU stack: load libcuda, `cuInit`, list devices, load nvJPEG and try its hardware

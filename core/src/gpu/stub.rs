@@ -10,6 +10,10 @@ pub(super) fn probe() -> Result<GpuReport> {
     Err(GpuError::NotCompiled.into())
 }
 
+pub(super) fn device_count() -> Result<usize> {
+    Err(GpuError::NotCompiled.into())
+}
+
 pub(super) fn stats(_device: usize) -> GpuStats {
     GpuStats::idle()
 }

@@ -45,8 +45,10 @@ class _TorchDeviceLike(Protocol):
     @property
     def index(self) -> Optional[int]: ...
 
-#: A CUDA device: ``"cuda"`` (device 0), ``"cuda:N"``, an int ``N >= 0`` or a ``torch.device``
-#: of type ``cuda``. (``"cpu"`` / a CPU ``torch.device`` select the CPU path.)
+#: A CUDA device: ``"cuda"`` (torch's current device when torch is imported and its CUDA state
+#: initialised, else device 0; likewise a ``torch.device("cuda")`` without an index),
+#: ``"cuda:N"``, an int ``N >= 0`` or a ``torch.device`` of type ``cuda``. (``"cpu"`` / a CPU
+#: ``torch.device`` select the CPU path.)
 _Device = Union[str, int, _TorchDeviceLike]
 
 @final

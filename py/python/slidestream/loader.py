@@ -31,6 +31,7 @@ import numpy as np
 
 from ._batch import check_int, normalize_size
 from ._errors import GpuUnavailableError, InvalidArgumentError
+from ._distributed import rank_share, resolve_rank, share_size
 from ._producer import BatchMeta, _Closing, _EpochIterator, _Reader, read_device_batch
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
@@ -71,7 +72,7 @@ class PatchBatches(_Closing):
 
     ``PatchBatches(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
     seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
-    background=None, timeout=None, storage_options=None)``
+    background=None, timeout=None, storage_options=None, rank=None, world_size=None)``
 
     * ``slides``: a sequence of :class:`slidestream.Slide` and/or paths; paths are opened here
       (FileNotFoundError, UnsupportedFormatError, ... now) and closed by :meth:`close`; given
@@ -96,7 +97,27 @@ class PatchBatches(_Closing):
       ``numpy.random.default_rng(SeedSequence(seed, spawn_key=(e,)))``: the same seed gives the
       same order of every epoch, epochs differ from each other. ``seed=None`` draws one
       (:attr:`seed` tells which, to reproduce a run).
-    * ``drop_last``: leave out a last batch smaller than ``batch_size``.
+    * ``drop_last``: leave out a last batch smaller than ``batch_size`` (with
+      ``world_size > 1`` also: cut the epoch's tail instead of padding it, see below).
+    * ``rank``, ``world_size``: this process's share of the samples when several processes
+      (one per GPU, ``torch.distributed``) read the same loader, as
+      ``torch.utils.data.DistributedSampler``. Give both or neither; by default the rank and
+      world size of an initialised ``torch.distributed`` default group when the caller has
+      imported torch already (torch is never imported here), else rank 0 of 1 (no split).
+      With a finite row set, epoch ``e``'s order (the shuffle, the same on every rank: with
+      ``world_size > 1`` and ``seed=None`` the seed is 0, DistributedSampler's default, since
+      the ranks must agree on it) is padded by repeating it from its start to a multiple of
+      ``world_size`` rows (``drop_last=True``: its tail cut to one instead), and rank ``r``
+      reads ``order[r::world_size]``, in batches of ``batch_size``: every rank gets the same
+      number of rows and of batches (what DDP's collectives need); the ranks' shares are
+      disjoint except for the padding rows and together cover every row (without
+      ``drop_last``). With a random sampler that has ``split(rank, world_size, epoch=)``
+      (:class:`~slidestream.sampling.RandomPatchSampler`), epoch ``e`` of rank ``r`` draws
+      from ``sampler.split(r, world_size, epoch=e)``: the ranks draw different patches and
+      each (rank, epoch) stream is reproducible (``set_epoch`` replays it). A sampler without
+      ``split`` is used as it is on every rank: seed it per rank (the loader cannot tell a
+      rank-aware sampler from one that is not). ValueError for one of the two alone or a rank
+      outside ``[0, world_size)``.
     * ``transform``: callable applied to each whole batch in the producer thread (numpy array,
       DeviceArray or, with :class:`~slidestream.torch.PatchLoader`, tensor); its result is
       yielded instead.
@@ -123,7 +144,7 @@ class PatchBatches(_Closing):
     or calling its ``close()``, stops the producer thread and frees the batches read ahead. A
     read that fails in the producer (a truncated or unreadable slide, a bad row) raises its
     exception, with its type, in the caller at that batch; the iteration then ends.
-    ``len()`` is the number of batches per epoch.
+    ``len()`` is the number of batches per epoch (of this rank).
 
     Raises (at construction) ValueError for a missing ``num_batches`` with a random sampler,
     ``shuffle`` with one, rows of the wrong shape or a bad ``batch_size`` / ``prefetch``;
@@ -149,7 +170,11 @@ class PatchBatches(_Closing):
         background: Any = None,
         timeout: Optional[float] = None,
         storage_options: Optional[dict] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
     ) -> None:
+        #: This process's rank and the number of ranks sharing the samples (0 and 1: no split).
+        self.rank, self.world_size = resolve_rank(rank, world_size)
         self.size = normalize_size(size)
         self.batch_size = check_int(batch_size, "batch_size", min_value=1, allow_bool=False)
         self.prefetch = check_int(prefetch, "prefetch", min_value=1, allow_bool=False)
@@ -203,8 +228,11 @@ class PatchBatches(_Closing):
                 src = [tuple(r) for r in src]
             #: The finite row set (int64 (n, 4)), or None with a random sampler.
             self.rows = _rows_array(src, len(self.slides), "sampler rows")
+        if seed is None and self.world_size > 1:
+            seed = 0  # every rank must shuffle alike: DistributedSampler's default seed
         entropy = np.random.SeedSequence(seed).entropy
-        #: The seed of the shuffles (the one given, or the one drawn when None was given).
+        #: The seed of the shuffles (the one given, or the one drawn when None was given; 0
+        #: for None with ``world_size > 1``).
         self.seed: int = int(entropy)  # type: ignore[arg-type]
         self._epoch = 0
         self._current: Optional["weakref.ReferenceType[_EpochIterator]"] = None
@@ -218,7 +246,7 @@ class PatchBatches(_Closing):
     def __len__(self) -> int:
         if self.rows is None:
             return int(self.num_batches or 0)
-        n = self.rows.shape[0]
+        n = share_size(self.rows.shape[0], self.world_size, self.drop_last)
         full = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         return full if self.num_batches is None else min(full, self.num_batches)
 
@@ -232,21 +260,39 @@ class PatchBatches(_Closing):
         self._epoch = check_int(epoch, "epoch", min_value=0, allow_bool=False)
 
     def order(self, epoch: int) -> np.ndarray:
-        """The positions in :attr:`rows` of epoch ``epoch``, in the order they are read
-        (int64 (n,)); ValueError with a random sampler."""
+        """The positions in :attr:`rows` this rank reads in epoch ``epoch``, in the order they
+        are read (int64 (k,)): the epoch's order (all rows, or their shuffle), then this
+        rank's share of it (the whole order with ``world_size == 1``; see ``rank``). The
+        last partial batch is included even with ``drop_last``, and ``num_batches`` does not
+        cut it. ValueError with a random sampler or a negative epoch."""
         if self.rows is None:
             raise ValueError("a random sampler has no fixed order")
+        epoch = check_int(epoch, "epoch", min_value=0, allow_bool=False)
         n = self.rows.shape[0]
         if not self.shuffle:
-            return np.arange(n, dtype=np.int64)
-        rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(check_int(epoch, "epoch", min_value=0),)))
-        return rng.permutation(n).astype(np.int64)
+            full = np.arange(n, dtype=np.int64)
+        else:
+            rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(epoch,)))
+            full = rng.permutation(n).astype(np.int64)
+        return rank_share(full, self.rank, self.world_size, self.drop_last)
+
+    def epoch_sampler(self, epoch: int) -> Any:
+        """The random sampler epoch ``epoch`` draws from: ``sampler.split(rank, world_size,
+        epoch=epoch)`` with ``world_size > 1`` and a sampler that has ``split``, else the
+        sampler given (its stream continuing across epochs). ValueError with a finite row set."""
+        if self._sampler is None:
+            raise ValueError("a finite row set has no random sampler")
+        epoch = check_int(epoch, "epoch", min_value=0, allow_bool=False)
+        split = getattr(self._sampler, "split", None)
+        if self.world_size > 1 and callable(split):
+            return split(self.rank, self.world_size, epoch=epoch)
+        return self._sampler
 
     def _plan(self, epoch: int) -> Iterator[Tuple[np.ndarray, Optional[np.ndarray]]]:
         n_batches = len(self)
         bs = self.batch_size
         if self.rows is None:
-            sampler, n_slides = self._sampler, len(self.slides)
+            sampler, n_slides = self.epoch_sampler(epoch), len(self.slides)
 
             def random_plan() -> Iterator[Tuple[np.ndarray, Optional[np.ndarray]]]:
                 for _ in range(n_batches):
@@ -301,4 +347,5 @@ class PatchBatches(_Closing):
         w, h = self.size
         src = f"{self.rows.shape[0]} rows" if self.rows is not None else f"random sampler, {self.num_batches} batches"
         dev = "" if self.device is None else f", device='cuda:{self.device}'"
-        return f"{type(self).__name__}({len(self.slides)} slide(s), {src}, size=({w}, {h}), batch_size={self.batch_size}{dev})"
+        split = "" if self.world_size == 1 else f", rank={self.rank}, world_size={self.world_size}"
+        return f"{type(self).__name__}({len(self.slides)} slide(s), {src}, size=({w}, {h}), batch_size={self.batch_size}{dev}{split})"

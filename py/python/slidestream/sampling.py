@@ -22,6 +22,7 @@ pixels** — the rows :func:`slidestream.read_patches` takes. Patch sizes are in
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Iterator, List, Optional, Sequence, Tuple
 
@@ -134,11 +135,18 @@ class RandomPatchSampler:
     """Random patches from the tissue of ``slides`` (see the module docs).
 
     ``size`` (width, height) in pixels of ``level``; ``min_tissue`` in [0, 1]; ``masks``
-    (one :class:`TissueMask` per slide) default to :func:`tissue_mask`; ``seed`` makes the
+    (one :class:`TissueMask` per slide) default to :func:`tissue_mask`; ``seed`` (an int >= 0) makes the
     sequence reproducible. Iterating yields ``(slide_index, level, x, y)`` forever;
     :meth:`sample` returns ``n`` of them as an int64 array (n, 4). A slide without tissue is
     never chosen; ValueError when no slide has any, or when ``max_tries`` candidates in a row
-    miss ``min_tissue``."""
+    miss ``min_tissue``.
+
+    Several processes (``torch.distributed`` ranks): :meth:`split` gives rank ``r`` its own
+    stream, ``SeedSequence(seed, spawn_key=(r, epoch))``, over the same slides and masks;
+    :class:`slidestream.PatchBatches` calls it per epoch when ``world_size > 1``. Give the
+    same ``seed`` on every rank to make the run reproducible (with ``seed=None`` each process
+    draws its own entropy, :attr:`seed`: the ranks' streams still differ, but cannot be
+    replayed unless that seed is recorded)."""
 
     def __init__(
         self,
@@ -167,13 +175,38 @@ class RandomPatchSampler:
         if len(self.masks) != len(self.slides):
             raise ValueError(f"{len(self.masks)} masks for {len(self.slides)} slides")
         self.max_tries = check_int(max_tries, "max_tries", min_value=1)
-        self._rng = np.random.default_rng(seed)
+        if seed is not None:
+            seed = check_int(seed, "seed", min_value=0, allow_bool=False)
+        #: The root seed (the one given, or the entropy drawn for ``seed=None``), int.
+        self.seed: int = int(np.random.SeedSequence(seed).entropy)  # type: ignore[arg-type]
+        #: The (rank, world_size, epoch) of a sampler made by :meth:`split`; None for the root.
+        self.split_of: Optional[Tuple[int, int, int]] = None
+        self._rng = np.random.default_rng(self.seed)
         self._cells = [np.flatnonzero(m.mask) for m in self.masks]
         area = np.array([c.size * m.downsample**2 for c, m in zip(self._cells, self.masks)], dtype=np.float64)
         if not area.any():
             raise ValueError("no slide has tissue in its mask")
         has = (area > 0).astype(np.float64)
         self._p = (area if weighting == "area" else has) / (area if weighting == "area" else has).sum()
+
+    def split(self, rank: int, world_size: int, *, epoch: int = 0) -> "RandomPatchSampler":
+        """A sampler over the same slides, masks and settings drawing rank ``rank``'s patches of
+        epoch ``epoch``: its generator is ``numpy.random.default_rng(SeedSequence(self.seed,
+        spawn_key=(rank, epoch)))`` (independent of this sampler's own stream, which it leaves
+        untouched; the same call gives the same stream, on any process). Splitting a split
+        sampler derives from the same root seed. ``world_size`` only checks ``rank``.
+
+        Raises ValueError when ``world_size < 1``, ``rank`` is outside ``[0, world_size)`` or
+        ``epoch < 0``; TypeError for non-integers."""
+        world_size = check_int(world_size, "world_size", min_value=1, allow_bool=False)
+        rank = check_int(rank, "rank", min_value=0, allow_bool=False)
+        if rank >= world_size:
+            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), not {rank}")
+        epoch = check_int(epoch, "epoch", min_value=0, allow_bool=False)
+        out = copy.copy(self)  # shares the masks and tissue cells (read only), not the generator
+        out.split_of = (rank, world_size, epoch)
+        out._rng = np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=(rank, epoch)))
+        return out
 
     def _candidates(self, k: int) -> Tuple[np.ndarray, np.ndarray]:
         """``k`` candidate rows (int64 (k, 4)), each a patch centred on a random point of a

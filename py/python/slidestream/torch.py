@@ -248,8 +248,17 @@ class PatchLoader(PatchBatches):
 
     ``PatchLoader(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
     seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
-    background=None, timeout=None)`` — the arguments of :class:`slidestream.PatchBatches` (slides, sampler,
-    epochs, ``break``, errors and ``meta`` work the same way).
+    background=None, timeout=None, storage_options=None, rank=None, world_size=None)`` — the
+    arguments of :class:`slidestream.PatchBatches` (slides, sampler, epochs, ``break``, errors,
+    ``meta`` and the rank split work the same way).
+
+    * Under ``torch.distributed`` (one process per GPU): ``rank`` / ``world_size`` default to
+      the initialised default group's, and each rank reads its own share of the samples
+      (``DistributedSampler``'s rule for a row set; ``sampler.split(rank, world_size,
+      epoch=)`` for a :class:`slidestream.sampling.RandomPatchSampler`); give each rank its
+      own GPU with ``device=f"cuda:{local_rank}"`` (or ``torch.cuda.set_device(local_rank)``
+      then ``device="cuda"``, which means torch's current device). docs/python.md, "Several
+      GPUs and torch.distributed", has a DDP example.
 
     * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
       memory (``torch.from_numpy`` of the decoded batch, no copy), decoded on slidestream's
@@ -290,12 +299,14 @@ class PatchLoader(PatchBatches):
         background: Any = None,
         timeout: Optional[float] = None,
         storage_options: Optional[dict] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
     ) -> None:
         _torch()
         super().__init__(
             slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
             drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, readers=readers, background=background,
-            timeout=timeout, storage_options=storage_options,
+            timeout=timeout, storage_options=storage_options, rank=rank, world_size=world_size,
         )
 
     def _convert(self, batch: Any) -> Any:

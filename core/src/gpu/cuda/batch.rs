@@ -37,6 +37,8 @@ pub(crate) fn read_batch(requests: &[PatchRequest<'_>], size: (u64, u64), opts: 
     if let Some(err) = &e.io.error {
         return Err(GpuError::Unavailable(err.clone()).into());
     }
+    // The caller's current context is restored when the read returns (context.rs).
+    let _restore = super::context::CurrentGuard::save()?;
     e.make_current()?;
     // Given back to the pool when dropped, a panic included.
     let mut lane = e.take_lane()?;

@@ -124,6 +124,40 @@ impl Drop for Context {
     }
 }
 
+/// The calling thread's current CUDA context, saved by [`CurrentGuard::save`] and made current
+/// again when the guard drops. Slidestream's entry points that run on a caller's thread (a
+/// read, a copy to the host, freeing an array, an engine's start) make their engine's context
+/// current; the guard keeps that from leaking out: the CUDA runtime (torch) takes the current
+/// context's device as its current device, so a read on `cuda:1` from a thread working on
+/// `cuda:0` must leave that thread on `cuda:0`.
+pub(crate) struct CurrentGuard {
+    saved: CUcontext,
+    pid: u32,
+}
+
+impl CurrentGuard {
+    /// Save the calling thread's current context (none is a valid state too).
+    pub(crate) fn save() -> Res<CurrentGuard> {
+        let mut saved = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local.
+        cu(unsafe { cuda()?.cuCtxGetCurrent(&mut saved) }, "cuCtxGetCurrent")?;
+        Ok(CurrentGuard { saved, pid: pid() })
+    }
+}
+
+impl Drop for CurrentGuard {
+    fn drop(&mut self) {
+        if self.pid != pid() {
+            return;
+        }
+        if let Ok(cuda) = cuda() {
+            // SAFETY: the context that was current on this thread when the guard was made (a
+            // primary context stays valid while retained; a null one unbinds the thread).
+            unsafe { cuda.cuCtxSetCurrent(self.saved) };
+        }
+    }
+}
+
 /// Streams alive in this process (made by [`Stream::new`] and not yet dropped).
 static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
 

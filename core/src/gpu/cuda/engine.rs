@@ -58,7 +58,13 @@ pub(crate) struct Engine {
     pub(crate) ctx: Context,
 }
 
+/// The started engines, by device ordinal. Held only to look one up or insert one, never while
+/// an engine starts (seconds: kernels, nvJPEG), so reads on a started device never wait for
+/// another device's start (or its failure).
 static ENGINES: OnceLock<Mutex<HashMap<usize, Arc<Engine>>>> = OnceLock::new();
+/// One start lock per device ordinal: two callers starting the same device make one engine;
+/// callers starting different devices start them at once.
+static STARTING: OnceLock<Mutex<HashMap<usize, Arc<Mutex<()>>>>> = OnceLock::new();
 
 fn engines() -> MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
     ENGINES
@@ -71,21 +77,42 @@ fn engines() -> MutexGuard<'static, HashMap<usize, Arc<Engine>>> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
-/// The engine of `device`, started on first use. Refuses in a process forked after CUDA was
-/// initialised.
-pub(crate) fn engine(device: usize) -> Result<Arc<Engine>> {
-    let mut map = engines();
+/// The started engine of `device`, or None; [`GpuError::Fork`] in a process forked after any
+/// engine was started (the map lock held only for the look-up).
+fn started(device: usize) -> Result<Option<Arc<Engine>>> {
+    let map = engines();
     if let Some(e) = map.get(&device) {
         if e.ctx.pid() != pid() {
             return Err(GpuError::Fork { parent: e.ctx.pid(), child: pid() }.into());
         }
-        return Ok(e.clone());
+        return Ok(Some(e.clone()));
     }
     if let Some(other) = map.values().next() {
         if other.ctx.pid() != pid() {
             return Err(GpuError::Fork { parent: other.ctx.pid(), child: pid() }.into());
         }
     }
+    Ok(None)
+}
+
+/// The engine of `device`, started on first use. Refuses in a process forked after CUDA was
+/// initialised. A device that fails to start (an ordinal past the device count, a device
+/// that cannot be used) returns its error and leaves every other device's engine as it is;
+/// the next call tries again.
+///
+/// The calling thread's current CUDA context is the same before and after.
+pub(crate) fn engine(device: usize) -> Result<Arc<Engine>> {
+    if let Some(e) = started(device)? {
+        return Ok(e);
+    }
+    let start_lock = STARTING.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner()).entry(device).or_default().clone();
+    let _starting = start_lock.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = started(device)? {
+        return Ok(e); // another thread started it while this one waited
+    }
+    // Engine::start makes the new context current; the caller's is restored when this drops
+    // (without libcuda there is nothing to save, and Engine::start reports why).
+    let _restore = super::context::CurrentGuard::save().ok();
     let t0 = std::time::Instant::now();
     let e = Arc::new(Engine::start(device)?);
     let t1 = std::time::Instant::now();
@@ -101,7 +128,7 @@ pub(crate) fn engine(device: usize) -> Result<Arc<Engine>> {
             trace::mono()
         );
     }
-    map.insert(device, e.clone());
+    engines().insert(device, e.clone());
     // The rest of the warm-up, on a thread that reads never wait for (warmup.rs).
     e.warm_in_background();
     Ok(e)

@@ -237,6 +237,9 @@ impl Drop for DevBlock {
             return; // a forked child must not touch the parent's CUDA state
         }
         if let Ok(cuda) = cuda() {
+            // The dropping thread's current context is restored afterwards (it may be a
+            // caller's thread working on another device).
+            let _restore = super::context::CurrentGuard::save();
             // SAFETY: allocated with cuMemAllocAsync by this engine; freed once, after every
             // call that used its tiles synchronised its streams (dropped with the last `Arc`).
             unsafe {
@@ -281,6 +284,7 @@ pub(crate) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
         return Err(GpuError::Fork { parent: a.pid, child: pid() }.into());
     }
     let e = super::engine::engine(a.device)?;
+    let _restore = super::context::CurrentGuard::save()?;
     e.make_current()?;
     let n = a.nbytes();
     let mut v = vec![0u8; n];
@@ -297,6 +301,8 @@ pub(crate) fn free_array(a: &mut DeviceArray) {
         return;
     }
     if let Some(e) = super::engine::existing(a.device) {
+        // The freeing thread (a DLPack deleter runs on the consumer's) keeps its context.
+        let _restore = super::context::CurrentGuard::save();
         if e.make_current().is_ok() {
             if let Ok(cuda) = cuda() {
                 if a.exported.load(Relaxed) {

@@ -72,6 +72,9 @@ pub(super) fn probe() -> Result<GpuReport> {
             }
             r.nvjpeg_version = Some((v[0], v[1], v[2]));
             if !r.devices.is_empty() {
+                // The caller's thread keeps its current context (device 0's is made current
+                // for the hardware check only).
+                let _restore = context::CurrentGuard::save();
                 match Context::process_wide(0).and_then(|_| decode::nvjpeg::probe_hardware()) {
                     Ok(Ok(engines)) => r.hardware_engines = engines,
                     Ok(Err(why)) => r.hardware_reason = Some(why),
@@ -81,6 +84,14 @@ pub(super) fn probe() -> Result<GpuReport> {
         }
     }
     Ok(r)
+}
+
+/// Devices visible to this process (`cuDeviceGetCount`; no context made).
+pub(super) fn device_count() -> Result<usize> {
+    let mut n = 0;
+    // SAFETY: out-pointer to a local.
+    cu(unsafe { cuda()?.cuDeviceGetCount(&mut n) }, "cuDeviceGetCount")?;
+    Ok(n.max(0) as usize)
 }
 
 /// Counters of `device`; zeros (and the compat mode asked for) when no engine was started.
@@ -118,6 +129,8 @@ pub(super) fn clear_cache(device: usize) {
 /// A slide closed (a purge hook of `cache::registry`): its tiles leave every device cache and
 /// its cuFile handle is released.
 fn purge_slide(id: u64) {
+    // Runs on the thread closing the slide: it keeps its current context.
+    let _restore = context::CurrentGuard::save();
     for e in engine::all() {
         let _ = e.make_current();
         e.cache.tiles.purge_slide(id);

@@ -58,6 +58,7 @@ impl Cuda {
         cuDevicePrimaryCtxRelease(d: CUdevice) -> c_int = cuDevicePrimaryCtxRelease_v2, rc;
         cuDevicePrimaryCtxSetFlags(d: CUdevice, flags: c_uint) -> c_int = cuDevicePrimaryCtxSetFlags_v2, rc;
         cuCtxSetCurrent(ctx: CUcontext) -> c_int = cuCtxSetCurrent, rc;
+        cuCtxGetCurrent(ctx: *mut CUcontext) -> c_int = cuCtxGetCurrent, rc;
         cuMemAlloc(p: *mut CUdeviceptr, n: usize) -> c_int = cuMemAlloc_v2, rc;
         cuMemFree(p: CUdeviceptr) -> c_int = cuMemFree_v2, rc;
         cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) -> c_int = cuMemcpyDtoH_v2, rc;
