@@ -26,11 +26,11 @@ export PYTHONPATH=/tmp/ss:/tmp/dk
 [ "${OVERLAY:-0}" = 1 ] && cp -r py/python/slidestream/. /tmp/ss/slidestream/ && echo "python layer from the tree"
 PART=${PART:-all}
 $PY -c "import numpy, dask, distributed, zarr, slidestream; print('numpy', numpy.__version__, 'dask', dask.__version__, 'zarr', zarr.__version__, 'slidestream', slidestream.__file__)"
+mkdir -p /tmp/big /tmp/c64
+[ -f /tmp/big/big.svs ] || $PY $D/make_big_svs.py /tmp/big/big.svs --source $D/testdata/CMU-1-Small-Region.svs
+for i in $(seq -w 0 63); do ln -f /tmp/big/big.svs /tmp/c64/slide-$i.svs; done
+cat /tmp/big/big.svs > /dev/null  # in the page cache before the first run (every run reads it from memory)
 if [ "$PART" = dask ] || [ "$PART" = all ]; then
-  mkdir -p /tmp/big /tmp/c64
-  [ -f /tmp/big/big.svs ] || $PY $D/make_big_svs.py /tmp/big/big.svs --source $D/testdata/CMU-1-Small-Region.svs
-  for i in $(seq -w 0 63); do ln -f /tmp/big/big.svs /tmp/c64/slide-$i.svs; done
-  cat /tmp/big/big.svs > /dev/null  # in the page cache before the first run (every run reads it from memory)
   echo "== dask scaling: 64 slides, level 1 grid of 256 px, min_tissue 0.5"
   timeout 520 $PY benches/dask_scaling.py /tmp/c64 --workers ${WORKERS:-1,2,4,8,16} --level 1 ${CEILING:+--ceiling} --budget-s ${BUDGET:-480} --out $OUT/dask_scaling.json
   echo "== dask GPU test"
@@ -38,18 +38,18 @@ if [ "$PART" = dask ] || [ "$PART" = all ]; then
 fi
 if [ "$PART" = gpu ] || [ "$PART" = all ]; then
   for mode in on off; do
-    for t in gpu; do
+    for t in gpu gpu_multi conformance; do
       echo "-- $t tests (SLIDESTREAM_COMPAT_MODE=$mode)"
       SLIDESTREAM_COMPAT_MODE=$mode timeout 200 /tmp/bin/$t-tests --test-threads 8 2>&1 | grep -E "^test |test result|panicked|assert" | grep -v " ok$" | tail -20
     done
   done
   echo "-- Python GPU tests"
-  timeout 200 $PY -m pytest -q -p no:cacheprovider py/tests/test_gpu.py py/tests/test_dask_gpu.py 2>&1 | tail -5
+  timeout 200 $PY -m pytest -q -p no:cacheprovider py/tests/test_gpu.py py/tests/test_gpu_multi.py py/tests/test_dask_gpu.py py/tests/test_distributed.py 2>&1 | tail -5
   if [ -f benches/ddp_patches.py ]; then
     n=$(nvidia-smi -L | wc -l)
     ws=1; [ "$n" -ge 2 ] && ws=1,2
     echo "== DDP patches into GPU memory, world sizes $ws"
-    timeout 240 $PY benches/ddp_patches.py --slides /tmp/c64 --world-sizes $ws --out $OUT/ddp.json
+    timeout 240 $PY benches/ddp_patches.py --slides '/tmp/c64/slide-[01]?.svs' --world-sizes $ws --batch 1024 --batches 30 --out $OUT/ddp.json
   fi
 fi
 date -u
