@@ -129,9 +129,15 @@ pub(super) fn clear_cache(device: usize) {
 /// A slide closed (a purge hook of `cache::registry`): its tiles leave every device cache and
 /// its cuFile handle is released.
 fn purge_slide(id: u64) {
+    let engines = engine::all();
+    if engines.is_empty() {
+        // No engine in this process: nothing to purge, and libcuda stays unloaded (closing a
+        // slide read only on the CPU must not load it: py/tests/test_gpu.py checks).
+        return;
+    }
     // Runs on the thread closing the slide: it keeps its current context.
     let _restore = context::CurrentGuard::save();
-    for e in engine::all() {
+    for e in engines {
         let _ = e.make_current();
         e.cache.tiles.purge_slide(id);
         e.io.files.drop_slide(id);
