@@ -9,6 +9,8 @@
 # PART=dask: benches/dask_scaling.py — the cohort pipeline (docs/examples/dask_cohort.py) over
 #   64 copies (hard links) of the 48000² SVS with 1, 2, 4, 8, 16 worker processes; then the
 #   Dask GPU test (one GPU per worker, map_patches(device="worker") == CPU).
+# PART=final: the Python GPU tests, then PART=dask with CEILING=1 (the same patch work in plain
+#   processes beside each worker count).
 # PART=gpu: the GPU test binaries (multi-device tests included) under both compat modes, the
 #   Python GPU tests, benches/ddp_patches.py (one process per GPU).
 set -uo pipefail
@@ -30,6 +32,11 @@ mkdir -p /tmp/big /tmp/c64
 [ -f /tmp/big/big.svs ] || $PY $D/make_big_svs.py /tmp/big/big.svs --source $D/testdata/CMU-1-Small-Region.svs
 for i in $(seq -w 0 63); do ln -f /tmp/big/big.svs /tmp/c64/slide-$i.svs; done
 cat /tmp/big/big.svs > /dev/null  # in the page cache before the first run (every run reads it from memory)
+if [ "$PART" = final ]; then
+  echo "-- Python GPU tests (the no-libcuda-on-close fix)"
+  timeout 150 $PY -m pytest -q -p no:cacheprovider py/tests/test_gpu.py py/tests/test_gpu_multi.py 2>&1 | tail -3
+  PART=dask CEILING=1
+fi
 if [ "$PART" = dask ] || [ "$PART" = all ]; then
   echo "== dask scaling: 64 slides, level 1 grid of 256 px, min_tissue 0.5"
   timeout 520 $PY benches/dask_scaling.py /tmp/c64 --workers ${WORKERS:-1,2,4,8,16} --level 1 ${CEILING:+--ceiling} --budget-s ${BUDGET:-480} --out $OUT/dask_scaling.json
