@@ -4,6 +4,9 @@
 a fault proxy in front of each (scripts/remote_servers.py). When ``SLIDESTREAM_TEST_SERVERS``
 names a state file (scripts/test-all.sh starts the servers once for the Rust and Python tests),
 that file is read; otherwise the servers are started for this session and stopped after it.
+
+``dask_client``: a ``distributed`` client on a LocalCluster of 2 worker processes × 1 thread,
+one per test module (skipped without ``distributed``).
 """
 
 from __future__ import annotations
@@ -46,3 +49,15 @@ def remote_servers():
         yield state
     finally:
         rs.stop_servers(state)
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
+    client = distributed.Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()

@@ -41,18 +41,6 @@ def _cohort():
     return out
 
 
-@pytest.fixture(scope="module")
-def cluster_client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
 def _direct(paths, rows, size):
     """The single-process reference: one slidestream.read_patches call."""
     slides = [Slide(p) for p in paths]
@@ -157,12 +145,12 @@ def test_patch_rows_forms():
 # --- read_patches / map_patches / map_slides on a LocalCluster of processes ---------------------
 
 
-def test_read_patches_many_slides_equals_single_process(cluster_client):
+def test_read_patches_many_slides_equals_single_process(dask_client):
     paths = _cohort()
     rows = _random_rows(paths, 600, seed=7)
     arr = ssd.read_patches(paths, rows, (48, 40), task_tiles=24)
     assert arr.shape == (len(rows), 40, 48, 3) and arr.numblocks[0] > 1
-    got = cluster_client.compute(arr).result()
+    got = dask_client.compute(arr).result()
     assert np.array_equal(got, _direct(paths, rows, (48, 40)))
     # The same graph on the threaded scheduler, and with batch= (fixed-size tasks).
     assert np.array_equal(arr.compute(scheduler="threads"), got)
@@ -188,12 +176,12 @@ def _means(batch, rows):
     return {"mean": b.mean(axis=(1, 2)), "red": b[:, :, 0].mean(axis=1), "slide_again": rows[:, 0].copy()}
 
 
-def test_map_patches_dataframe_equals_single_process(cluster_client):
+def test_map_patches_dataframe_equals_single_process(dask_client):
     paths = _cohort()
     rows = _random_rows(paths, 400, seed=8)
     df = ssd.map_patches(paths, rows, _means, 32, meta={"mean": "f8", "red": "f8", "slide_again": "i8"}, task_tiles=16)
     assert list(df.columns) == ["slide", "level", "x", "y", "mean", "red", "slide_again"]
-    got = cluster_client.compute(df).result().sort_index()
+    got = dask_client.compute(df).result().sort_index()
     assert got.index.tolist() == list(range(len(rows)))
     assert np.array_equal(got[["slide", "level", "x", "y"]].to_numpy(), rows)
     assert np.array_equal(got["slide_again"].to_numpy(), rows[:, 0])
@@ -221,14 +209,14 @@ def _opens():
     return dict(SLIDES.opens)
 
 
-def test_slides_open_once_per_worker(cluster_client):
+def test_slides_open_once_per_worker(dask_client):
     paths = _cohort()[:4]
-    cluster_client.run(lambda: __import__("slidestream.dask._common", fromlist=["SLIDES"]).SLIDES.clear())
+    dask_client.run(lambda: __import__("slidestream.dask._common", fromlist=["SLIDES"]).SLIDES.clear())
     rows = _random_rows(paths, 800, seed=9)
     arr = ssd.read_patches(paths, rows, 16, task_tiles=8)
     assert arr.numblocks[0] >= 8
-    cluster_client.compute(arr).result()
-    per_worker = cluster_client.run(_opens)
+    dask_client.compute(arr).result()
+    per_worker = dask_client.run(_opens)
     for counts in per_worker.values():
         assert counts and max(counts.values()) == 1
     opened = set().union(*(c.keys() for c in per_worker.values()))
@@ -239,9 +227,9 @@ def _dims(slide):
     return tuple(slide.dimensions)
 
 
-def test_map_slides_in_order_and_failures(cluster_client, tmp_path):
+def test_map_slides_in_order_and_failures(dask_client, tmp_path):
     paths = _cohort()
-    got = cluster_client.compute(ssd.map_slides(paths, _dims)).result()
+    got = dask_client.compute(ssd.map_slides(paths, _dims)).result()
     expected = []
     for p in paths:
         with Slide(p) as s:
@@ -249,11 +237,11 @@ def test_map_slides_in_order_and_failures(cluster_client, tmp_path):
     assert got == expected
     bad = tmp_path / "broken.svs"
     bad.write_bytes(b"II*\x00" + b"\x00" * 12)
-    mixed = cluster_client.compute(ssd.map_slides([paths[0], bad, paths[1]], _dims, errors="return")).result()
+    mixed = dask_client.compute(ssd.map_slides([paths[0], bad, paths[1]], _dims, errors="return")).result()
     assert mixed[0] == expected[0] and mixed[2] == expected[1]
     assert isinstance(mixed[1], ssd.SlideFailure) and mixed[1].index == 1 and isinstance(mixed[1].error, slidestream.SlideError)
     with pytest.raises(slidestream.SlideError):
-        cluster_client.compute(ssd.map_slides([paths[0], bad], _dims)).result()
+        dask_client.compute(ssd.map_slides([paths[0], bad], _dims)).result()
     with pytest.raises(ValueError):
         ssd.map_slides(paths, _dims, errors="ignore")
     with_index = ssd.map_slides(paths[:2], lambda i, s: (i, s.level_count), with_index=True).compute(scheduler="sync")
@@ -307,7 +295,7 @@ def _load_example():
     return mod
 
 
-def test_cohort_pipeline_distributed_equals_single_process(cluster_client, tmp_path):
+def test_cohort_pipeline_distributed_equals_single_process(dask_client, tmp_path):
     zarr = pytest.importorskip("zarr")
     pytest.importorskip("pandas")
     ex = _load_example()

@@ -319,18 +319,6 @@ def test_torch_dataloader_batches_equal_direct_reads(context):
 # --- slidestream.dask ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def dask_client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
-    client = distributed.Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        cluster.close()
-
-
 def _worker_open_slides():
     from slidestream.dask._common import SLIDES
 
