@@ -17,23 +17,14 @@ already imported it (``sys.modules``).
 
 from __future__ import annotations
 
-import operator
 import sys
 from typing import Any, Optional, Tuple
 
 import numpy as np
 
+from ._batch import check_int
+
 __all__ = ["resolve_rank", "rank_share", "share_size"]
-
-
-def _check_index(value: Any, name: str) -> int:
-    """``value`` as an int (anything with ``__index__`` but a bool); TypeError otherwise."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an int, not a bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
 
 
 def _torch_rank() -> Optional[Tuple[int, int]]:
@@ -60,7 +51,7 @@ def resolve_rank(rank: Any, world_size: Any) -> Tuple[int, int]:
         found = _torch_rank()
         r, ws = found if found is not None else (0, 1)
     else:
-        r, ws = _check_index(rank, "rank"), _check_index(world_size, "world_size")
+        r, ws = check_int(rank, "rank", allow_bool=False), check_int(world_size, "world_size", allow_bool=False)
     if ws < 1:
         raise ValueError(f"world_size must be >= 1, not {ws}")
     if not 0 <= r < ws:
