@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod jpeg;
+pub mod mirax;
 pub mod tiffwriter;
 
 use std::path::PathBuf;
