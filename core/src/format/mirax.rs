@@ -15,7 +15,9 @@
 //!   gives `openslide.objective-power`, anything else none); `[HIERARCHICAL]` HIER_COUNT (> 0),
 //!   NONHIER_COUNT (≥ 0), INDEXFILE, the `Slide zoom level` layer, which must be HIER_0, with
 //!   HIER_0_COUNT zoom levels and a section each; `[DATAFILE]` FILE_COUNT (> 0) and FILE_i
-//!   (relative to the folder). Each level section: IMAGE_CONCAT_FACTOR (level 0 at least 0,
+//!   (relative to the folder; every file the slide names must lie inside it: no `..`, no
+//!   absolute path, no symbolic link leading out — a slidestream rule, OpenSlide has none).
+//!   Each level section: IMAGE_CONCAT_FACTOR (level 0 at least 0,
 //!   others above 0; exponents add up, at most 30), OVERLAP_X/Y, MICROMETER_PER_PIXEL_X/Y,
 //!   IMAGE_FILL_COLOR_BGR, DIGITIZER_WIDTH/HEIGHT (> 0) and IMAGE_FORMAT (`JPEG`, `PNG`, `BMP24`).
 //! * non-hierarchical records: the record number of (name, value) is the sum of the counts of
@@ -53,11 +55,11 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use self::geometry::{base_size, default_positions, level_geom, place_level, SlideGeom};
+use self::geometry::{base_size, lattice_positions, level_geom, place_level, Positions, SlideGeom, MAX_CAMERA_IMAGES};
 use self::index::IndexDat;
 use self::ini::KeyFile;
 use self::settings::{ImageFormat, Settings};
-use super::{Bounds, FormatDriver, LayoutLevel, Probe, QuickhashInput, SiblingFiles, SlideLayout, MAX_TILE_EDGE};
+use super::{member_path, Bounds, FormatDriver, LayoutLevel, Probe, QuickhashInput, SiblingFiles, SlideLayout, MAX_TILE_EDGE};
 use crate::codec::stream::scan_header;
 use crate::error::{Error, Location, Result};
 use crate::index::{CodecInfo, Compression, Grid, ImageIndex, Photometric, SourceId, TileLoc};
@@ -91,7 +93,7 @@ fn read_whole(files: &dyn SiblingFiles, path: &Path, cap: u64) -> Result<Vec<u8>
 }
 
 fn read_ini(files: &dyn SiblingFiles, dir: &Path) -> Result<(Vec<u8>, KeyFile)> {
-    let path = dir.join("Slidedat.ini");
+    let path = member_path(files, dir, "the slide's key file", "Slidedat.ini", &Location::file(files.path()))?;
     let bytes = read_whole(files, &path, ini::MAX_INI_BYTES)?;
     let kf = KeyFile::parse(&bytes).map_err(|m| Error::format(&Location::file(&path), m))?;
     Ok((bytes, kf))
@@ -122,27 +124,46 @@ impl FormatDriver for Mirax {
         let (ini_bytes, kf) = read_ini(files, &dir)?;
         let ini_at = Location::file(dir.join("Slidedat.ini"));
         let s = Settings::read(&kf).map_err(|e| if e.unsupported { Error::unsupported(&ini_at, e.msg) } else { Error::format(&ini_at, e.msg) })?;
-        let ctx = Ctx { files, at, datafiles: s.datafiles.iter().map(|f| dir.join(f)).collect() };
-        let index_path = dir.join(&s.index_file);
+        // Every file the key file names stays inside the slide's folder.
+        let datafiles = s.datafiles.iter().enumerate().map(|(i, f)| member_path(files, &dir, &format!("[DATAFILE] FILE_{i}"), f, &ini_at)).collect::<Result<_>>()?;
+        let ctx = Ctx { files, at, datafiles };
+        let index_path = member_path(files, &dir, "[HIERARCHICAL] INDEXFILE", &s.index_file, &ini_at)?;
         let index_at = Location::file(&index_path);
         let ix = IndexDat::new(read_whole(files, &index_path, MAX_INDEX_BYTES)?, &s.slide_id).map_err(|m| Error::format(&index_at, m))?;
 
-        // Camera positions.
+        // Camera positions. The grid sizes loops and the position table: bounded before
+        // anything is sized by it, and a position record must hold exactly one entry per
+        // position before it is read or inflated.
         let d = s.divisions;
+        let images = s.images.0 as u64 * s.images.1 as u64;
+        if images > MAX_CAMERA_IMAGES {
+            return Err(Error::limits(
+                &ini_at,
+                format!("[GENERAL] IMAGENUMBER_X × IMAGENUMBER_Y = {} × {} camera images (at most {MAX_CAMERA_IMAGES} are accepted)", s.images.0, s.images.1),
+            ));
+        }
         let npositions = (s.images.0 / d) as usize * (s.images.1 / d) as usize;
         let l0 = &s.levels[0];
         let positions = match s.position_record {
             Some((rec, zlib)) => {
                 let r = ix.nonhier_record(rec).map_err(|m| Error::format(&index_at, format!("slide position info: {m}")))?;
-                let raw = ctx.record_bytes(r.fileno, r.offset, r.length)?;
                 let want = npositions * 9;
+                // zlib inflates at most 1032:1 (RFC 1950/1951: a 258-byte match per 2 bits).
+                let most = if zlib { (r.length.max(0) as u64).saturating_mul(1032) } else { r.length.max(0) as u64 };
+                if (!zlib && r.length as u64 != want as u64) || most < want as u64 {
+                    return Err(Error::format(
+                        &index_at,
+                        format!("slide position record of {} bytes{}: the {npositions} camera positions of IMAGENUMBER_X/Y need {want}", r.length, if zlib { " (zlib)" } else { "" }),
+                    ));
+                }
+                let raw = ctx.record_bytes(r.fileno, r.offset, r.length)?;
                 let buf = if zlib { inflate_exact(&raw, want).map_err(|m| Error::format(at, format!("position buffer: {m}")))? } else { raw };
                 if buf.len() != want {
                     return Err(Error::format(at, format!("slide position record of {} bytes, {npositions} positions need {want}", buf.len())));
                 }
-                parse_positions(&buf, 1i64 << l0.concat_exp).map_err(|m| Error::format(at, m))?
+                Positions::Listed(parse_positions(&buf, 1i64 << l0.concat_exp).map_err(|m| Error::format(at, m))?)
             }
-            None => default_positions(s.images, d, l0.image, l0.overlap),
+            None => lattice_positions(s.images, d, l0.image, l0.overlap),
         };
         let slide = SlideGeom { images: s.images, divisions: d, positions };
 

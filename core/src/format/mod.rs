@@ -77,22 +77,66 @@ pub trait SiblingFiles {
     /// `Io` naming the file.
     fn open(&self, path: &Path) -> Result<Box<dyn ByteSource>>;
     /// Length and identity of a file the slide's layout names (its extra sources), recorded at
-    /// open and checked by later reads ([`crate::io::multi`]). Default: the local file's
-    /// metadata (a regular file; its device, inode, size and mtime).
+    /// open and checked by later reads ([`crate::io::multi`]). Default: the local file, opened
+    /// as a slide is (a regular file; a FIFO or device is refused without blocking), its
+    /// device, inode, size, mtime and content sample
+    /// ([`crate::io::posix::FileSource::identity`]).
     ///
     /// # Errors
-    /// `Io` naming the file when it cannot be examined or is not a regular file.
+    /// `Io` naming the file when it cannot be opened, examined or is not a regular file.
     fn examine(&self, path: &Path) -> Result<(u64, Option<FileIdentity>)> {
-        let meta = std::fs::metadata(path).map_err(|e| Error::io(&Location::file(path), e))?;
-        if !meta.is_file() {
-            return Err(Error::io(&Location::file(path), std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file")));
-        }
-        Ok((meta.len(), Some(FileIdentity::of(&meta))))
+        let at = Location::file(path);
+        let f = crate::io::posix::FileSource::open(path).map_err(|e| Error::io(&at, e))?;
+        let id = f.identity().map_err(|e| Error::io(&at, e))?;
+        Ok((id.size, Some(id)))
     }
     /// How the slide's source set opens its extra files at their first read; `None` (default):
     /// as local files ([`crate::io::posix::FileSource`]).
     fn opener(&self) -> Option<crate::io::multi::Opener> {
         None
+    }
+    /// `Ok` when `path` (a file inside the folder `dir`, lexically) does not lead out of `dir`
+    /// through a symbolic link. Default: nothing to check (object stores have no links);
+    /// local files resolve both ([`LocalFiles`]).
+    ///
+    /// # Errors
+    /// A message saying the file leads out of the folder (never naming the target).
+    fn confine(&self, dir: &Path, path: &Path) -> std::result::Result<(), String> {
+        let _ = (dir, path);
+        Ok(())
+    }
+}
+
+/// The path of a file that a slide's own structure names (`entry` says where, e.g.
+/// `[DATAFILE] FILE_0` of `Slidedat.ini`; `name` is the value found there), confined to the
+/// slide's folder `dir`: a relative path of plain names (no `..`, no root, not empty) that
+/// does not lead out of `dir` through a symbolic link ([`SiblingFiles::confine`]). A slide
+/// never makes slidestream open a file outside its own folder.
+///
+/// # Errors
+/// `Format` at `at` naming the entry and its value (never what a link points to).
+pub(crate) fn member_path(files: &dyn SiblingFiles, dir: &Path, entry: &str, name: &str, at: &Location) -> Result<PathBuf> {
+    use std::path::Component;
+    let rel = Path::new(name);
+    let plain = !name.is_empty() && !name.contains('\0') && rel.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !plain || rel.components().all(|c| c == Component::CurDir) {
+        return Err(Error::format(at, format!("{entry} = {name:?} is not a file inside the slide's folder (a relative path without '..' is required)")));
+    }
+    let path = dir.join(rel);
+    files.confine(dir, &path).map_err(|m| Error::format(at, format!("{entry} = {name:?}: {m}")))?;
+    Ok(path)
+}
+
+/// Whether `path` resolves (through any symbolic links) to a file inside folder `dir`
+/// (resolved too); a path that does not exist yet is inside (its open fails on its own).
+fn resolves_inside(dir: &Path, path: &Path) -> bool {
+    if std::fs::symlink_metadata(path).is_err() {
+        return true;
+    }
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(path)) {
+        (Ok(d), Ok(p)) => p.starts_with(d),
+        // A dangling link, or a folder that cannot be resolved: not known to be inside.
+        _ => false,
     }
 }
 
@@ -120,10 +164,18 @@ impl SiblingFiles for LocalFiles {
         let f = crate::io::posix::FileSource::open(path).map_err(|e| Error::io(&Location::file(path), e))?;
         Ok(Box::new(f))
     }
+
+    fn confine(&self, dir: &Path, path: &Path) -> std::result::Result<(), String> {
+        if resolves_inside(dir, path) {
+            Ok(())
+        } else {
+            Err("a symbolic link that leads out of the slide's folder (or cannot be resolved)".into())
+        }
+    }
 }
 
-/// The regular files of folder `dir` (symbolic links to regular files included), sorted by
-/// name; no recursion.
+/// The regular files of folder `dir` (symbolic links to regular files inside `dir` included;
+/// links leading out of it are not the folder's files), sorted by name; no recursion.
 ///
 /// # Errors
 /// `Io` when the folder cannot be listed.
@@ -132,8 +184,10 @@ pub(crate) fn list_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io(&at, e))? {
         let e = e.map_err(|e| Error::io(&at, e))?;
-        // `metadata` follows symbolic links: a link to a regular file counts.
-        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) {
+        // `metadata` follows symbolic links: a link to a regular file counts when it stays in
+        // the folder.
+        let link = e.file_type().is_ok_and(|t| t.is_symlink());
+        if std::fs::metadata(e.path()).is_ok_and(|m| m.is_file()) && (!link || resolves_inside(dir, &e.path())) {
             out.push(e.path());
         }
     }

@@ -28,7 +28,13 @@ pub use grid::{Grid, Piece, PositionedGrid, PositionedTile, RegularGrid, SourceI
 pub use image::{ImageIndex, Level};
 
 /// What identifies a file beyond its path, so a reader can check it opens the same file the
-/// index was built from (POSIX `stat`: device, inode, size, modification time).
+/// index was built from (POSIX `stat`: device, inode, size, modification time; and, where
+/// recorded, a hash of the file's first and last bytes).
+///
+/// Two identities are the same file ([`FileIdentity::same_file`]) when device, inode and size
+/// agree and either the modification time or the content sample does: a file only touched
+/// (same bytes, new mtime) is still the file the index describes; a file rewritten in place
+/// with other bytes of the same length is not, when a sample was recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileIdentity {
     /// `st_dev`.
@@ -39,10 +45,16 @@ pub struct FileIdentity {
     pub size: u64,
     /// `st_mtime` in nanoseconds since the Unix epoch.
     pub mtime_ns: i128,
+    /// The first 8 bytes of SHA-256 over the file's first and last [`FileIdentity::SAMPLE_BYTES`]
+    /// bytes ([`crate::io::posix::FileSource::identity`]); `None` when not sampled.
+    pub sample: Option<u64>,
 }
 
 impl FileIdentity {
-    /// The identity in `meta` (from `fstat` of an open file, preferably).
+    /// Bytes hashed at each end of the file for [`FileIdentity::sample`].
+    pub const SAMPLE_BYTES: u64 = 4096;
+
+    /// The identity in `meta` (from `fstat` of an open file, preferably), without a sample.
     pub fn of(meta: &std::fs::Metadata) -> FileIdentity {
         use std::os::unix::fs::MetadataExt;
         FileIdentity {
@@ -50,7 +62,13 @@ impl FileIdentity {
             inode: meta.ino(),
             size: meta.len(),
             mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
+            sample: None,
         }
+    }
+
+    /// Whether device, inode and size agree (the same file object, not truncated or grown).
+    pub fn same_object(&self, now: &FileIdentity) -> bool {
+        (self.device, self.inode, self.size) == (now.device, now.inode, now.size)
     }
 }
 

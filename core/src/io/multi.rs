@@ -10,10 +10,11 @@
 //! sources into one request (a request never crosses a 2^44 boundary).
 //!
 //! A source file may be at most 2^44 bytes (16 TiB; `format::finish` refuses longer ones
-//! with `Limits`). The extra files are opened at the first read that needs them, and their
-//! identity (device, inode, size, mtime) must equal what the open recorded, else the read
-//! fails with an `Io` error naming the file ("changed since the slide was opened"), never with
-//! bytes of another file.
+//! with `Limits`). The extra files are opened at the first read that needs them, and must be
+//! the files the open examined ([`FileIdentity`]: same device, inode and size, and same
+//! modification time or same content sample — a file only touched still reads), else the read
+//! fails with an `Io` error of kind `StaleNetworkFileHandle` (Python: `OSError` with `ESTALE`)
+//! naming the file ("changed since the slide was opened"), never with bytes of another file.
 
 use std::io;
 use std::path::PathBuf;
@@ -127,12 +128,17 @@ fn open_checked(e: &Extra, opener: Option<&Opener>) -> Result<Box<dyn ByteSource
     let f = FileSource::open(&e.path).map_err(fail)?;
     if let Some(want) = e.identity {
         let now = f.metadata().map(|m| FileIdentity::of(&m)).map_err(fail)?;
-        if now != want {
-            return Err((
-                io::ErrorKind::InvalidData,
-                None,
-                format!("{} changed since the slide was opened (size {} → {} bytes, or replaced)", e.path.display(), want.size, now.size),
-            ));
+        let stale = |what: String| (io::ErrorKind::StaleNetworkFileHandle, None, format!("{} changed since the slide was opened ({what})", e.path.display()));
+        if !want.same_object(&now) {
+            return Err(stale(if want.size != now.size {
+                format!("{} → {} bytes", want.size, now.size)
+            } else {
+                "replaced by another file".into()
+            }));
+        }
+        // Only touched (same bytes, new mtime) is still the same file; other bytes are not.
+        if want.mtime_ns != now.mtime_ns && want.sample.is_some() && f.identity().map_err(fail)?.sample != want.sample {
+            return Err(stale("its bytes differ".into()));
         }
     }
     Ok(Box::new(f))

@@ -73,6 +73,28 @@ impl FileSource {
         self.file.metadata()
     }
 
+    /// The file's identity from `fstat(2)` of the open descriptor, with its content sample:
+    /// the first 8 bytes of SHA-256 over its first and last
+    /// [`FileIdentity::SAMPLE_BYTES`](crate::index::FileIdentity::SAMPLE_BYTES) bytes (two
+    /// positional reads of at most 4 KiB).
+    ///
+    /// # Errors
+    /// The OS error from `fstat(2)` or the reads.
+    pub fn identity(&self) -> io::Result<crate::index::FileIdentity> {
+        use sha2::Digest;
+        let mut id = crate::index::FileIdentity::of(&self.file.metadata()?);
+        let n = crate::index::FileIdentity::SAMPLE_BYTES.min(id.size);
+        let mut buf = vec![0u8; n as usize];
+        let mut h = sha2::Sha256::new();
+        for at in [0, id.size - n] {
+            self.file.read_exact_at(&mut buf, at)?;
+            h.update(&buf);
+        }
+        let d = h.finalize();
+        id.sample = Some(u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]]));
+        Ok(id)
+    }
+
     /// The path this source was opened from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -45,6 +45,42 @@ pub struct LevelGeom {
     pub advance: (f64, f64),
 }
 
+/// Most level-0 camera images (`IMAGENUMBER_X × IMAGENUMBER_Y`) accepted: a bound on the loops
+/// and tables the camera grid sizes, checked before anything is sized by it (16.7 M images;
+/// the largest 3DHISTECH scans hold about a million).
+pub const MAX_CAMERA_IMAGES: u64 = MAX_PLACEMENTS;
+
+/// The level-0 pixel position of each camera position, row-major over
+/// `(images.0 / d) × (images.1 / d)` positions.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Positions {
+    /// Read from the slide's position record (one entry per camera position).
+    Listed(Vec<(i64, i64)>),
+    /// No position record: a regular lattice of `step` level-0 pixels (the photo size less the
+    /// overlap), truncated to integers per position; computed on demand, so the grid costs no
+    /// memory.
+    Lattice {
+        /// Positions across.
+        across: i64,
+        /// Positions in all.
+        count: i64,
+        /// Distance between two positions across and down, in level-0 pixels.
+        step: (f64, f64),
+    },
+}
+
+impl Positions {
+    /// The position of camera position `i`, `None` outside the grid.
+    pub fn get(&self, i: i64) -> Option<(i64, i64)> {
+        match self {
+            Positions::Listed(v) => usize::try_from(i).ok().and_then(|i| v.get(i)).copied(),
+            Positions::Lattice { across, count, step } => {
+                ((0..*count).contains(&i) && *across > 0).then(|| (((i % across) as f64 * step.0) as i64, ((i / across) as f64 * step.1) as i64))
+            }
+        }
+    }
+}
+
 /// The slide-wide values the placement needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SlideGeom {
@@ -52,9 +88,8 @@ pub struct SlideGeom {
     pub images: (i32, i32),
     /// `CameraImageDivisionsPerSide` (> 0).
     pub divisions: i32,
-    /// Level-0 pixel position of each camera position, row-major over
-    /// `(images.0 / d) × (images.1 / d)`.
-    pub positions: Vec<(i64, i64)>,
+    /// Level-0 pixel position of each camera position.
+    pub positions: Positions,
 }
 
 impl SlideGeom {
@@ -89,11 +124,11 @@ pub fn base_size(n: i32, divisions: i32, image: u32, overlap: f64) -> i64 {
 }
 
 /// Camera positions when the slide has no position record: a regular lattice of the photo
-/// size less the level-0 overlap (truncated to integers).
-pub fn default_positions(images: (i32, i32), divisions: i32, image0: (u32, u32), overlap: (f64, f64)) -> Vec<(i64, i64)> {
+/// size less the level-0 overlap (truncated to integers), computed on demand.
+pub fn lattice_positions(images: (i32, i32), divisions: i32, image0: (u32, u32), overlap: (f64, f64)) -> Positions {
     let (px, py) = ((images.0 / divisions) as i64, (images.1 / divisions) as i64);
     let step = ((image0.0 as f64 * divisions as f64 - overlap.0), (image0.1 as f64 * divisions as f64 - overlap.1));
-    (0..px * py).map(|i| (((i % px) as f64 * step.0) as i64, ((i / px) as f64 * step.1) as i64)).collect()
+    Positions::Lattice { across: px, count: px * py, step }
 }
 
 /// One level's tiles: placements in paint order, whether the tile-size hint survives (no tile
@@ -162,7 +197,7 @@ pub fn place_level(
                 }
                 let (xp, yp) = (xx / d, yy / d);
                 let cp = yp * across + xp;
-                let Some(&(px, py)) = slide.positions.get(cp as usize) else {
+                let Some((px, py)) = slide.positions.get(cp) else {
                     return Err(fmt(format!("zoom level {zoom}: image ({xx}, {yy}) has no camera position (IMAGENUMBER not a multiple of the divisions?)")));
                 };
                 if zoom == 0 {
@@ -234,13 +269,15 @@ mod tests {
         assert_eq!((lg.divisor, lg.tiles_per_image, lg.positions_per_tile), (4, 1, 2));
         let lg = level_geom(1, 2, true, (64, 64), (4.0, 4.0));
         assert_eq!(lg.advance, (62.0, 62.0), "the overlap is split over the images of a photo");
-        assert_eq!(default_positions((4, 2), 2, (64, 64), (4.0, 0.0)), vec![(0, 0), (124, 0)]);
+        let p = lattice_positions((4, 2), 2, (64, 64), (4.0, 0.0));
+        assert_eq!((0..3).map(|i| p.get(i)).collect::<Vec<_>>(), vec![Some((0, 0)), Some((124, 0)), None]);
+        assert_eq!(p.get(-1), None);
     }
 
     #[test]
     fn overlapping_tiles_keep_the_bottom_right_on_top_and_inactive_positions_drop() {
         // 3 x 1 images, position 1 overlapping position 0 by 2 px, position 2 inactive (0, 0).
-        let slide = SlideGeom { images: (3, 1), divisions: 1, positions: vec![(0, 0), (62, 0), (0, 0)] };
+        let slide = SlideGeom { images: (3, 1), divisions: 1, positions: Positions::Listed(vec![(0, 0), (62, 0), (0, 0)]) };
         let lg = level_geom(1, 1, true, (64, 64), (2.0, 0.0));
         let mut active = HashSet::new();
         let p = place_level(&slide, &lg, 0, (64, 64), &[rec(0), rec(1), rec(2)], &mut active).unwrap();
@@ -254,7 +291,7 @@ mod tests {
 
     #[test]
     fn bad_records_and_fractional_positions_are_refused() {
-        let slide = SlideGeom { images: (2, 2), divisions: 1, positions: vec![(0, 0), (64, 0), (0, 64), (64, 64)] };
+        let slide = SlideGeom { images: (2, 2), divisions: 1, positions: Positions::Listed(vec![(0, 0), (64, 0), (0, 64), (64, 64)]) };
         let mut active = HashSet::new();
         let l1 = level_geom(2, 1, false, (64, 64), (0.0, 0.0));
         let e = place_level(&slide, &l1, 1, (64, 64), &[rec(1)], &mut active).unwrap_err();
@@ -262,7 +299,7 @@ mod tests {
         let l0 = level_geom(1, 1, false, (64, 64), (0.0, 0.0));
         assert!(place_level(&slide, &l0, 0, (64, 64), &[rec(4)], &mut active).unwrap_err().1.contains("outside"));
         assert!(place_level(&slide, &l0, 0, (64, 64), &[HierRecord { length: -1, ..rec(0) }], &mut active).unwrap_err().1.contains("length < 0"));
-        let odd = SlideGeom { positions: vec![(0, 0), (63, 0), (0, 64), (63, 64)], ..slide.clone() };
+        let odd = SlideGeom { positions: Positions::Listed(vec![(0, 0), (63, 0), (0, 64), (63, 64)]), ..slide.clone() };
         place_level(&odd, &l0, 0, (64, 64), &[rec(0), rec(1)], &mut active).unwrap();
         let e = place_level(&odd, &l1, 1, (64, 64), &[rec(0)], &mut active);
         assert!(e.is_ok(), "no sub-tiles: the image is placed at image 0's position");
