@@ -211,6 +211,26 @@ fn bench_refuses_a_patch_over_the_region_limit_before_allocating() {
     }
 }
 
+/// `bench --locations` with a file of no locations (`/dev/null`, an empty or blank file) read
+/// nothing and exited 0 with "0 random patches"; it is a usage error naming the flag.
+#[test]
+fn bench_with_no_locations_is_a_usage_error() {
+    let p = sample();
+    let blank = std::env::temp_dir().join(format!("slidestream-cli-blank-{}.txt", std::process::id()));
+    std::fs::write(&blank, "\n  \n").unwrap();
+    for f in ["/dev/null", blank.to_str().unwrap()] {
+        let args = ["bench", p.to_str().unwrap(), "--locations", f];
+        let (code, out, err) = cli(&args);
+        assert_one_line_error(&args, code, &err, &["--locations", f, "no locations"]);
+        assert!(out.is_empty(), "{f}: printed a result: {out}");
+    }
+    std::fs::write(&blank, "10,20\n").unwrap();
+    let (code, out, err) = cli(&["bench", p.to_str().unwrap(), "--locations", blank.to_str().unwrap(), "--size", "16"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("1 random 16x16 patches"), "{out}");
+    let _ = std::fs::remove_file(&blank);
+}
+
 /// Issue 13 F8: `--threads` and `RAYON_NUM_THREADS` had no upper bound (huge values spawned
 /// threads until resources ran out). Both are capped at 1024 with a one-line error naming
 /// the flag or the variable. 5000 is enough to show it and small enough that the old code

@@ -42,12 +42,15 @@ pub(crate) fn bench(path: &Path, args: BenchArgs) -> Result<(), Error> {
     let from_file: Option<Vec<(i64, i64)>> = match locations {
         Some(f) => {
             let text = std::fs::read_to_string(&f).map_err(|e| Error::io(&Location::file(&f), e))?;
-            Some(
-                text.lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(|l| parse_pair_i64(l).map_err(|e| Error::Usage(format!("{}: {e}", f.display()))))
-                    .collect::<Result<_, _>>()?,
-            )
+            let v: Vec<(i64, i64)> = text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| parse_pair_i64(l).map_err(|e| Error::Usage(format!("{}: {e}", f.display()))))
+                .collect::<Result<_, _>>()?;
+            if v.is_empty() {
+                return Err(Error::Usage(format!("--locations {}: no locations (expected lines of x,y in level-0 pixels)", f.display())));
+            }
+            Some(v)
         }
         None => None,
     };
