@@ -62,7 +62,8 @@ pub(crate) fn read_patches_py<'py>(
     }
     let data = py
         .detach(move || {
-            let batch: Vec<PatchRequest<'_>> = reqs.iter().map(|&(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
+            // Collected in place (the same size per row): one copy of the rows, not two.
+            let batch: Vec<PatchRequest<'_>> = reqs.into_iter().map(|(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
             read_patches(&batch, &ReadOptions { size, background })
         })
         .or_raise(py)?;

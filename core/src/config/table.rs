@@ -91,6 +91,11 @@ settings! {
         accepted: "an integer number of bytes, 1048576 (1 MiB) or more", per_process: false,
         parse: |s: &str| parse_u64(s, 1 << 20, u64::MAX),
         doc: "bytes one CPU read call holds at once while reading and decoding tiles (compressed bytes, decoded pixels and the decoder's buffers, estimated before reading): tiles are fetched in waves of at most this much and placed into the output as each wave ends; a single tile needing more is a limits error; read at each open" }
+    /// Bytes all CPU read calls of the process hold at once (0 = no bound beyond each call's).
+    read_process_bytes: u64 = { name: "SLIDESTREAM_READ_PROCESS_BYTES", default: "0", unit: "bytes",
+        accepted: "an integer number of bytes: 0 (no process-wide bound) or 1048576 (1 MiB) or more", per_process: true,
+        parse: |s: &str| parse_u64(s, 0, u64::MAX).filter(|&v| v == 0 || v >= 1 << 20),
+        doc: "bytes all CPU read calls of the process hold at once while reading and decoding tiles: every wave of every call takes its charge from this one budget and waits while other calls hold too much (a wave larger than the budget runs alone); bounds concurrent calls, which otherwise hold up to one working set each; 0 = no process-wide bound; read once per process, at the first read" }
     /// Partial JPEG decoding threshold, as a share of a tile's area (0 disables).
     partial_decode_max_fraction: f64 = { name: "SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", default: "0.5", unit: "fraction",
         accepted: "a number from 0 to 1", per_process: false,

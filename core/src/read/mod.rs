@@ -6,7 +6,8 @@
 //!                      tile the batch needs, each patch's tile grid)                 pure
 //!   ──▶ locate (level, output size, tile byte range: one error kind per failure)     pure
 //!   ──▶ partial (decode only the needed part? the CPU decode cost of a part)         pure
-//!   ──▶ waves (CPU: the tiles in file order, in waves within the working-set budget)
+//!   ──▶ waves (CPU: the tiles in file order, in waves within the working-set budget; each
+//!       wave held against the process-wide budget of inflight)
 //!   ──▶ fetch (CPU, per wave: cache → io::plan read plan → ReadPlan::read_into → parallel decode → cache)
 //!   ──▶ assemble (CPU, per wave: place into RGBA or RGB-over-background; the GPU kernels' reference)
 //! ```
@@ -18,6 +19,7 @@
 pub mod assemble;
 pub mod batch_plan;
 pub(crate) mod fetch;
+pub(crate) mod inflight;
 pub mod locate;
 pub mod partial;
 pub(crate) mod waves;

@@ -11,7 +11,9 @@
 //! naming the tile and the setting, raised before any byte is read.
 //!
 //! Waves take tiles in file order (first byte range), so each wave's read plan coalesces as the
-//! whole call's would. Between waves the process's interrupt check runs
+//! whole call's would. Before it is read, a wave takes its charge from the process-wide budget
+//! (`SLIDESTREAM_READ_PROCESS_BYTES`, off by default: [`super::inflight`]), which bounds the
+//! waves of concurrent calls together. Between waves the process's interrupt check runs
 //! ([`crate::interrupt`]): a long call stops with [`Error::Interrupted`] at the next wave.
 
 use std::sync::Arc;
@@ -66,7 +68,7 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
 /// # Errors
 /// Tile location errors ([`locate_tile`]); [`Error::Limits`] naming the tile when one tile's
 /// [`tile_charge`] exceeds `budget`. Nothing has been read then.
-pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Vec<usize>>> {
+pub(crate) fn plan_waves(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Wave>> {
     let mut order: Vec<(u64, usize, u64)> = Vec::with_capacity(coords.len());
     for (i, &(col, row)) in coords.iter().enumerate() {
         let (offset, charge) = charge_tile(b, col, row, parts.and_then(|p| p[i]))?.unwrap_or((0, 0));
@@ -104,23 +106,30 @@ pub(crate) fn charge_tile(b: &Batch<'_>, col: u64, row: u64, part: Option<PartRe
     Ok(Some((first, charge)))
 }
 
+/// One wave: indices of the items it holds, and the sum of their charges in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Wave {
+    /// Indices into the caller's list of tiles.
+    pub tiles: Vec<usize>,
+    /// Charged bytes of those tiles ([`tile_charge`]).
+    pub bytes: u64,
+}
+
 /// Cut `(order key, index, charge)` items, taken in key order, into waves of at most `budget`
 /// charged bytes (a wave holds at least one item); at least one wave, empty when there are no
 /// items, so a caller's first-wave work (filling its output) always runs.
-pub(crate) fn pack_waves<K: Ord>(mut order: Vec<(K, usize, u64)>, budget: u64) -> Vec<Vec<usize>> {
+pub(crate) fn pack_waves<K: Ord>(mut order: Vec<(K, usize, u64)>, budget: u64) -> Vec<Wave> {
     order.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    let mut waves: Vec<Vec<usize>> = Vec::new();
-    let mut current: Vec<usize> = Vec::new();
-    let mut held = 0u64;
+    let mut waves: Vec<Wave> = Vec::new();
+    let mut current = Wave::default();
     for (_, i, charge) in order {
-        if !current.is_empty() && held + charge > budget {
+        if !current.tiles.is_empty() && current.bytes + charge > budget {
             waves.push(std::mem::take(&mut current));
-            held = 0;
         }
-        current.push(i);
-        held += charge;
+        current.tiles.push(i);
+        current.bytes += charge;
     }
-    if !current.is_empty() || waves.is_empty() {
+    if !current.tiles.is_empty() || waves.is_empty() {
         waves.push(current);
     }
     waves
@@ -148,6 +157,9 @@ pub(crate) fn fetch_waves(
         if n > 0 {
             crate::interrupt::check()?;
         }
+        // The process-wide bound on bytes in flight (off by default), held until placed.
+        let _held = super::inflight::hold(wave.bytes)?;
+        let wave = &wave.tiles;
         wave_coords.clear();
         wave_coords.extend(wave.iter().map(|&i| coords[i]));
         let tiles = match parts {
@@ -194,8 +206,9 @@ mod tests {
         let mut b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0, scans: &scans }), pool: None, working_bytes: 2 * one, reduce: None };
         let coords = [(0, 0), (1, 0), (2, 0), (3, 0)];
         let waves = plan_waves(&b, &coords, None).unwrap();
-        assert_eq!(waves, vec![vec![3, 2], vec![1, 0]], "two tiles a wave, lowest offset first");
-        assert_eq!(plan_waves(&b, &[], None).unwrap(), vec![Vec::<usize>::new()], "one empty wave for no tiles");
+        assert_eq!(waves.iter().map(|w| w.tiles.clone()).collect::<Vec<_>>(), vec![vec![3, 2], vec![1, 0]], "two tiles a wave, lowest offset first");
+        assert_eq!(waves[0].bytes, 2 * one, "a wave's charge is the sum of its tiles'");
+        assert_eq!(plan_waves(&b, &[], None).unwrap(), vec![Wave::default()], "one empty wave for no tiles");
         let mut seen = Vec::new();
         fetch_waves(&b, &coords, None, |idx, tiles| {
             assert!(idx.len() <= 2);

@@ -80,7 +80,16 @@ pub(crate) fn output_bytes(requests: &[PatchRequest<'_>], opts: &ReadOptions) ->
     batch_bytes(requests.len(), opts.size, 3, limit, &Location::file(first.slide.index.path()))
 }
 
+/// Patches planned at once. A plan costs about 200 bytes a patch (its tile grid, the tile
+/// table, the per-patch bookkeeping), so a call is planned and read in runs of this many
+/// patches (~13 MiB of plan) whatever its length; tiles shared by two runs are found in the
+/// tile cache by the second.
+pub const PLAN_PATCHES: usize = 1 << 16;
+
 /// [`read_patches`] into the caller's buffer of exactly `n × height × width × 3` bytes.
+///
+/// Memory beyond `out`: one run of at most [`PLAN_PATCHES`] patches' plan and one wave of
+/// tiles.
 ///
 /// # Errors
 /// As [`read_patches`]; [`Error::Usage`] when `out` has the wrong length.
@@ -92,6 +101,19 @@ pub fn read_patches_into(requests: &[PatchRequest<'_>], opts: &ReadOptions, out:
     if total == 0 {
         return Ok(());
     }
+    let patch_bytes = total / requests.len();
+    for (n, (run, dst)) in requests.chunks(PLAN_PATCHES).zip(out.chunks_mut(PLAN_PATCHES * patch_bytes)).enumerate() {
+        if n > 0 {
+            crate::interrupt::check()?;
+        }
+        read_run(run, opts, dst)?;
+    }
+    Ok(())
+}
+
+/// One run of at most [`PLAN_PATCHES`] patches of [`read_patches_into`] (`out` sized for them).
+fn read_run(requests: &[PatchRequest<'_>], opts: &ReadOptions, out: &mut [u8]) -> Result<()> {
+    let total = out.len();
     // The (slide, level) groups in order of first use, and the one plan of every patch.
     let mut groups: Vec<Group<'_>> = Vec::new();
     let mut group_of: HashMap<(u64, u32), usize> = HashMap::new();
@@ -144,6 +166,8 @@ pub fn read_patches_into(requests: &[PatchRequest<'_>], opts: &ReadOptions, out:
         if n > 0 {
             crate::interrupt::check()?;
         }
+        let _held = crate::read::inflight::hold(wave.bytes)?;
+        let wave = &wave.tiles;
         // This wave's tiles per group, fetched side by side.
         let mut per_group: Vec<Vec<usize>> = vec![Vec::new(); groups.len()];
         for &i in wave {
