@@ -2,7 +2,9 @@
 ``core/tests/hostile_members.rs``): a MIRAX key file claiming a camera grid of billions of
 images, files named outside the slide's folder, and members touched, rewritten or replaced
 between the open and their first read. Each gives the library's exception — never a dead
-interpreter — and the handle stays usable."""
+interpreter — and the handle stays usable. Reads of members run on the CPU path and, where a
+GPU is usable, on the device path (``read_regions(device="cuda")``), which reads slides of
+several files through the same identity-checked sources."""
 
 from __future__ import annotations
 
@@ -20,6 +22,18 @@ import pytest
 
 import slidestream
 from _parity_helpers import locate_testdata, vendor_slides
+
+HAS_GPU = slidestream.cuda_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_GPU, reason="no usable CUDA device"))]
+
+
+def _read(s, level, size, device):
+    """Patch (0, 0) of `level` as an RGB numpy array, read on `device`."""
+    if device == "cpu":
+        return s.read_regions([(0, 0)], level, size)
+    import cupy  # the device array through __cuda_array_interface__
+
+    return cupy.asnumpy(cupy.asarray(s.read_regions([(0, 0)], level, size, device=device)))
 
 
 @pytest.fixture
@@ -114,14 +128,15 @@ def _member(d: pathlib.Path, level: int) -> pathlib.Path:
     return next(p for p in d.iterdir() if p.name.startswith(f"level-{level}-"))
 
 
-def test_dicom_members_touched_after_open_read_and_changed_ones_raise_estale(dicom):
+@pytest.mark.parametrize("device", DEVICES)
+def test_dicom_members_touched_after_open_read_and_changed_ones_raise_estale(dicom, device):
     with slidestream.Slide(_member(dicom, 0)) as s, slidestream.Slide(_member(dicom, 0)) as ref:
         # Touched (same bytes, new mtime) before its first read: reads as before. It failed
         # with "size 351190 → 351190 bytes, or replaced" for the life of the handle.
         l1 = _member(dicom, 1)
         later = time.time() + 60
         os.utime(l1, (later, later))
-        np.testing.assert_array_equal(s.read_region((0, 0), 1, (64, 64)), ref.read_region((0, 0), 1, (64, 64)))
+        np.testing.assert_array_equal(_read(s, 1, (64, 64), device), ref.read_regions([(0, 0)], 1, (64, 64)))
         # Rewritten in place with other bytes of the same length: ESTALE.
         l2 = _member(dicom, 2)
         data = bytearray(l2.read_bytes())
@@ -129,7 +144,24 @@ def test_dicom_members_touched_after_open_read_and_changed_ones_raise_estale(dic
         l2.write_bytes(bytes(data))
         os.utime(l2, (later + 60, later + 60))
         with pytest.raises(OSError) as ei:
-            s.read_region((0, 0), 2, (64, 64))
+            _read(s, 2, (64, 64), device)
         assert ei.value.errno == errno.ESTALE and "changed since the slide was opened" in str(ei.value), ei.value
         # The handle stays usable.
-        np.testing.assert_array_equal(s.read_region((0, 0), 0, (32, 32)), ref.read_region((0, 0), 0, (32, 32)))
+        np.testing.assert_array_equal(_read(s, 0, (32, 32), device), ref.read_regions([(0, 0)], 0, (32, 32)))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_mirax_member_swapped_for_a_link_after_open_is_stale(mirax, device):
+    # The open checked the member; a link put in its place afterwards (to an outside copy with
+    # the same bytes) is another file: never read.
+    with slidestream.Slide(mirax) as s:
+        for member in sorted(mirax.with_suffix("").glob("Data*.dat")):
+            outside = mirax.parent / f"copy-{member.name}"
+            shutil.copy(member, outside)
+            member.unlink()
+            os.symlink(outside, member)
+        w, h = s.level_dimensions[0]
+        with pytest.raises(OSError) as ei:
+            _read(s, 0, (w, h), device)
+        assert ei.value.errno == errno.ESTALE, ei.value
+        assert "copy-" not in str(ei.value)
