@@ -28,6 +28,7 @@ fi
 bins=()
 for t in "${targets[@]}"; do bins+=(--bin "$t"); done
 cargo build --release --locked --target "$host" "${bins[@]}"
+bin_dir="${CARGO_TARGET_DIR:-target}/$host/release"
 status=0
 for t in "${targets[@]}"; do
   # A scratch corpus: new inputs found during the run go there, not into the seeds.
@@ -36,7 +37,7 @@ for t in "${targets[@]}"; do
   start=$(date +%s%N)
   # -rss_limit_mb / -malloc_limit_mb: an allocation sized by a header value fails the run;
   # -timeout: one input taking longer is a hang.
-  if ! "target/$host/release/$t" "$work" "$seeds/$t" -runs="$runs" -max_total_time="${FUZZ_MAX_TIME:-30}" \
+  if ! "$bin_dir/$t" "$work" "$seeds/$t" -runs="$runs" -max_total_time="${FUZZ_MAX_TIME:-30}" \
       -seed="${FUZZ_SEED:-28}" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=1048576 \
       -artifact_prefix="artifacts/$t/" -print_final_stats=1 >"artifacts/$t/log.txt" 2>&1; then
     echo "fuzz target $t: FAILED (input under fuzz/artifacts/$t/, log fuzz/artifacts/$t/log.txt):"
