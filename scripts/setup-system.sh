@@ -6,6 +6,8 @@ need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v nasm >/dev/null 2>&1 || need+=(nasm)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+# libFuzzer (C++, built by libfuzzer-sys for the fuzz targets).
+command -v c++ >/dev/null 2>&1 || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -29,6 +29,13 @@ cargo test -p slidestream --features cuda --lib --test gpu --locked 2>&1
 # test hooks.
 cargo test -p slidestream-py --locked 2>&1
 cargo test -p slidestream-py --features test-hooks --locked 2>&1
+# Fuzzing, bounded: the fuzz targets of the text and container inputs (MIRAX Slidedat.ini and
+# Index.dat, DICOM headers and offset tables, Philips/Ventana/Leica/OME XML, NDPI tags), built
+# with the stable toolchain, each run for 2000 executions (30 s at most) over seeds made from
+# the slides above and the test slides (fuzz/README.md). A crash fails the run.
+rm -rf target/fuzz-seeds
+.venv/bin/python fuzz/make_seeds.py target/fuzz-seeds "$SLIDESTREAM_VENDOR_SLIDES"
+bash fuzz/run.sh target/fuzz-seeds 2000
 # The release CLI (used by the benchmark harness's smoke test) and, sharing its compiled
 # dependencies, the Python extension built into the venv; then the Python tests. The test build
 # has the `test-hooks` feature (`_test_cpu_dlpack`, ... for py/tests/test_gpu.py); release

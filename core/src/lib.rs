@@ -33,8 +33,8 @@
 //!   `indicatif`, `image`, `serde_json`). Libraries depending on slidestream can turn it off
 //!   with `default-features = false`.
 //! * `unstable`: makes the internal modules public (`tiff`, `format`, `index`, `io`, `codec`,
-//!   `cache`, `read`, `geometry`, `slide`) for the fuzz targets, benches and tests that
-//!   exercise internals. Nothing under them is covered by semver; without the feature they are
+//!   `cache`, `read`, `geometry`, `slide`) and `fuzzing` (the fuzz targets' inputs) for the
+//!   fuzz targets, benches and tests that exercise internals. Nothing under them is covered by semver; without the feature they are
 //!   crate-private.
 //!
 //! ## Public API
@@ -70,6 +70,8 @@ macro_rules! internal_modules {
 
 pub mod config;
 pub mod error;
+#[cfg(feature = "unstable")]
+pub mod fuzzing;
 pub mod gpu;
 pub mod interrupt;
 

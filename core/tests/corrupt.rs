@@ -6,7 +6,9 @@
 //! than a few seconds, and no region read may read more bytes than the file holds. Files under
 //! `wrong-pixels/` damage the pixels of their only level: reading it whole must fail rather than
 //! return garbage. `*.planner` files are inputs of the `planner` fuzz target, checked with its
-//! invariants.
+//! invariants. Files named `*.mirax_ini`, `*.mirax_index`, `*.dicom_header`, `*.vendor_xml`
+//! are inputs of those fuzz targets, replayed as the targets run them
+//! ([`slidestream::fuzzing::run`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,10 +68,31 @@ fn check_planner_input(data: &[u8]) -> String {
     format!("planner input: {} ranges, {} requests", wants.len(), plan.requests.len())
 }
 
+/// Fuzz targets whose saved inputs (`*.<target>`) are replayed through
+/// [`slidestream::fuzzing::run`] (bundles of files, XML spliced into a TIFF: not slides by
+/// themselves).
+const FUZZ_TARGETS: [&str; 4] = ["mirax_ini", "mirax_index", "dicom_header", "vendor_xml"];
+
 /// Exercise one file; returns a one-line summary.
 fn exercise(path: &Path) -> String {
-    if path.extension().and_then(|e| e.to_str()) == Some("planner") {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    if ext == "planner" {
         return check_planner_input(&std::fs::read(path).unwrap());
+    }
+    if FUZZ_TARGETS.contains(&ext) {
+        // Open and read as the target does: pixels of the requested size or a typed error.
+        return match slidestream::fuzzing::run(ext, &std::fs::read(path).unwrap()) {
+            Ok(summary) => format!("{ext} input: {summary}"),
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::Format { .. } | Error::Unsupported { .. } | Error::Limits { .. } | Error::Io { .. }),
+                    "{}: unexpected {} error: {e}",
+                    path.display(),
+                    e.kind_name()
+                );
+                format!("{ext} input: open: {} error", e.kind_name())
+            }
+        };
     }
     // A small request limit, so files whose tile ranges overlap would show duplicated reads.
     let plan = PlanOptions { max_request_bytes: 512, ..PlanOptions::default() };

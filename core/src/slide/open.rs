@@ -144,6 +144,15 @@ impl Slide {
         Slide::open_source(name.as_ref(), source, None, None, opts)
     }
 
+    /// Open a slide whose files `files` serves (the primary file `source`, at
+    /// [`SiblingFiles::path`]), as [`Slide::open_with`] opens a local one: slides of several
+    /// files held in memory ([`crate::fuzzing::MemFiles`]). No file identity is recorded.
+    /// Errors as [`Slide::open`] (except opening the file).
+    #[cfg(feature = "unstable")]
+    pub fn from_files(source: Box<dyn ByteSource>, files: &dyn SiblingFiles, opts: SlideOptions) -> Result<Slide> {
+        Slide::open_source(files.path(), source, None, Some(files), opts)
+    }
+
     fn open_source(
         path: &Path,
         source: Box<dyn ByteSource>,

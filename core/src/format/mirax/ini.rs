@@ -11,7 +11,10 @@
 //! is none of these, makes the file unreadable. Locale suffixes (`KEY[de]`) are kept as part of
 //! the key name. Integers parse as `g_key_file_get_integer` (C `strtol`, base 10, int range,
 //! nothing but whitespace after the digits), doubles as `g_key_file_get_double`
-//! (`g_ascii_strtod`, the whole value).
+//! (`g_ascii_strtod`, the whole value). Names are looked up by hash, so parsing takes time
+//! linear in the file's size whatever the number of groups and keys.
+
+use std::collections::HashMap;
 
 /// Largest `Slidedat.ini` read (OpenSlide's `SLIDEDAT_MAX_SIZE`).
 pub const MAX_INI_BYTES: u64 = 1 << 20;
@@ -20,6 +23,9 @@ pub const MAX_INI_BYTES: u64 = 1 << 20;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyFile {
     groups: Vec<(String, Vec<(String, String)>)>,
+    /// Position in `groups` of each group name, and of each key in its group's pairs: lookups
+    /// in constant time, so that a file of many names parses in linear time.
+    group_at: HashMap<String, (usize, HashMap<String, usize>)>,
 }
 
 impl KeyFile {
@@ -45,10 +51,11 @@ impl KeyFile {
                     return Err(format!("Slidedat.ini line {}: a group line without ']'", n + 1));
                 };
                 let name = &rest[..end];
-                current = Some(match kf.groups.iter().position(|(g, _)| g == name) {
-                    Some(i) => i,
+                current = Some(match kf.group_at.get(name) {
+                    Some(&(i, _)) => i,
                     None => {
                         kf.groups.push((name.to_string(), Vec::new()));
+                        kf.group_at.insert(name.to_string(), (kf.groups.len() - 1, HashMap::new()));
                         kf.groups.len() - 1
                     }
                 });
@@ -62,10 +69,14 @@ impl KeyFile {
             };
             let key = key.trim_end_matches(|c: char| c.is_ascii_whitespace());
             let value = value.trim_start_matches(|c: char| c.is_ascii_whitespace());
-            let pairs = &mut kf.groups[g].1;
-            match pairs.iter_mut().find(|(k, _)| k == key) {
-                Some(p) => p.1 = value.to_string(),
-                None => pairs.push((key.to_string(), value.to_string())),
+            let (name, pairs) = &mut kf.groups[g];
+            let keys = &mut kf.group_at.get_mut(name.as_str()).expect("every group is indexed").1;
+            match keys.get(key) {
+                Some(&i) => pairs[i].1 = value.to_string(),
+                None => {
+                    keys.insert(key.to_string(), pairs.len());
+                    pairs.push((key.to_string(), value.to_string()));
+                }
             }
         }
         Ok(kf)
@@ -73,13 +84,13 @@ impl KeyFile {
 
     /// `true` when the group exists.
     pub fn has_group(&self, group: &str) -> bool {
-        self.groups.iter().any(|(g, _)| g == group)
+        self.group_at.contains_key(group)
     }
 
     /// The raw value of `key` in `group`.
     pub fn value(&self, group: &str, key: &str) -> Option<&str> {
-        let (_, pairs) = self.groups.iter().find(|(g, _)| g == group)?;
-        pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        let (g, keys) = self.group_at.get(group)?;
+        keys.get(key).map(|&i| self.groups[*g].1[i].1.as_str())
     }
 
     /// The value of `key` in `group` as an integer (`g_key_file_get_integer`): `Err` with a
@@ -153,6 +164,28 @@ mod tests {
         assert!(KeyFile::parse(b"[A]\njunk\n").unwrap_err().contains("line 2"));
         assert!(KeyFile::parse(b"[A\n").is_err());
         assert_eq!(KeyFile::parse(b"[A]\n; x=1\n").unwrap().value("A", "; x"), Some("1"), "only # starts a comment");
+    }
+
+    /// A watchdog over `f` (a hang fails the test instead of blocking it).
+    fn within_30_s<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(30)).unwrap_or_else(|_| panic!("{what}: still running after 30 s"))
+    }
+
+    #[test]
+    fn a_megabyte_of_distinct_names_parses_in_linear_time() {
+        // The most a Slidedat.ini may hold: ~116,000 distinct keys in one group, or as many
+        // groups of one key. Looking each name up among the earlier ones took minutes.
+        let keys: Vec<u8> = b"[G]\n".iter().copied().chain((0..116_000).flat_map(|k| format!("k{k:06}=\n").into_bytes())).collect();
+        let groups: Vec<u8> = (0..58_000).flat_map(|k| format!("[{k:05}]\nK=\n").into_bytes()).collect();
+        assert!(keys.len() as u64 <= MAX_INI_BYTES && groups.len() as u64 <= MAX_INI_BYTES);
+        let kf = within_30_s("116,000 keys", move || KeyFile::parse(&keys).unwrap());
+        assert_eq!(kf.entries().count(), 116_000);
+        assert_eq!(kf.value("G", "k115999"), Some(""));
+        let kf = within_30_s("58,000 groups", move || KeyFile::parse(&groups).unwrap());
+        assert_eq!(kf.entries().count(), 58_000);
+        assert!(kf.has_group("57999"));
     }
 
     #[test]
