@@ -384,6 +384,7 @@ impl PySlide {
             rd.set_item("open_requests", at_open.requests)?;
             rd.set_item("open_bytes", at_open.bytes)?;
             rd.set_item("index_cache", r.index_cache_use().as_str())?;
+            rd.set_item("index_cache_rejected", now.index_cache_rejected)?;
             rd.set_item("etag", r.etag())?;
             d.set_item("remote", rd)?;
         }
