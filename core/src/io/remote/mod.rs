@@ -434,6 +434,35 @@ mod tests {
         assert!(store::build("https://example.org/a.svs", &StorageOptions::new(), net()).is_ok());
     }
 
+    /// A URL past the HTTP client's URI limit made object_store panic ("request must be
+    /// valid: InvalidUri(TooLong)") at the HEAD; such URLs, keys too long for an object store
+    /// and URLs with control characters or whitespace are usage errors before any request.
+    #[test]
+    fn urls_are_checked_before_the_client_sees_them() {
+        let usage = |url: &str, opts: &StorageOptions| match store::build(url, opts, net()) {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{}: {:?}", &url[..url.len().min(60)], other.map(|_| ())),
+        };
+        let none = StorageOptions::new();
+        let m = usage(&format!("http://127.0.0.1:9/{}.svs", "a".repeat(66_000)), &none);
+        assert!(m.contains("66023 bytes") && m.len() < 300, "{m}");
+        usage(&format!("https://h/{}", "a".repeat(store::MAX_URL_BYTES)), &none);
+        // Percent-encoding counts: 3000 'é' are 6000 bytes as given, 18000 as sent.
+        usage(&format!("https://h/{}", "é".repeat(3000)), &none);
+        usage(&format!("s3://b/{}", "k".repeat(store::MAX_KEY_BYTES + 1)), &none);
+        assert!(store::build(&format!("s3://b/{}", "k".repeat(store::MAX_KEY_BYTES)), &none, net()).is_ok());
+        for bad in ["http://h/a\nb.svs", "http://h/a\tb.svs", " http://h/a.svs", "s3://b/a b.svs", "s3://b/a\u{7f}.svs", "s3://b/a\u{85}.svs"] {
+            assert!(usage(bad, &none).contains("not accepted"), "{bad:?}");
+        }
+        let long_endpoint: StorageOptions = [("endpoint".to_string(), format!("http://h/{}", "e".repeat(70_000)))].into();
+        usage("s3://b/k.svs", &long_endpoint);
+        assert!(store::build("s3://b/a%20b.svs", &none, net()).is_ok(), "a space written %20");
+        // Nothing panics on the way: the open itself gives the same usage error.
+        let opts = RemoteOptions { net: net(), concurrency: 4, readahead_bytes: 1 << 16, index_cache: None };
+        let e = RemoteSource::open(&format!("http://127.0.0.1:9/{}.svs", "a".repeat(66_000)), &none, opts).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e}");
+    }
+
     #[test]
     fn errors_keep_their_kind() {
         let src = || Box::new(io::Error::other("x")) as Box<dyn std::error::Error + Send + Sync>;
