@@ -124,7 +124,9 @@ impl PySlide {
     /// of str → str / bool / int) configures the store: `endpoint`, `region`,
     /// `access_key_id`, `secret_access_key`, `session_token`, `anonymous`, `allow_http`, or any
     /// of object_store's configuration keys (docs/remote.md). An unknown key raises
-    /// InvalidArgumentError; `storage_options` with a local path raises InvalidArgumentError.
+    /// InvalidArgumentError; `storage_options` with a local path raises InvalidArgumentError; so
+    /// does a URL over 8192 bytes, an object key over 1024 bytes, or a URL with control
+    /// characters or whitespace (docs/remote.md, "URLs").
     ///
     /// `lazy=True` defers opening to the first use (used when unpickling).
     #[new]
