@@ -288,13 +288,21 @@ impl Error {
         Error::Limits { at: at.clone(), message: message.into(), codec: None }
     }
     /// Convenience constructor for [`Error::Io`]; the OS error is moved into an [`Arc`].
+    /// An io error that carries an interruption (a remote wait stopped by the process's
+    /// interrupt check, [`crate::interrupt`]) becomes [`Error::Interrupted`].
     pub fn io(at: &Location, source: std::io::Error) -> Self {
+        if crate::interrupt::is_io(&source) {
+            return Error::Interrupted;
+        }
         Error::Io { at: at.clone(), source: Arc::new(source) }
     }
     /// An [`Error::Io`] from a borrowed io error (one request's error shared by the tiles it
     /// carried): the OS error number is kept where there is one (so `raw_os_error` and the
     /// Python `OSError` subclass stay right), else the kind and the message.
     pub fn io_shared(at: &Location, source: &std::io::Error) -> Self {
+        if crate::interrupt::is_io(source) {
+            return Error::Interrupted;
+        }
         let copy = match source.raw_os_error() {
             Some(errno) => std::io::Error::from_raw_os_error(errno),
             None => std::io::Error::new(source.kind(), source.to_string()),

@@ -41,7 +41,7 @@ impl PyDeviceArray {
 
     fn host<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
         let a = self.inner.clone();
-        let data = py.detach(move || a.to_host()).or_raise(py)?;
+        let data = crate::guard::detach(py, move || a.to_host())?.or_raise(py)?;
         let arr = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(self.inner.shape()), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(PyArrayDyn::from_owned_array(py, arr))
     }
@@ -147,7 +147,7 @@ impl PyDeviceArray {
                     return Err(PyBufferError::new_err("a DeviceArray is in GPU memory: exporting it to the CPU needs a copy (copy=False given)"));
                 }
                 let a = self.inner.clone();
-                let mut data = py.detach(move || a.to_host()).or_raise(py)?;
+                let mut data = crate::guard::detach(py, move || a.to_host())?.or_raise(py)?;
                 let ptr = data.as_mut_ptr() as *mut c_void;
                 let m = dlpack::managed(ptr, dlpack::DLDevice { device_type: dlpack::KDL_CPU, device_id: 0 }, self.inner.shape(), data);
                 return dlpack::capsule(py, m);

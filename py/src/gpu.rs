@@ -44,7 +44,7 @@ pub(crate) fn cuda_available(py: Python<'_>) -> bool {
 #[pyfunction]
 pub(crate) fn gpu_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     process::fork_check().or_raise(py)?;
-    let r = py.detach(gpu::probe).or_raise(py)?;
+    let r = crate::guard::detach(py, gpu::probe)?.or_raise(py)?;
     process::note_cuda_init();
     stats::probe_dict(py, &r)
 }
@@ -73,6 +73,9 @@ pub(crate) fn gpu_reset_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()>
 #[pyo3(signature = (device=None))]
 pub(crate) fn gpu_clear_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
     let dev = args::cuda_ordinal(device)?;
-    py.detach(move || gpu::clear_device_cache(dev));
-    Ok(())
+    crate::guard::detach(py, move || {
+        gpu::clear_device_cache(dev);
+        Ok(())
+    })?
+    .or_raise(py)
 }

@@ -1,8 +1,9 @@
-//! Ctrl-C during a long read: the core runs its interrupt check between waves of tiles
-//! ([`slidestream::interrupt`]); this module installs a check that, on the interpreter's main
+//! Ctrl-C during a long read: the core runs its interrupt check between waves of tiles and
+//! every 150 ms of waiting for a remote server ([`slidestream::interrupt`]); this module installs a check that, on the interpreter's main
 //! thread, asks Python whether a signal arrived (`PyErr_CheckSignals`, which runs the signal
 //! handlers: the default SIGINT handler raises `KeyboardInterrupt`). The read then stops with
-//! `Error::Interrupted`, raised as `KeyboardInterrupt` ([`crate::errors`]).
+//! `Error::Interrupted`, raised as `KeyboardInterrupt` ([`crate::errors`]; [`crate::guard`]
+//! raises it at the end of the call whatever the call returned, so it is never lost).
 //!
 //! Only the main thread handles signals in Python, so other threads skip the check without
 //! touching the interpreter; and the core never runs it before a call's first wave, so small
@@ -39,6 +40,12 @@ pub(crate) fn test_sigint_after_checks(n: i64) {
 fn python_signalled() -> bool {
     if MAIN.get() != Some(&std::thread::current().id()) {
         return false;
+    }
+    // Once a signal's exception is taken, the check keeps firing until the call ends
+    // (`crate::guard` raises it then): a probe that swallowed one interrupted read must not
+    // go on waiting.
+    if PENDING.with(|p| p.borrow().is_some()) {
+        return true;
     }
     #[cfg(feature = "test-hooks")]
     if SIGINT_AFTER.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 0 {

@@ -2,6 +2,7 @@
 //! and functions. One concern per file:
 //!
 //! * [`errors`]: the core `Error` → Python exception mapping (classes in `slidestream._errors`);
+//! * [`guard`]: every call into the core (GIL released; panics raised as `SlideError`);
 //! * [`process`]: per-process state (decode pool, shared tile cache, CUDA-after-fork guard);
 //! * [`args`]: argument parsing (paths, ints, levels, sizes, backgrounds, devices);
 //!   [`locations`]: patch locations;
@@ -22,6 +23,7 @@ mod device_array;
 mod dlpack;
 mod errors;
 mod gpu;
+mod guard;
 mod interrupt;
 mod locations;
 mod patches;
@@ -38,8 +40,27 @@ fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// Initialise rust-numpy's access to NumPy's C API now, at import, where a failure is an
+/// exception of the import. rust-numpy does it at the first array it makes, and turns any
+/// Python exception raised meanwhile into a panic ("Failed to access NumPy array API capsule:
+/// KeyboardInterrupt" when Ctrl-C arrived just before the first read returned): the steps
+/// that run Python code (importing numpy, numpy.lib and the multiarray module, and
+/// `NumpyVersion`, rust-numpy's `numpy_core_name`) are run here first with their errors
+/// propagated, then one empty array makes rust-numpy load the API from those modules.
+fn init_numpy(py: Python<'_>) -> PyResult<()> {
+    let numpy = py.import("numpy")?;
+    let version = py.import("numpy.lib")?.getattr("NumpyVersion")?.call1((numpy.getattr("__version__")?,))?;
+    let core = if version.getattr("major")?.extract::<u32>()? >= 2 { "numpy._core.multiarray" } else { "numpy.core.multiarray" };
+    py.import(core)?;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = numpy::PyArray1::<u8>::from_vec(py, Vec::new());
+    }))
+    .map_err(|_| pyo3::exceptions::PyImportError::new_err("slidestream: NumPy's C API could not be loaded (see the message above)"))
+}
+
 #[pymodule]
 fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    init_numpy(m.py())?;
     interrupt::install(m.py())?;
     m.add_class::<slide::PySlide>()?;
     m.add_class::<device_array::PyDeviceArray>()?;
@@ -64,6 +85,8 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.setattr("_test_cpu_dlpack", wrap_pyfunction!(dlpack::test_cpu_dlpack, m)?)?;
         m.setattr("_test_cpu_dlpack_releases", wrap_pyfunction!(dlpack::test_cpu_dlpack_releases, m)?)?;
         m.setattr("_test_sigint_after_checks", wrap_pyfunction!(interrupt::test_sigint_after_checks, m)?)?;
+        m.setattr("_test_panic_in_next_call", wrap_pyfunction!(guard::hooks::test_panic_in_next_call, m)?)?;
+        m.setattr("_test_sigint_after_next_call", wrap_pyfunction!(guard::hooks::test_sigint_after_next_call, m)?)?;
     }
     Ok(())
 }

@@ -52,21 +52,20 @@ pub(crate) fn read_patches_py<'py>(
     let n = reqs.len();
     if let Some(dev) = device {
         process::fork_check().or_raise(py)?;
-        let r = py.detach(move || {
+        let r = crate::guard::detach(py, move || {
             let batch: Vec<PatchRequest<'_>> = reqs.iter().map(|&(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
             read_patches_device(&batch, &ReadOptions { size, background }, dev)?.into_result()
-        });
+        })?;
         process::note_device_use(dev, &r);
         let a = r.or_raise(py)?;
         return Ok(Bound::new(py, PyDeviceArray::new(a))?.into_any());
     }
-    let data = py
-        .detach(move || {
-            // Collected in place (the same size per row): one copy of the rows, not two.
-            let batch: Vec<PatchRequest<'_>> = reqs.into_iter().map(|(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
-            read_patches(&batch, &ReadOptions { size, background })
-        })
-        .or_raise(py)?;
+    let data = crate::guard::detach(py, move || {
+        // Collected in place (the same size per row): one copy of the rows, not two.
+        let batch: Vec<PatchRequest<'_>> = reqs.into_iter().map(|(s, level, location)| PatchRequest { slide: &opened[s], level, location }).collect();
+        read_patches(&batch, &ReadOptions { size, background })
+    })?
+    .or_raise(py)?;
     let arr = ndarray::Array4::from_shape_vec((n, size.1 as usize, size.0 as usize, 3), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyArray4::from_owned_array(py, arr).into_any())
 }

@@ -46,7 +46,7 @@ impl PySlide {
             None => shared,
         };
         let opts = SlideOptions { cache: Some(cache), config: None, pool: Some(pool), storage: storage.clone() };
-        py.detach(move || Slide::open_with(path, opts)).or_raise(py)
+        crate::guard::detach(py, move || Slide::open_with(path, opts))?.or_raise(py)
     }
 
     /// The core slide for this process (reopened lazily after unpickling or `fork`).
@@ -93,7 +93,7 @@ impl PySlide {
     /// thread hand-off.
     pub(crate) fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
         let slide = self.slide(py)?;
-        py.detach(move || f(&slide)).or_raise(py)
+        crate::guard::detach(py, move || f(&slide))?.or_raise(py)
     }
 
     /// [`run`](Self::run) for a device read on CUDA device `device`: refused with
@@ -102,7 +102,7 @@ impl PySlide {
     pub(crate) fn run_device<T: Send>(&self, py: Python<'_>, device: usize, f: impl FnOnce(&Slide) -> Result<T, Error> + Send) -> PyResult<T> {
         process::fork_check().or_raise(py)?;
         let slide = self.slide(py)?;
-        let r = py.detach(move || f(&slide));
+        let r = crate::guard::detach(py, move || f(&slide))?;
         process::note_device_use(device, &r);
         r.or_raise(py)
     }
@@ -124,7 +124,9 @@ impl PySlide {
     /// of str → str / bool / int) configures the store: `endpoint`, `region`,
     /// `access_key_id`, `secret_access_key`, `session_token`, `anonymous`, `allow_http`, or any
     /// of object_store's configuration keys (docs/remote.md). An unknown key raises
-    /// InvalidArgumentError; `storage_options` with a local path raises InvalidArgumentError.
+    /// InvalidArgumentError; `storage_options` with a local path raises InvalidArgumentError; so
+    /// does a URL over 8192 bytes, an object key over 1024 bytes, or a URL with control
+    /// characters or whitespace (docs/remote.md, "URLs").
     ///
     /// `lazy=True` defers opening to the first use (used when unpickling).
     #[new]
@@ -384,6 +386,7 @@ impl PySlide {
             rd.set_item("open_requests", at_open.requests)?;
             rd.set_item("open_bytes", at_open.bytes)?;
             rd.set_item("index_cache", r.index_cache_use().as_str())?;
+            rd.set_item("index_cache_rejected", now.index_cache_rejected)?;
             rd.set_item("etag", r.etag())?;
             d.set_item("remote", rd)?;
         }
@@ -421,7 +424,7 @@ impl PySlide {
 #[pyfunction]
 pub(crate) fn detect_vendor(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
     let path = args::path(path)?;
-    match py.detach(move || Slide::detect_vendor(&path)) {
+    match crate::guard::detach(py, move || Slide::detect_vendor(&path))? {
         Ok(v) => Ok(v),
         // As openslide_detect_vendor: a file that cannot be opened has no vendor.
         Err(Error::Io { .. }) => Ok(None),

@@ -362,7 +362,13 @@ def test_test_hooks_only_in_test_builds():
     hooks = sorted(n for n in vars(_slidestream) if n.startswith("_test_") and n != "_test_hooks")
     assert isinstance(_slidestream._test_hooks, bool)
     if _slidestream._test_hooks:
-        assert hooks == ["_test_cpu_dlpack", "_test_cpu_dlpack_releases", "_test_sigint_after_checks"]
+        assert hooks == [
+            "_test_cpu_dlpack",
+            "_test_cpu_dlpack_releases",
+            "_test_panic_in_next_call",
+            "_test_sigint_after_checks",
+            "_test_sigint_after_next_call",
+        ]
     else:
         assert hooks == []
     script = (pathlib.Path(__file__).resolve().parents[2] / "scripts" / "test-all.sh").read_text()

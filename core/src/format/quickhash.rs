@@ -61,6 +61,9 @@ pub(crate) fn quickhash(
             }
             buf.resize(t.length as usize, 0);
             src.read_exact_at(&mut buf, crate::io::multi::address(t)).map_err(|e| {
+                if crate::interrupt::is_io(&e) {
+                    return Error::Interrupted;
+                }
                 Error::format(at, format!("quickhash: chunk at offset {} (+{} bytes) unreadable: {e}", t.offset, t.length))
             })?;
             h.update(&buf);

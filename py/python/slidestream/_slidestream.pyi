@@ -145,7 +145,8 @@ class Slide:
     ) -> Self:
         """Open a slide. ``path``: str, bytes or os.PathLike, or a URL (``s3://``, ``gs://``,
         ``az://``, ``http(s)://``) with ``storage_options`` for its store (an unknown key,
-        or options with a local path: InvalidArgumentError). ``cache_bytes``: capacity in
+        options with a local path, a URL over 8192 bytes, an object key over 1024 bytes or a
+        URL with control characters or whitespace: InvalidArgumentError). ``cache_bytes``: capacity in
         bytes of a private tile cache for this slide (default: the process-wide cache,
         ``SLIDESTREAM_CACHE_BYTES``, 256 MiB). ``lazy=True`` defers opening to the first use.
 
@@ -344,7 +345,9 @@ class Slide:
         slidestream issued since open, the open's included; object_store's retries of a
         request are not counted), ``bytes`` (bytes received), ``failed`` (requests
         that failed after their retries), ``open_requests`` / ``open_bytes`` (what the open
-        cost), ``index_cache`` (``"off"``, ``"miss"`` or ``"hit"``) and ``etag``. Never
+        cost), ``index_cache`` (``"off"``, ``"miss"`` or ``"hit"``), ``index_cache_rejected``
+        (index cache entries found at open that were not usable: not a regular file, a
+        symbolic link, too large, damaged) and ``etag``. Never
         initialises CUDA."""
 
     def close(self) -> None:

@@ -69,7 +69,7 @@ fn remote_json(slide: &Slide) -> serde_json::Value {
     if let (Some((at_open, now)), Some(r)) = (slide.remote_stats(), slide.remote_source()) {
         return serde_json::json!({
             "url": r.url(), "requests": now.requests, "bytes": now.bytes, "failed": now.failed,
-            "open_requests": at_open.requests, "open_bytes": at_open.bytes, "index_cache": r.index_cache_use().as_str(),
+            "open_requests": at_open.requests, "open_bytes": at_open.bytes, "index_cache": r.index_cache_use().as_str(), "index_cache_rejected": now.index_cache_rejected,
         });
     }
     let _ = slide;

@@ -17,6 +17,7 @@ mod gpu;
 mod info;
 mod output;
 mod region;
+mod sigint;
 mod tiles;
 
 use std::path::PathBuf;
@@ -188,7 +189,14 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match std::panic::catch_unwind(|| threads(cli.threads).and_then(|()| run(cli.cmd))) {
+    sigint::install();
+    let r = std::panic::catch_unwind(|| threads(cli.threads).and_then(|()| run(cli.cmd)));
+    if sigint::was_interrupted() || matches!(r, Ok(Err(Error::Interrupted))) {
+        // Whatever the command made of it (an interrupted read, or a result after Ctrl-C).
+        eprintln!("error: interrupted");
+        return ExitCode::from(sigint::EXIT_STATUS);
+    }
+    match r {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             // Every error kind, `config` (a bad SLIDESTREAM_* value) included, is one line.

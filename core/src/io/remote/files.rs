@@ -92,6 +92,7 @@ impl RemoteFiles {
             t.requests += x.requests;
             t.bytes += x.bytes;
             t.failed += x.failed;
+            t.index_cache_rejected += x.index_cache_rejected;
         }
         t.requests += self.listed.load(std::sync::atomic::Ordering::Relaxed);
         t
@@ -117,7 +118,7 @@ impl SiblingFiles for RemoteFiles {
         let at = Location::file(&self.url);
         self.listed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let rt = runtime::runtime(&at)?;
-        let listing = rt.block_on(store.list_with_delimiter(Some(prefix))).map_err(|e| Error::io(&at, to_io(e)))?;
+        let listing = runtime::wait(&rt, store.list_with_delimiter(Some(prefix))).map_err(|_| Error::Interrupted)?.map_err(|e| Error::io(&at, to_io(e)))?;
         // The folder's URL is the opened URL up to its last '/'.
         let base = &self.url[..self.url.rfind('/').map_or(0, |i| i + 1)];
         // Only objects with the opened object's extension (`.dcm`, or none): a prefix may hold
@@ -163,6 +164,7 @@ impl SiblingFiles for RemoteFiles {
             match source_in(&opened, url, &opts, &settings) {
                 Ok(s) => Ok(Box::new(s) as Box<dyn ByteSource>),
                 Err(Error::Io { source, .. }) => Err(std::io::Error::new(source.kind(), source.to_string())),
+                Err(Error::Interrupted) => Err(crate::interrupt::io_error()),
                 Err(e) => Err(std::io::Error::other(e.to_string())),
             }
         }))

@@ -56,6 +56,10 @@ pub struct RemoteStats {
     pub bytes: u64,
     /// Requests that failed after their retries.
     pub failed: u64,
+    /// Index cache entries found but not used at open because they were not valid entries
+    /// (not a regular file, a symbolic link, too large, truncated, damaged, another URL's):
+    /// each was a miss and is rewritten ([`blocks`]).
+    pub index_cache_rejected: u64,
 }
 
 /// What became of the index cache at open.
@@ -106,6 +110,8 @@ pub struct RemoteSource {
     open_phase: AtomicBool,
     blocks: Mutex<blocks::Blocks>,
     cache_use: IndexCacheUse,
+    /// 1 when the open found an index cache entry it could not use ([`RemoteStats`]).
+    cache_rejected: u64,
     requests: AtomicU64,
     bytes: AtomicU64,
     failed: AtomicU64,
@@ -118,6 +124,7 @@ struct Known {
     etag: Option<String>,
     blocks: blocks::Blocks,
     cache_use: IndexCacheUse,
+    cache_rejected: u64,
     requests: u64,
 }
 
@@ -139,16 +146,17 @@ impl RemoteSource {
         let at = Location::file(url);
         let (store, path) = store::build(url, opts, settings.net)?;
         let rt = runtime::runtime(&at)?;
-        let cached = settings.index_cache.as_deref().and_then(|dir| blocks::load(dir, url, settings.readahead_bytes));
-        let (len, etag, blocks, cache_use, requests) = match cached {
+        let lookup = settings.index_cache.as_deref().map_or(blocks::Lookup::Absent, |dir| blocks::load(dir, url, settings.readahead_bytes));
+        let cache_rejected = u64::from(matches!(lookup, blocks::Lookup::Rejected));
+        let (len, etag, blocks, cache_use, requests) = match lookup.entry() {
             Some(entry) => (entry.len, Some(entry.etag), entry.blocks, IndexCacheUse::Hit, 0),
             None => {
-                let meta = rt.block_on(store.head(&path)).map_err(|e| Error::io(&at, to_io(e)))?;
+                let meta = runtime::wait(&rt, store.head(&path)).map_err(|_| Error::Interrupted)?.map_err(|e| Error::io(&at, to_io(e)))?;
                 let cache_use = if settings.index_cache.is_some() && meta.e_tag.is_some() { IndexCacheUse::Miss } else { IndexCacheUse::Off };
                 (meta.size, meta.e_tag, blocks::Blocks::new(settings.readahead_bytes), cache_use, 1)
             }
         };
-        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, requests }))
+        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, cache_rejected, requests }))
     }
 
     /// A source for an object whose length and ETag a LIST already gave (no HEAD), in its
@@ -158,14 +166,16 @@ impl RemoteSource {
     /// As [`store::build`].
     pub(crate) fn from_listing(url: &str, opts: &StorageOptions, settings: RemoteOptions, len: u64, etag: Option<String>) -> Result<RemoteSource> {
         let (store, path) = store::build(url, opts, settings.net)?;
-        let cached = settings.index_cache.as_deref().and_then(|dir| blocks::load(dir, url, settings.readahead_bytes)).filter(|e| etag.as_deref() == Some(e.etag.as_str()) && e.len == len);
+        let lookup = settings.index_cache.as_deref().map_or(blocks::Lookup::Absent, |dir| blocks::load(dir, url, settings.readahead_bytes));
+        let cache_rejected = u64::from(matches!(lookup, blocks::Lookup::Rejected));
+        let cached = lookup.entry().filter(|e| etag.as_deref() == Some(e.etag.as_str()) && e.len == len);
         let cache_use = match (&cached, &settings.index_cache, &etag) {
             (Some(_), _, _) => IndexCacheUse::Hit,
             (None, Some(_), Some(_)) => IndexCacheUse::Miss,
             _ => IndexCacheUse::Off,
         };
         let blocks = cached.map_or_else(|| blocks::Blocks::new(settings.readahead_bytes), |e| e.blocks);
-        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, requests: 0 }))
+        Ok(Self::assemble(url, opts, settings, (store, path), Known { len, etag, blocks, cache_use, cache_rejected, requests: 0 }))
     }
 
     /// The source in its open phase, from what `open` / `from_listing` learnt of the object.
@@ -180,6 +190,7 @@ impl RemoteSource {
             open_phase: AtomicBool::new(true),
             blocks: Mutex::new(k.blocks),
             cache_use: k.cache_use,
+            cache_rejected: k.cache_rejected,
             requests: AtomicU64::new(k.requests),
             bytes: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -203,6 +214,7 @@ impl RemoteSource {
             requests: self.requests.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            index_cache_rejected: self.cache_rejected,
         }
     }
 
@@ -279,9 +291,11 @@ impl RemoteSource {
         }
     }
 
+    /// Wait for `f` on the runtime, interruptibly ([`runtime::wait`]); an interruption is the
+    /// io error that [`Error::io`] turns back into [`Error::Interrupted`].
     fn block_on<T>(&self, f: impl std::future::Future<Output = io::Result<T>>) -> io::Result<T> {
         let rt = runtime::runtime(&Location::file(&self.url)).map_err(|e| io::Error::other(e.to_string()))?;
-        rt.block_on(f)
+        runtime::wait(&rt, f).map_err(|_| crate::interrupt::io_error())?
     }
 }
 
@@ -330,6 +344,7 @@ impl ByteSource for RemoteSource {
         });
         Some(match results {
             Ok(v) => v,
+            Err(e) if crate::interrupt::is_io(&e) => parts.iter().map(|_| Err(crate::interrupt::io_error())).collect(),
             Err(e) => parts.iter().map(|_| Err(io::Error::new(e.kind(), e.to_string()))).collect(),
         })
     }
@@ -419,6 +434,35 @@ mod tests {
         assert!(store::build("https://example.org/a.svs", &StorageOptions::new(), net()).is_ok());
     }
 
+    /// A URL past the HTTP client's URI limit made object_store panic ("request must be
+    /// valid: InvalidUri(TooLong)") at the HEAD; such URLs, keys too long for an object store
+    /// and URLs with control characters or whitespace are usage errors before any request.
+    #[test]
+    fn urls_are_checked_before_the_client_sees_them() {
+        let usage = |url: &str, opts: &StorageOptions| match store::build(url, opts, net()) {
+            Err(Error::Usage(m)) => m,
+            other => panic!("{}: {:?}", &url[..url.len().min(60)], other.map(|_| ())),
+        };
+        let none = StorageOptions::new();
+        let m = usage(&format!("http://127.0.0.1:9/{}.svs", "a".repeat(66_000)), &none);
+        assert!(m.contains("66023 bytes") && m.len() < 300, "{m}");
+        usage(&format!("https://h/{}", "a".repeat(store::MAX_URL_BYTES)), &none);
+        // Percent-encoding counts: 3000 'é' are 6000 bytes as given, 18000 as sent.
+        usage(&format!("https://h/{}", "é".repeat(3000)), &none);
+        usage(&format!("s3://b/{}", "k".repeat(store::MAX_KEY_BYTES + 1)), &none);
+        assert!(store::build(&format!("s3://b/{}", "k".repeat(store::MAX_KEY_BYTES)), &none, net()).is_ok());
+        for bad in ["http://h/a\nb.svs", "http://h/a\tb.svs", " http://h/a.svs", "s3://b/a b.svs", "s3://b/a\u{7f}.svs", "s3://b/a\u{85}.svs"] {
+            assert!(usage(bad, &none).contains("not accepted"), "{bad:?}");
+        }
+        let long_endpoint: StorageOptions = [("endpoint".to_string(), format!("http://h/{}", "e".repeat(70_000)))].into();
+        usage("s3://b/k.svs", &long_endpoint);
+        assert!(store::build("s3://b/a%20b.svs", &none, net()).is_ok(), "a space written %20");
+        // Nothing panics on the way: the open itself gives the same usage error.
+        let opts = RemoteOptions { net: net(), concurrency: 4, readahead_bytes: 1 << 16, index_cache: None };
+        let e = RemoteSource::open(&format!("http://127.0.0.1:9/{}.svs", "a".repeat(66_000)), &none, opts).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e}");
+    }
+
     #[test]
     fn errors_keep_their_kind() {
         let src = || Box::new(io::Error::other("x")) as Box<dyn std::error::Error + Send + Sync>;
@@ -439,5 +483,77 @@ mod tests {
         let e = RemoteSource::open("http://127.0.0.1:9/x.svs", &StorageOptions::new(), opts).unwrap_err();
         assert!(matches!(e, Error::Io { .. }), "{e}");
         assert!(e.to_string().starts_with("http://127.0.0.1:9/x.svs"), "{e}");
+    }
+
+    /// A server on loopback that answers HEAD (1 MB, an ETag) when `head` is set and never
+    /// answers anything else: each connection is kept open, unanswered.
+    fn stalling_server(head: bool) -> u16 {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut c) = conn else { continue };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = c.read(&mut buf) {
+                        if n == 0 {
+                            return;
+                        }
+                        if head && buf.starts_with(b"HEAD ") {
+                            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\nETag: \"e1\"\r\nAccept-Ranges: bytes\r\n\r\n");
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// `f` on another thread with this interrupt flag set, bounded: a wait that the check
+    /// does not stop is a failure at 30 s, not a stuck test run.
+    fn interrupted_within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            crate::interrupt::testing::interrupt_this_thread(true);
+            let _ = tx.send(f());
+            crate::interrupt::testing::interrupt_this_thread(false);
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the remote wait was not interrupted (30 s)")
+    }
+
+    fn slow() -> RemoteOptions {
+        // Each attempt may wait 120 s: only the interrupt check can end these waits in time.
+        RemoteOptions { net: NetOptions { retries: 0, timeout: std::time::Duration::from_secs(120) }, concurrency: 4, readahead_bytes: 1 << 16, index_cache: None }
+    }
+
+    #[test]
+    fn a_head_that_never_answers_is_interrupted() {
+        let url = format!("http://127.0.0.1:{}/x.svs", stalling_server(false));
+        let r = interrupted_within(move || RemoteSource::open(&url, &StorageOptions::new(), slow()).map(|_| ()));
+        assert!(matches!(r, Err(Error::Interrupted)), "{r:?}");
+    }
+
+    #[test]
+    fn a_get_that_never_answers_is_interrupted() {
+        let url = format!("http://127.0.0.1:{}/x.svs", stalling_server(true));
+        let src = RemoteSource::open(&url, &StorageOptions::new(), slow()).unwrap();
+        assert_eq!(src.len(), 1_000_000);
+        let src = Arc::new(src);
+        // A structure read of the open (through the readahead blocks) ...
+        let s = src.clone();
+        let e = interrupted_within(move || s.read_exact_at(&mut [0u8; 100], 0)).unwrap_err();
+        assert!(matches!(Error::io(&Location::file("x"), e), Error::Interrupted));
+        // ... and a batch of tile reads after it.
+        src.end_open();
+        let s = src.clone();
+        let r = interrupted_within(move || {
+            let (mut a, mut b) = ([0u8; 10], [0u8; 10]);
+            s.read_many(&mut [(&mut a[..], 0), (&mut b[..], 5000)]).unwrap()
+        });
+        assert_eq!(r.len(), 2);
+        for e in r {
+            assert!(matches!(Error::io_shared(&Location::file("x"), &e.unwrap_err()), Error::Interrupted));
+        }
     }
 }

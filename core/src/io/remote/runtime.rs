@@ -10,6 +10,10 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Location, Result};
 
+/// A remote wait stopped by the process's interrupt check ([`wait`]).
+#[derive(Debug)]
+pub(crate) struct Interrupted;
+
 static RUNTIME: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
 
 /// Worker threads of the runtime: they only drive sockets and timers (bytes are copied into
@@ -44,4 +48,25 @@ pub(crate) fn runtime(at: &Location) -> Result<Arc<tokio::runtime::Runtime>> {
     let rt = Arc::new(rt);
     *slot = Some((pid, rt.clone()));
     Ok(rt)
+}
+
+/// Run `f` to completion on `rt`, on the calling thread, running the process's interrupt
+/// check ([`crate::interrupt`]) every [`crate::interrupt::WAIT_SLICE`] of waiting: a HEAD,
+/// LIST or GET whose server never answers is stopped by Ctrl-C at once instead of at its
+/// timeout (`SLIDESTREAM_REMOTE_TIMEOUT_MS` times the retries). The check never runs when `f`
+/// completes within one slice. On an interruption `f` is dropped, which cancels its requests.
+///
+/// # Errors
+/// [`Interrupted`] when the check fired.
+pub(crate) fn wait<F: std::future::Future>(rt: &tokio::runtime::Runtime, f: F) -> std::result::Result<F::Output, Interrupted> {
+    rt.block_on(async {
+        let mut f = std::pin::pin!(f);
+        loop {
+            match tokio::time::timeout(crate::interrupt::WAIT_SLICE, &mut f).await {
+                Ok(v) => return Ok(v),
+                Err(_) if crate::interrupt::check().is_err() => return Err(Interrupted),
+                Err(_) => {}
+            }
+        }
+    })
 }

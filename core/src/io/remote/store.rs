@@ -35,6 +35,21 @@ use crate::error::{Error, Result};
 /// URL's provider does not know is an error at open ([`Error::Usage`]), never ignored.
 pub type StorageOptions = BTreeMap<String, String>;
 
+/// Longest URL a slide may be opened by, in bytes (as given, and as the URL parser writes it
+/// back with its percent-encoding): 8 KiB, the request-line limit of common HTTP servers
+/// (nginx's `large_client_header_buffers` 8k, Apache's `LimitRequestLine` 8190). It keeps every
+/// request far below the 65,534-byte URI limit of the HTTP client (the `http` crate's `Uri`),
+/// past which `object_store` panics ("request must be valid: InvalidUri(TooLong)") instead
+/// of returning an error.
+pub const MAX_URL_BYTES: usize = 8192;
+
+/// Longest object key (bucket and host not included) of an `s3://`, `gs://` or `az://` URL, in
+/// bytes of UTF-8 after percent-decoding: Amazon S3 ("a sequence of Unicode characters whose
+/// UTF-8 encoding is at most 1,024 bytes long"), Google Cloud Storage (object names of 1–1024
+/// bytes of UTF-8) and Azure Blob Storage (blob names of at most 1,024 characters) all refuse
+/// longer ones.
+pub const MAX_KEY_BYTES: usize = 1024;
+
 /// Network settings of one store (from the `SLIDESTREAM_REMOTE_*` settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetOptions {
@@ -62,10 +77,25 @@ pub fn is_url(name: &str) -> bool {
 /// unparsable storage option (naming it and the provider); [`Error::Io`] (`InvalidInput`) when
 /// the provider's builder refuses the configuration (a missing bucket, a bad endpoint).
 pub(crate) fn build(url: &str, opts: &StorageOptions, net: NetOptions) -> Result<(Arc<dyn ObjectStore>, ObjectPath)> {
-    let parsed = url::Url::parse(url).map_err(|e| Error::Usage(format!("{url}: not a valid URL: {e}")))?;
+    check_url_text("the URL", url)?;
+    let parsed = url::Url::parse(url).map_err(|e| Error::Usage(format!("{}: not a valid URL: {e}", short(url))))?;
+    check_url_text("the URL", parsed.as_str())?;
     let (scheme, path) = ObjectStoreScheme::parse(&parsed).map_err(|e| Error::Usage(format!("{url}: {e}")))?;
     if path.as_ref().is_empty() {
         return Err(Error::Usage(format!("{url}: the URL names no object (a bucket or host only)")));
+    }
+    if scheme != ObjectStoreScheme::Http && path.as_ref().len() > MAX_KEY_BYTES {
+        return Err(Error::Usage(format!(
+            "{}: the object key is {} bytes; object stores (S3, GCS, Azure) allow at most {MAX_KEY_BYTES}",
+            short(url),
+            path.as_ref().len()
+        )));
+    }
+    for (k, v) in opts {
+        let k = k.to_ascii_lowercase();
+        if k.ends_with("endpoint") || k.ends_with("url") {
+            check_url_text(&format!("storage option {k:?}"), v)?;
+        }
     }
     // `with_client_options` replaces the client settings `from_env` read, so the plain-HTTP
     // permission is worked out here: an http:// endpoint (option or environment) implies it,
@@ -136,4 +166,32 @@ pub(crate) fn build(url: &str, opts: &StorageOptions, net: NetOptions) -> Result
         other => return Err(Error::Usage(format!("{url}: {other:?} URLs are not slide sources (use s3://, gs://, az:// or http(s)://)"))),
     };
     Ok((store, path))
+}
+
+/// The first 100 characters of a URL, for messages about URLs too long to repeat.
+fn short(url: &str) -> String {
+    match url.char_indices().nth(100) {
+        Some((i, _)) => format!("{}… ({} bytes)", &url[..i], url.len()),
+        None => url.to_string(),
+    }
+}
+
+/// A URL (or an endpoint given as a storage option) the HTTP client can carry: at most
+/// [`MAX_URL_BYTES`], and no control character or whitespace (the URL parser would silently
+/// drop a tab or newline and trim spaces, so another object than the one named would be read;
+/// a space in a key is written `%20`).
+///
+/// # Errors
+/// [`Error::Usage`] naming `what` and the reason.
+pub fn check_url_text(what: &str, url: &str) -> Result<()> {
+    if url.len() > MAX_URL_BYTES {
+        return Err(Error::Usage(format!("{}: {what} is {} bytes long; at most {MAX_URL_BYTES} are accepted", short(url), url.len())));
+    }
+    if let Some((i, c)) = url.char_indices().find(|(_, c)| c.is_control() || c.is_whitespace()) {
+        return Err(Error::Usage(format!(
+            "{}: {what} has {c:?} at byte {i}; control characters and whitespace are not accepted (write a space as %20)",
+            short(&url.escape_debug().to_string())
+        )));
+    }
+    Ok(())
 }
