@@ -15,8 +15,8 @@
 # assertions and overflow checks; libfuzzer-sys builds libFuzzer itself. `--target` keeps them
 # off build scripts and proc-macros.
 set -euo pipefail
-cd "$(dirname "$0")"
 seeds=$(realpath "$1")
+cd "$(dirname "$0")"
 runs=${2:-2000}
 shift $(($# < 2 ? $# : 2))
 host=$(rustc -vV | sed -n 's/^host: //p')
