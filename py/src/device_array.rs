@@ -118,9 +118,14 @@ impl PyDeviceArray {
     /// `cupy.from_dlpack`, `jax.dlpack.from_dlpack`. No copy: the tensor shares the device
     /// memory and keeps it alive after this object is gone.
     ///
-    /// `stream`: the consumer's stream (None, -1, 1, 2 or a stream handle). Nothing is waited
-    /// for and nothing is enqueued, since the data are complete when the read returns; any
-    /// value is accepted. `dl_device`: None or `(2, device)` for this device; `(1, 0)` (kDLCPU)
+    /// `stream`: the consumer's stream (None, -1, 1, 2 or a stream handle, as the array API
+    /// standard numbers CUDA streams). Nothing is waited for and nothing is enqueued, since the
+    /// data are complete when the read returns. The stream decides how the memory is freed once
+    /// the consumer's tensor and this object are gone: in stream order on that stream (None and
+    /// 1 = the legacy default stream, PyTorch's default; a handle > 2 = that stream, which must
+    /// still exist then, as PyTorch's streams do), so freeing never waits for the device; -1,
+    /// 2 (a per-thread stream), 0, or a second different stream make the free wait for the
+    /// device instead (`cuMemFree`). `dl_device`: None or `(2, device)` for this device; `(1, 0)` (kDLCPU)
     /// returns a host copy unless `copy` is False. `copy=True` on the device raises
     /// BufferError (slidestream does not copy device memory; copy in the consumer).
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
@@ -133,9 +138,11 @@ impl PyDeviceArray {
         copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let _ = max_version;
+        // The consumer's stream: None means the legacy default stream (array API standard).
+        let mut consumer: i64 = slidestream::gpu::LEGACY_STREAM as i64;
         if let Some(s) = stream {
-            if !s.is_none() && s.extract::<i64>().is_err() {
-                return Err(PyTypeError::new_err(format!("stream must be None or an int, got {}", s.get_type().name()?)));
+            if !s.is_none() {
+                consumer = s.extract::<i64>().map_err(|_| PyTypeError::new_err(format!("stream must be None or an int, got {}", s.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?;
             }
         }
         let here = (dlpack::KDL_CUDA, self.inner.device() as i32);
@@ -159,7 +166,9 @@ impl PyDeviceArray {
         if copy == Some(true) {
             return Err(PyBufferError::new_err("slidestream cannot copy device memory for DLPack (copy=True); import without copy and copy in the consumer"));
         }
-        let ptr = if self.inner.nbytes() == 0 { std::ptr::null_mut() } else { self.inner.ptr() as *mut c_void };
+        // -1 ("no synchronisation"): the stream is unknown, so the free waits for the device.
+        let p = if consumer > 0 { self.inner.ptr_for_stream(consumer as u64) } else { self.inner.ptr() };
+        let ptr = if self.inner.nbytes() == 0 { std::ptr::null_mut() } else { p as *mut c_void };
         let device = dlpack::DLDevice { device_type: dlpack::KDL_CUDA, device_id: self.inner.device() as i32 };
         let m = dlpack::managed(ptr, device, self.inner.shape(), self.inner.clone());
         dlpack::capsule(py, m)

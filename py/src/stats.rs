@@ -81,6 +81,7 @@ pub(crate) fn gpu_dict<'py>(py: Python<'py>, s: &GpuStats) -> PyResult<Bound<'py
     d.set_item("hardware_engines", s.hardware_engines)?;
     d.set_item("kernel_cache", &s.kernel_cache)?;
     d.set_item("warmup", &s.warmup)?;
+    d.set_item("stream_priority", s.stream_priority)?;
     put_cache(&d, "cache_", &s.cache)?;
     d.set_item("device_tile_bytes", s.device_tile_bytes)?;
     Ok(d)

@@ -131,6 +131,11 @@ settings! {
         accepted: "auto, spin, yield or blocking", per_process: true,
         parse: parse_sync,
         doc: "how host threads wait for the GPU (CU_CTX_SCHED_*; auto = the driver's default), set only if the primary context is not active yet; read when the GPU engine starts" }
+    /// Priority of the GPU engine's CUDA streams.
+    gpu_stream_priority: GpuStreamPriority = { name: "SLIDESTREAM_GPU_STREAM_PRIORITY", default: "high", unit: "—",
+        accepted: "high or normal", per_process: true,
+        parse: parse_stream_priority,
+        doc: "priority of the GPU engine's CUDA streams (cuStreamCreateWithPriority): high = the device's greatest, so the engine's short kernels and copies are scheduled between the thread blocks of a model's kernels on normal-priority streams (PyTorch's default) instead of queueing behind them; normal = the default priority; read when the GPU engine starts" }
     /// nvJPEG output format.
     nvjpeg_output: NvjpegOutput = { name: "SLIDESTREAM_NVJPEG_OUTPUT", default: "unchanged", unit: "—",
         accepted: "unchanged or yuv", per_process: true,

@@ -20,6 +20,7 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(s.gpu_cpu_workers, None);
     assert_eq!(s.gpu_split, GpuSplit::Cost);
     assert_eq!(s.gpu_sync, GpuSync::Auto);
+    assert_eq!(s.gpu_stream_priority, GpuStreamPriority::High);
     assert_eq!(s.nvjpeg_output, NvjpegOutput::Unchanged);
     assert_eq!(s.gpu_min_chunk, 64);
     assert!(!s.gpu_trace);
@@ -55,6 +56,8 @@ fn values_parse() {
     assert!(s.gpu_trace);
     assert_eq!(s.io_depth, 1);
     assert_eq!(resolve(&[("SLIDESTREAM_COMPAT_MODE", "no")]).unwrap().compat_mode, CompatMode::Off);
+    assert_eq!(resolve(&[("SLIDESTREAM_GPU_STREAM_PRIORITY", "Normal")]).unwrap().gpu_stream_priority, GpuStreamPriority::Normal);
+    assert_eq!(resolve(&[("SLIDESTREAM_GPU_STREAM_PRIORITY", "high")]).unwrap().gpu_stream_priority, GpuStreamPriority::High);
     assert_eq!(resolve(&[("SLIDESTREAM_COMPAT_MODE", "1")]).unwrap().compat_mode, CompatMode::On);
 }
 
@@ -76,6 +79,9 @@ fn bad_values_are_errors_naming_the_variable() {
         ("SLIDESTREAM_GPU_CPU_WORKERS", "257"),
         ("SLIDESTREAM_GPU_SPLIT", "random"),
         ("SLIDESTREAM_GPU_SYNC", "sleep"),
+        ("SLIDESTREAM_GPU_STREAM_PRIORITY", "low"),
+        ("SLIDESTREAM_GPU_STREAM_PRIORITY", "-5"),
+        ("SLIDESTREAM_GPU_STREAM_PRIORITY", ""),
         ("SLIDESTREAM_NVJPEG_OUTPUT", "rgb"),
         ("SLIDESTREAM_GPU_MIN_CHUNK", "1000"),
         ("SLIDESTREAM_GPU_TRACE", "maybe"),

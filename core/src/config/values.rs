@@ -75,6 +75,20 @@ pub enum GpuSync {
     Blocking,
 }
 
+/// Priority of the GPU engine's CUDA streams (`SLIDESTREAM_GPU_STREAM_PRIORITY`), given to
+/// `cuStreamCreateWithPriority`. The device scheduler starts thread blocks of a higher-priority
+/// stream's pending work before a lower one's (CUDA programming guide, "Stream Priorities"), so
+/// the engine's short kernels and copies run between a model's kernels instead of queueing
+/// behind them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuStreamPriority {
+    /// The device's greatest priority (`cuCtxGetStreamPriorityRange`) (default).
+    #[default]
+    High,
+    /// The default priority, that of PyTorch's and most libraries' streams.
+    Normal,
+}
+
 /// nvJPEG output format of the GPU decode lanes (`SLIDESTREAM_NVJPEG_OUTPUT`): both give the
 /// planes as coded; slidestream converts colour itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -226,6 +240,14 @@ pub(super) fn parse_sync(s: &str) -> Option<GpuSync> {
         "spin" => Some(GpuSync::Spin),
         "yield" => Some(GpuSync::Yield),
         "blocking" => Some(GpuSync::Blocking),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_stream_priority(s: &str) -> Option<GpuStreamPriority> {
+    match s.to_ascii_lowercase().as_str() {
+        "high" => Some(GpuStreamPriority::High),
+        "normal" => Some(GpuStreamPriority::Normal),
         _ => None,
     }
 }

@@ -29,12 +29,21 @@ impl Default for DeviceOptions {
 
 /// A `u8` array in device memory, C-contiguous, freed when dropped.
 ///
-/// Freeing: once its pointer was handed out ([`ptr`](Self::ptr), which the Python bindings'
-/// `__dlpack__` and `__cuda_array_interface__` use), the memory is returned with `cuMemFree`,
-/// which waits for work still using it on any stream (a consumer's included). An array whose
-/// pointer never left slidestream (read, then copied with [`to_host`](Self::to_host) or
-/// dropped) is returned stream-ordered (`cuMemFreeAsync`) without waiting for the device, so
-/// threads dropping results do not stall each other's reads.
+/// Freeing never makes the dropping thread wait for the device, except after [`ptr`](Self::ptr):
+/// - an array whose pointer never left slidestream (read, then copied with
+///   [`to_host`](Self::to_host) or dropped) is returned stream-ordered (`cuMemFreeAsync`) on an
+///   engine stream;
+/// - an array handed to a consumer for one stream ([`ptr_for_stream`](Self::ptr_for_stream),
+///   which the Python bindings' `__dlpack__(stream=)` uses: `torch.from_dlpack` names the
+///   consumer's current stream) is returned stream-ordered on that stream, after everything the
+///   consumer enqueued there before the drop;
+/// - once its pointer was handed out without a stream ([`ptr`](Self::ptr): the bindings'
+///   `__cuda_array_interface__`, or `__dlpack__` with stream -1 or 2, or a second consumer
+///   stream), the memory is returned with `cuMemFree`, which waits for all work on the device
+///   (a consumer's on any stream included).
+///
+/// The memory comes from the engine's own pool, which never makes a later read wait for a
+/// consumer's stream to reuse it.
 ///
 /// Shapes: (height, width, channels) for a region, (n, height, width, channels) for a batch.
 /// The data are complete when the read returns (the reading stream was synchronised), so any
@@ -46,10 +55,22 @@ pub struct DeviceArray {
     /// Process that allocated the memory: a forked child never frees (or touches) it.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(crate) pid: u32,
-    /// [`ptr`](Self::ptr) was called: free with a device-wide wait.
+    /// How the memory is freed: [`FREE_ENGINE`] (never handed out), [`FREE_WAIT_DEVICE`]
+    /// ([`ptr`](Self::ptr) was called), else the consumer's stream handle
+    /// ([`ptr_for_stream`](Self::ptr_for_stream)).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) exported: std::sync::atomic::AtomicBool,
+    pub(crate) free_on: std::sync::atomic::AtomicU64,
 }
+
+/// [`DeviceArray::free_on`]: stream-ordered on the engine's free stream.
+pub(crate) const FREE_ENGINE: u64 = 0;
+/// [`DeviceArray::free_on`]: `cuMemFree`, waiting for the device.
+pub(crate) const FREE_WAIT_DEVICE: u64 = u64::MAX;
+/// `CU_STREAM_LEGACY` (cuda.h), the legacy default stream: DLPack's stream 1 (and None).
+pub const LEGACY_STREAM: u64 = 1;
+/// `CU_STREAM_PER_THREAD` (cuda.h): DLPack's stream 2, the per-thread default stream of
+/// whichever thread names it (so unusable from the thread that frees).
+pub const PER_THREAD_STREAM: u64 = 2;
 
 impl std::fmt::Debug for DeviceArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -58,10 +79,30 @@ impl std::fmt::Debug for DeviceArray {
 }
 
 impl DeviceArray {
-    /// Device pointer (`CUdeviceptr`) of element 0. Work enqueued on it on any stream may
-    /// still run when the array is dropped: the free then waits for the device.
+    /// Device pointer (`CUdeviceptr`) of element 0, for a consumer on any stream. Work
+    /// enqueued on it on any stream may still run when the array is dropped: the free then
+    /// waits for the device (`cuMemFree`).
     pub fn ptr(&self) -> u64 {
-        self.exported.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.free_on.store(FREE_WAIT_DEVICE, std::sync::atomic::Ordering::Relaxed);
+        self.ptr
+    }
+
+    /// Device pointer (`CUdeviceptr`) of element 0, for a consumer that uses the data on CUDA
+    /// stream `stream` only (a `CUstream` handle as an integer; [`LEGACY_STREAM`] = 1 for the
+    /// legacy default stream, as DLPack numbers it). When the array is dropped its memory is
+    /// freed in stream order on that stream (`cuMemFreeAsync`): after the consumer's work
+    /// enqueued there before the drop, without waiting for the device. The stream must still
+    /// exist when the array is dropped (PyTorch's streams always do). 0,
+    /// [`PER_THREAD_STREAM`], a second different stream, or an earlier [`ptr`](Self::ptr)
+    /// make the free wait for the device instead, as after [`ptr`](Self::ptr).
+    pub fn ptr_for_stream(&self, stream: u64) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let want = if stream == 0 || stream == PER_THREAD_STREAM { FREE_WAIT_DEVICE } else { stream };
+        if let Err(now) = self.free_on.compare_exchange(FREE_ENGINE, want, Relaxed, Relaxed) {
+            if now != want {
+                self.free_on.store(FREE_WAIT_DEVICE, Relaxed);
+            }
+        }
         self.ptr
     }
     /// Shape, outermost first.

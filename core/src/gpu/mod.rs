@@ -39,7 +39,7 @@ use cuda as backend;
 #[cfg(not(feature = "cuda"))]
 use stub as backend;
 
-pub use array::{DeviceArray, DeviceBatch, DeviceOptions};
+pub use array::{DeviceArray, DeviceBatch, DeviceOptions, LEGACY_STREAM, PER_THREAD_STREAM};
 pub use stats::{CompatMode, GpuReport, GpuStats};
 
 use crate::error::{Error, Result};

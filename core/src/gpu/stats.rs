@@ -102,6 +102,10 @@ pub struct GpuStats {
     /// What the engine's warm-up did before the first read and in the background
     /// (`SLIDESTREAM_GPU_WARMUP`); empty before the engine starts.
     pub warmup: String,
+    /// Priority of the engine's CUDA streams as created (`SLIDESTREAM_GPU_STREAM_PRIORITY`;
+    /// CUDA's scale: lower is higher, 0 the default, the device's greatest e.g. -5 on Hopper);
+    /// 0 before the engine starts.
+    pub stream_priority: i32,
 }
 
 impl GpuStats {

@@ -79,12 +79,19 @@ class _Reader:
         self.device = device
         self.convert = convert
         self.transform = transform
+        # A device batch without a transform is converted (e.g. ``torch.from_dlpack``) by the
+        # consumer's thread in ``__next__``: the import then names the consumer's current
+        # stream, on which the batch's memory is later freed in stream order (DLPack's
+        # contract), instead of the producer thread's default stream.
+        self.defer_convert = device is not None and transform is None
 
     def __call__(self, rows: np.ndarray) -> Any:
         if self.device is None:
             batch: Any = read_patches(self.slides, rows, self.size, background=self.background)
         else:
             batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
+        if self.defer_convert:
+            return batch
         batch = self.convert(batch)
         if self.transform is not None:
             batch = self.transform(batch)
@@ -180,6 +187,7 @@ class _EpochIterator(_Closing):
         self._stop = threading.Event()
         self._done = False
         self._owner: Any = None  # the PatchBatches of this iteration (set by its __iter__)
+        self._convert = read.convert if read.defer_convert else None
         self._thread = threading.Thread(
             target=_produce, args=(plan, epoch, read, self._q, self._stop, readers), name=f"slidestream-loader-epoch{epoch}", daemon=True
         )
@@ -215,6 +223,9 @@ class _EpochIterator(_Closing):
         if isinstance(item, _Failure):
             self.close()
             raise item.error
+        if self._convert is not None:
+            batch, meta = item
+            return self._convert(batch), meta
         return item  # type: ignore[no-any-return]
 
     def close(self) -> None:

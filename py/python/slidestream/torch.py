@@ -270,7 +270,10 @@ class PatchLoader(PatchBatches):
       synchronises them before the read returns, so the tensor is complete when it is
       yielded and valid on any stream: it is ordered on the consumer's current stream
       trivially (nothing to wait for). Each batch is a fresh allocation from the engine's
-      stream-ordered memory pool, freed when the last reference (the tensor) goes; at most
+      stream-ordered memory pool, freed when the last reference (the tensor) goes, in stream
+      order on the stream that was current when the loader imported it (torch's current
+      stream of the loader's thread: the default stream unless ``torch.cuda.stream(...)`` was
+      entered there), so freeing never waits for the device; at most
       ``prefetch + readers`` batches per loader are alive besides those the consumer holds, and
       reuse can never overwrite a batch the consumer still holds.
       :class:`slidestream.GpuUnavailableError` at construction without a usable GPU

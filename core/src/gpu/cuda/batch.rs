@@ -102,16 +102,16 @@ impl Engine {
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
         let bytes = n * w * h * ch;
-        // Output from the device's memory pool (reused across calls); freed when the array is
-        // dropped (`free_array`: stream-ordered unless its pointer was handed out).
+        // Output from the engine's pool (reused across calls); freed when the array is dropped
+        // (`free_array`: stream-ordered unless its pointer was handed out without a stream).
+        // The lane's stream is synchronised before the array is returned, so the allocation is
+        // complete for every consumer.
         let mut out = 0;
         if bytes > 0 {
             let stream = lane.slots[0].stream.raw();
-            // SAFETY: out-pointer to a local; the stream is synchronised before the array is
-            // returned, so the allocation is complete for every consumer.
-            self.counters.trace.time(trace::OUTPUT, || cu(unsafe { cuda.cuMemAllocAsync(&mut out, bytes, stream) }, "cuMemAllocAsync"))?;
+            out = self.counters.trace.time(trace::OUTPUT, || self.output_pool.alloc(bytes, stream))?;
         }
-        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.ctx.pid(), exported: Default::default() };
+        let array = DeviceArray { ptr: out, shape: vec![n, h, w, ch], device: self.device, pid: self.ctx.pid(), free_on: Default::default() };
         if bytes == 0 {
             return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
         }

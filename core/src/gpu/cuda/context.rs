@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
 use super::sys::{cu, cuda, CUcontext, CUdevice, CUstream, Res, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_STREAM_NON_BLOCKING};
@@ -161,8 +161,30 @@ impl Drop for CurrentGuard {
 /// Streams alive in this process (made by [`Stream::new`] and not yet dropped).
 static LIVE_STREAMS: AtomicUsize = AtomicUsize::new(0);
 
-/// A non-blocking CUDA stream (`cuStreamCreate(CU_STREAM_NON_BLOCKING)`), destroyed when
-/// dropped (`cuStreamDestroy`: work still queued on it completes first, on the device).
+/// The priority every engine stream is created with (`SLIDESTREAM_GPU_STREAM_PRIORITY`, set
+/// by [`set_stream_priority`] when an engine starts; 0, the default priority, before).
+static STREAM_PRIORITY: AtomicI32 = AtomicI32::new(0);
+
+/// Fix the priority of the engine's streams from now on: the current context's greatest
+/// priority (`cuCtxGetStreamPriorityRange`; -5 on Hopper) when `high`, else 0 (the default,
+/// which is also the least on current GPUs). Returns the value used.
+pub(crate) fn set_stream_priority(high: bool) -> Res<c_int> {
+    let p = if high {
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: out-pointers to locals; the caller made a context current.
+        cu(unsafe { cuda()?.cuCtxGetStreamPriorityRange(&mut least, &mut greatest) }, "cuCtxGetStreamPriorityRange")?;
+        greatest
+    } else {
+        0
+    };
+    STREAM_PRIORITY.store(p, Relaxed);
+    Ok(p)
+}
+
+/// A non-blocking CUDA stream (`cuStreamCreateWithPriority(CU_STREAM_NON_BLOCKING, p)`, `p`
+/// from [`set_stream_priority`]): it never synchronises with the legacy default stream (and so
+/// never waits for a PyTorch model's work there). Destroyed when dropped (`cuStreamDestroy`:
+/// work still queued on it completes first, on the device).
 pub(crate) struct Stream {
     raw: CUstream,
     pid: u32,
@@ -173,11 +195,12 @@ unsafe impl Send for Stream {}
 unsafe impl Sync for Stream {}
 
 impl Stream {
-    /// A new non-blocking stream in the current context.
+    /// A new non-blocking stream in the current context, at the engine's stream priority.
     pub(crate) fn new() -> Res<Stream> {
         let mut raw = std::ptr::null_mut();
+        let p = STREAM_PRIORITY.load(Relaxed);
         // SAFETY: out-pointer to a local; the caller made the context current.
-        cu(unsafe { cuda()?.cuStreamCreate(&mut raw, CU_STREAM_NON_BLOCKING) }, "cuStreamCreate")?;
+        cu(unsafe { cuda()?.cuStreamCreateWithPriority(&mut raw, CU_STREAM_NON_BLOCKING, p) }, "cuStreamCreateWithPriority")?;
         LIVE_STREAMS.fetch_add(1, Relaxed);
         Ok(Stream { raw, pid: pid() })
     }
@@ -185,6 +208,14 @@ impl Stream {
     /// The raw handle.
     pub(crate) fn raw(&self) -> CUstream {
         self.raw
+    }
+
+    /// The stream's priority as the driver reports it (`cuStreamGetPriority`).
+    pub(crate) fn priority(&self) -> Res<c_int> {
+        let mut p = 0;
+        // SAFETY: a live stream; out-pointer to a local.
+        cu(unsafe { cuda()?.cuStreamGetPriority(self.raw, &mut p) }, "cuStreamGetPriority")?;
+        Ok(p)
     }
 
     /// Wait until every operation queued on the stream has completed.

@@ -14,13 +14,14 @@ use std::ffi::c_int;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::context::{device_arch, pid, Context, Stream};
+use super::context::{device_arch, pid, set_stream_priority, Context, Stream};
 use super::decode::cpu_worker::CpuWorkers;
 use super::decode::nvjpeg::Decoders;
 use super::device_cache::DeviceCache;
 use super::io::compat::{Io, IoPath};
 use super::kernels::{self, arg, Kernels};
 use super::lanes::Lanes;
+use super::memory::OutputPool;
 use super::settings::settings;
 use super::stats::Counters;
 use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
@@ -55,6 +56,11 @@ pub(crate) struct Engine {
     pub(crate) warm: WarmState,
     /// Stream on which tile blocks and unexported arrays are freed.
     pub(crate) free_stream: Stream,
+    /// The pool the returned arrays are allocated from.
+    pub(crate) output_pool: OutputPool,
+    /// The engine streams' priority as the driver reports it (`SLIDESTREAM_GPU_STREAM_PRIORITY`;
+    /// lower = higher).
+    pub(crate) stream_priority: c_int,
     pub(crate) ctx: Context,
 }
 
@@ -172,7 +178,11 @@ impl Engine {
             // How host threads wait for the device (`SLIDESTREAM_GPU_SYNC`).
             let ctx = Context::retain(device, set.sync)?;
             ph.lap("context retain");
+            // Every stream made from here on gets this priority.
+            set_stream_priority(set.high_priority)?;
             let free_stream = Stream::new()?;
+            let stream_priority = free_stream.priority()?;
+            let output_pool = OutputPool::new(ctx.device())?;
             // Keep freed tile memory in the pool (no return to the OS at every synchronisation).
             let mut pool = std::ptr::null_mut();
             // SAFETY: out-pointers to locals; the device of the current context.
@@ -193,7 +203,7 @@ impl Engine {
             let nvjpeg_params = (io.path != IoPath::Posix, set.nvjpeg_output);
             if set.warmup == GpuWarmup::Full {
                 let d = Decoders::new(nvjpeg_params.0, nvjpeg_params.1)?;
-                ph.lap(&format!("nvJPEG decoders ({}{})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }));
+                ph.lap(&format!("nvJPEG decoders ({}{}; {})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }, d.allocators()));
                 let _ = nvjpeg.set(d);
             }
             let prepared = prepared.join().unwrap_or_else(|_| Err(GpuError::Call("kernel preparation panicked".into())))?;
@@ -222,6 +232,8 @@ impl Engine {
                 counters: Counters::default(),
                 warm: WarmState::new(set.warmup),
                 free_stream,
+                output_pool,
+                stream_priority,
                 ctx,
             })
         })
@@ -238,7 +250,7 @@ impl Engine {
         }
         let t = std::time::Instant::now();
         let d = Decoders::new(self.nvjpeg_params.0, self.nvjpeg_params.1)?;
-        trace::phase_line("nvJPEG", &format!("decoders ({}{})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }), t);
+        trace::phase_line("nvJPEG", &format!("decoders ({}{}; {})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }, d.allocators()), t);
         Ok(self.nvjpeg.get_or_init(|| d))
     }
 

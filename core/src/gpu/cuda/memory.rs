@@ -8,9 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::context::pid;
-use super::sys::{cu, cuda, CUcontext, CUdeviceptr, CUstream, CuFile, Res};
+use std::ffi::c_int;
+
+use cudarc::driver::sys as cu_sys;
+
+use super::sys::{cu, cuda, CUcontext, CUdevice, CUdeviceptr, CUstream, CuFile, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
 use crate::cache::CacheWeight;
 use crate::error::{GpuError, Result};
+use crate::gpu::array::{FREE_ENGINE, FREE_WAIT_DEVICE};
 use crate::gpu::DeviceArray;
 
 /// A growable device buffer owned by one slot (used only while the slot's stream is idle),
@@ -198,6 +203,71 @@ impl Drop for StreamAlloc {
     }
 }
 
+/// The engine's memory pool for the arrays it returns (`cuMemPoolCreate`, device memory of one
+/// device), destroyed when dropped (memory still held by live arrays is released by the driver
+/// once they are freed).
+///
+/// Not the device's default pool, because a returned array may be freed in stream order on the
+/// consumer's stream (`free_array`), and the default pool's
+/// `CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES` would then let a later allocation on an
+/// engine stream wait for the consumer's queued work (a model's step) before reusing that
+/// memory. Here that attribute is off: memory freed on another stream is reused only once the
+/// free has completed on the device (opportunistic reuse) or when the allocating stream already
+/// depends on it; otherwise the pool grows. Freed memory is kept for reuse
+/// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` = unlimited), and other libraries' use of the default
+/// pool is left alone.
+pub(crate) struct OutputPool {
+    raw: *mut c_void,
+    pid: u32,
+}
+
+// A pool handle may be used from any thread.
+unsafe impl Send for OutputPool {}
+unsafe impl Sync for OutputPool {}
+
+impl OutputPool {
+    /// A pool on `device` (an ordinal whose context is current).
+    pub(crate) fn new(device: CUdevice) -> Res<OutputPool> {
+        let cuda = cuda()?;
+        // SAFETY: plain-old-data; zero is the documented "unset" for every other field.
+        let mut props: cu_sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
+        props.allocType = cu_sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.handleTypes = cu_sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
+        props.location.type_ = cu_sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = device;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; props filled as cuda.h documents.
+        cu(unsafe { cuda.cuMemPoolCreate(&mut raw, &props) }, "cuMemPoolCreate")?;
+        let pool = OutputPool { raw, pid: pid() };
+        let (mut threshold, mut internal) = (u64::MAX, 0 as c_int);
+        // SAFETY: a live pool; the attributes' value types are u64 and int (cuda.h).
+        unsafe {
+            cu(cuda.cuMemPoolSetAttribute(raw, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut c_void), "cuMemPoolSetAttribute")?;
+            cu(cuda.cuMemPoolSetAttribute(raw, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &mut internal as *mut c_int as *mut c_void), "cuMemPoolSetAttribute")?;
+        }
+        Ok(pool)
+    }
+
+    /// `bytes` (at least 1) from the pool, stream-ordered on `stream`.
+    pub(crate) fn alloc(&self, bytes: usize, stream: CUstream) -> Res<CUdeviceptr> {
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; a live pool and stream of the current context.
+        cu(unsafe { cuda()?.cuMemAllocFromPoolAsync(&mut p, bytes.max(1), self.raw, stream) }, "cuMemAllocFromPoolAsync")?;
+        Ok(p)
+    }
+}
+
+impl Drop for OutputPool {
+    fn drop(&mut self) {
+        if self.pid == pid() {
+            if let Ok(cuda) = cuda() {
+                // SAFETY: created in `new`, destroyed once.
+                unsafe { cuda.cuMemPoolDestroy(self.raw) };
+            }
+        }
+    }
+}
+
 /// View plain-old-data descriptors as bytes (for uploads).
 pub(crate) fn as_bytes<T: Copy>(v: &[T]) -> &[u8] {
     // SAFETY: T is a repr(C) plain-old-data descriptor; viewing it as bytes is sound.
@@ -279,6 +349,10 @@ impl CacheWeight for DevTile {
 }
 
 /// Copy a device array to the host (the array's data are complete: its stream was synced).
+/// An array never handed out is copied on the engine's free stream, which waits for nothing
+/// else; one handed to a consumer's stream is copied in order on that stream (after the
+/// consumer's work there); one handed out without a stream with a synchronous copy, which
+/// waits for the legacy default stream and the blocking streams.
 pub(crate) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
     if a.pid != pid() {
         return Err(GpuError::Fork { parent: a.pid, child: pid() }.into());
@@ -289,13 +363,25 @@ pub(crate) fn download(a: &DeviceArray) -> Result<Vec<u8>> {
     let n = a.nbytes();
     let mut v = vec![0u8; n];
     if n > 0 {
-        // SAFETY: n bytes on both sides; the array's data are complete (its stream was synced).
-        cu(unsafe { cuda()?.cuMemcpyDtoH(v.as_mut_ptr() as *mut c_void, a.ptr, n) }, "cuMemcpyDtoH")?;
+        let cuda = cuda()?;
+        let dst = v.as_mut_ptr() as *mut c_void;
+        // SAFETY: n bytes on both sides; the stream is synchronised before `v` is used or
+        // dropped.
+        match a.free_on.load(Relaxed) {
+            FREE_WAIT_DEVICE => cu(unsafe { cuda.cuMemcpyDtoH(dst, a.ptr, n) }, "cuMemcpyDtoH")?,
+            s => {
+                let stream = if s == FREE_ENGINE { e.free_stream() } else { s as usize as CUstream };
+                cu(unsafe { cuda.cuMemcpyDtoHAsync(dst, a.ptr, n, stream) }, "cuMemcpyDtoHAsync")?;
+                cu(unsafe { cuda.cuStreamSynchronize(stream) }, "cuStreamSynchronize")?;
+            }
+        }
     }
     Ok(v)
 }
 
-/// Free a device array's memory (once; a forked child frees nothing).
+/// Free a device array's memory (once; a forked child frees nothing), as
+/// [`DeviceArray`]'s docs say: stream-ordered on the engine's free stream or on the consumer's
+/// stream, or with `cuMemFree` once its pointer was handed out without a stream.
 pub(crate) fn free_array(a: &mut DeviceArray) {
     if a.ptr == 0 || a.pid != pid() {
         return;
@@ -305,16 +391,26 @@ pub(crate) fn free_array(a: &mut DeviceArray) {
         let _restore = super::context::CurrentGuard::save();
         if e.make_current().is_ok() {
             if let Ok(cuda) = cuda() {
-                if a.exported.load(Relaxed) {
-                    // SAFETY: allocated with cuMemAllocAsync in `read_regions`, freed once.
+                match a.free_on.load(Relaxed) {
+                    // SAFETY (all three): allocated from the engine's output pool in
+                    // `read_regions`, freed once.
                     // cuMemFree of pool memory synchronises the device, so work still using the
                     // memory on any stream (a consumer's included) finishes first.
-                    unsafe { cuda.cuMemFree(a.ptr) };
-                } else {
-                    // SAFETY: as above; the pointer never left slidestream and every use of it
-                    // (the assembly, `download`'s synchronous copy) completed before the read
-                    // or copy returned, so a stream-ordered free on any stream is safe.
-                    unsafe { cuda.cuMemFreeAsync(a.ptr, e.free_stream()) };
+                    FREE_WAIT_DEVICE => unsafe {
+                        cuda.cuMemFree(a.ptr);
+                    },
+                    // The pointer never left slidestream and every use of it (the assembly,
+                    // `download`'s copy) completed before the read or copy returned.
+                    FREE_ENGINE => unsafe {
+                        cuda.cuMemFreeAsync(a.ptr, e.free_stream());
+                    },
+                    // The consumer uses it on this stream only (DLPack's contract), which it
+                    // keeps alive: ordered after the work it enqueued there.
+                    s => unsafe {
+                        if cuda.cuMemFreeAsync(a.ptr, s as usize as CUstream) != 0 {
+                            cuda.cuMemFree(a.ptr);
+                        }
+                    },
                 }
             }
         }

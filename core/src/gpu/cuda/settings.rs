@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_uint};
 
 use super::sys::{CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, NVJPEG_OUTPUT_UNCHANGED, NVJPEG_OUTPUT_YUV};
-use crate::config::{CompatMode, GpuSplit, GpuSync, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
+use crate::config::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
 use crate::error::Result;
 
 /// The engine's settings as read (ranges are applied by the parts that use them).
@@ -16,6 +16,8 @@ pub(crate) struct EngineSettings {
     pub compat_mode: CompatMode,
     /// `SLIDESTREAM_GPU_SYNC`: a `CU_CTX_SCHED_*` flag, `None` = leave the context's.
     pub sync: Option<c_uint>,
+    /// `SLIDESTREAM_GPU_STREAM_PRIORITY`: true = the device's greatest stream priority.
+    pub high_priority: bool,
     /// `SLIDESTREAM_DEVICE_CACHE_BYTES`.
     pub device_cache_bytes: usize,
     /// `SLIDESTREAM_GPU_WORKERS` (clamped to 1..=`MAX_LANES` by the lanes).
@@ -48,6 +50,7 @@ pub(crate) fn settings() -> Result<EngineSettings> {
             GpuSync::Blocking => Some(CU_CTX_SCHED_BLOCKING_SYNC),
             GpuSync::Auto => None,
         },
+        high_priority: cfg.gpu_stream_priority == GpuStreamPriority::High,
         device_cache_bytes: usize::try_from(cfg.device_cache_bytes).unwrap_or(usize::MAX),
         gpu_workers: cfg.gpu_workers,
         cpu_workers: cfg.gpu_cpu_workers,

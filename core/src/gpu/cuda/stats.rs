@@ -127,6 +127,7 @@ impl Engine {
             hardware_engines: nv.map_or(0, |nv| nv.engines),
             kernel_cache: self.kernels.cache_note.clone(),
             warmup: self.warm.status(),
+            stream_priority: self.stream_priority,
         }
     }
 }

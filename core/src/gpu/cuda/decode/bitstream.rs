@@ -210,8 +210,11 @@ impl Engine {
         }
         // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
         slot.pinned.ensure(spliced_total)?;
-        // SAFETY: spliced_total bytes on both sides; synchronous copy (stream idle).
-        cu(unsafe { cuda.cuMemcpyDtoH(slot.pinned.ptr() as *mut c_void, slot.spliced.ptr(), spliced_total) }, "cuMemcpyDtoH")?;
+        // SAFETY: spliced_total bytes on both sides; on the slot's own stream (a synchronous
+        // copy would run on the legacy default stream and wait for a model's work there), which
+        // is synchronised before the pinned copy is read.
+        cu(unsafe { cuda.cuMemcpyDtoHAsync(slot.pinned.ptr() as *mut c_void, slot.spliced.ptr(), spliced_total, slot.stream.raw()) }, "cuMemcpyDtoHAsync")?;
+        slot.stream.sync()?;
         let host: Vec<(*const u8, usize)> = streams
             .iter()
             .map(|&(p, len)| {

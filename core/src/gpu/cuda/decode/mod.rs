@@ -4,6 +4,7 @@
 pub(crate) mod bitstream;
 pub(crate) mod cpu_worker;
 pub(crate) mod nvjpeg;
+pub(crate) mod nvjpeg_alloc;
 
 use std::sync::Arc;
 

@@ -15,14 +15,19 @@ use super::super::memory::{as_bytes, DevTile, StreamAlloc};
 use super::super::queue::Miss;
 use super::super::sys::*;
 use super::super::trace;
+use super::nvjpeg_alloc::Allocators;
 use super::ChunkOut;
 use crate::error::GpuError;
 use crate::index::Photometric;
 
-/// An nvJPEG library handle (`nvjpegCreateEx`) of one backend, destroyed when dropped.
+/// An nvJPEG library handle of one backend, destroyed when dropped: `nvjpegCreateExV2` with
+/// slidestream's allocators ([`Allocators`]: stream-ordered device memory, reused pinned
+/// buffers) where nvJPEG has it, else `nvjpegCreateEx` with nvJPEG's default ones.
 pub(crate) struct Handle {
     raw: nvjpegHandle,
     pid: u32,
+    /// The allocators `raw` calls; dropped after `nvjpegDestroy` (fields drop after `drop`).
+    _alloc: Option<Box<Allocators>>,
 }
 
 // nvJPEG handles may be used from any thread (per-thread state lives in `State`s).
@@ -31,17 +36,35 @@ unsafe impl Sync for Handle {}
 
 impl Handle {
     /// A handle of `backend` (`NVJPEG_BACKEND_*`); `Err(status)` when nvJPEG refuses it.
+    /// [`Handle::own_allocators`] says which allocators it got.
     pub(crate) fn new(backend: c_int) -> Res<std::result::Result<Handle, nvjpegStatus>> {
         let nvj = nvjpeg()?;
         let mut raw = std::ptr::null_mut();
+        if let Some(create_v2) = nvj.create_ex_v2() {
+            let alloc = Allocators::new()?;
+            let (mut dev, mut pinned) = alloc.records();
+            // SAFETY: out-pointer to a local; the records point at `alloc`, boxed and kept by
+            // the handle until after `nvjpegDestroy`; the caller made a context current.
+            let rc = unsafe { create_v2(backend, &mut dev, &mut pinned, 0, &mut raw) };
+            if rc == 0 {
+                return Ok(Ok(Handle { raw, pid: pid(), _alloc: Some(alloc) }));
+            }
+            // A backend that refuses custom allocators still gets made with nvJPEG's own.
+        }
         // SAFETY: out-pointer to a local; the caller made a context current.
         let rc = unsafe { (nvj.nvjpegCreateEx)(backend, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut raw) };
-        Ok(if rc == 0 { Ok(Handle { raw, pid: pid() }) } else { Err(rc) })
+        Ok(if rc == 0 { Ok(Handle { raw, pid: pid(), _alloc: None }) } else { Err(rc) })
     }
 
     /// The raw handle.
     pub(crate) fn raw(&self) -> nvjpegHandle {
         self.raw
+    }
+
+    /// Whether the handle uses slidestream's allocators ([`Allocators`]) rather than nvJPEG's
+    /// default ones (an nvJPEG without `nvjpegCreateExV2`, or a backend that refused them).
+    pub(crate) fn own_allocators(&self) -> bool {
+        self._alloc.is_some()
     }
 
     /// Hardware JPEG engines behind a hardware-backend handle (0 when nvJPEG does not say).
@@ -147,6 +170,15 @@ impl Decoders {
             }
         }
         Ok(Decoders { host, host_backend, engines, device, device_reason, output })
+    }
+
+    /// Which allocators the host decoder's handle uses, in words (for the trace).
+    pub(crate) fn allocators(&self) -> &'static str {
+        if self.host.own_allocators() {
+            "stream-ordered allocators"
+        } else {
+            "nvJPEG's default allocators"
+        }
     }
 }
 

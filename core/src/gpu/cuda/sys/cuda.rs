@@ -22,6 +22,8 @@ pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
 pub const CU_CTX_SCHED_SPIN: c_uint = 1;
 pub const CU_CTX_SCHED_YIELD: c_uint = 2;
 pub const CU_CTX_SCHED_BLOCKING_SYNC: c_uint = 4;
+/// `CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES` (cuda.h `CUmemPool_attribute`).
+pub const CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: cu_sys::CUmemPool_attribute = cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (cuda.h `CUmemPool_attribute`).
 pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: cu_sys::CUmemPool_attribute = cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.
@@ -62,7 +64,9 @@ impl Cuda {
         cuMemAlloc(p: *mut CUdeviceptr, n: usize) -> c_int = cuMemAlloc_v2, rc;
         cuMemFree(p: CUdeviceptr) -> c_int = cuMemFree_v2, rc;
         cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) -> c_int = cuMemcpyDtoH_v2, rc;
-        cuStreamCreate(s: *mut CUstream, flags: c_uint) -> c_int = cuStreamCreate, rc;
+        cuStreamCreateWithPriority(s: *mut CUstream, flags: c_uint, priority: c_int) -> c_int = cuStreamCreateWithPriority, rc;
+        cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> c_int = cuCtxGetStreamPriorityRange, rc;
+        cuStreamGetPriority(s: CUstream, priority: *mut c_int) -> c_int = cuStreamGetPriority, rc;
         cuStreamSynchronize(s: CUstream) -> c_int = cuStreamSynchronize, rc;
         cuMemcpyHtoDAsync(dst: CUdeviceptr, src: *const c_void, n: usize, s: CUstream) -> c_int = cuMemcpyHtoDAsync_v2, rc;
         cuMemcpyDtoHAsync(dst: *mut c_void, src: CUdeviceptr, n: usize, s: CUstream) -> c_int = cuMemcpyDtoHAsync_v2, rc;
@@ -72,6 +76,9 @@ impl Cuda {
         cuMemFreeAsync(p: CUdeviceptr, s: CUstream) -> c_int = cuMemFreeAsync, rc;
         cuDeviceGetDefaultMemPool(pool: *mut *mut c_void, d: CUdevice) -> c_int = cuDeviceGetDefaultMemPool, rc;
         cuMemPoolSetAttribute(pool: *mut c_void, attr: cu_sys::CUmemPool_attribute, value: *mut c_void) -> c_int = cuMemPoolSetAttribute, rc;
+        cuMemPoolCreate(pool: *mut *mut c_void, props: *const cu_sys::CUmemPoolProps) -> c_int = cuMemPoolCreate, rc;
+        cuMemPoolDestroy(pool: *mut c_void) -> c_int = cuMemPoolDestroy, rc;
+        cuMemAllocFromPoolAsync(p: *mut CUdeviceptr, n: usize, pool: *mut c_void, s: CUstream) -> c_int = cuMemAllocFromPoolAsync, rc;
         cuStreamDestroy(s: CUstream) -> c_int = cuStreamDestroy_v2, rc;
         cuModuleLoadData(m: *mut *mut c_void, image: *const c_void) -> c_int = cuModuleLoadData, rc;
         cuModuleUnload(m: *mut c_void) -> c_int = cuModuleUnload, rc;

@@ -279,7 +279,10 @@ mod tests {
         for s in ["cuMemAlloc_v2", "cuMemFree_v2", "cuStreamDestroy_v2", "cuDevicePrimaryCtxRelease_v2", "cuMemcpyHtoDAsync_v2"] {
             assert!(Cuda::SYMBOLS.contains(&s), "{s}");
         }
-        assert_eq!(Cuda::SYMBOLS.len(), 29); // 28 + cuCtxGetCurrent (issue 18: CurrentGuard)
+        // 28, + cuCtxGetCurrent (CurrentGuard), − cuStreamCreate + cuStreamCreateWithPriority,
+        // cuCtxGetStreamPriorityRange, cuStreamGetPriority (stream priorities), + cuMemPoolCreate,
+        // cuMemPoolDestroy, cuMemAllocFromPoolAsync (the output pool).
+        assert_eq!(Cuda::SYMBOLS.len(), 34);
         assert_eq!(Nvrtc::SYMBOLS.len(), 10);
         assert_eq!(CuFile::SYMBOLS.len(), 6);
     }

@@ -58,3 +58,33 @@ ffi_table!(
         nvjpegDecodeBatched: unsafe extern "C" fn(nvjpegHandle, nvjpegJpegState, *const *const u8, *const usize, *mut nvjpegImage, CUstream) -> nvjpegStatus = "nvjpegDecodeBatched",
     }
 );
+
+/// `tDevMallocV2` / `tPinnedMallocV2` (nvjpeg.h): `(ctx, &ptr, size, stream)`, 0 = success.
+pub type nvjpegMallocV2 = unsafe extern "C" fn(*mut c_void, *mut *mut c_void, usize, CUstream) -> c_int;
+/// `tDevFreeV2` / `tPinnedFreeV2` (nvjpeg.h): `(ctx, ptr, size, stream)`, 0 = success.
+pub type nvjpegFreeV2 = unsafe extern "C" fn(*mut c_void, *mut c_void, usize, CUstream) -> c_int;
+
+/// `nvjpegDevAllocatorV2_t` and `nvjpegPinnedAllocatorV2_t` (nvjpeg.h; same layout): the
+/// allocation and free functions and the context passed to both.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct nvjpegAllocatorV2 {
+    /// `dev_malloc` / `pinned_malloc`.
+    pub malloc: nvjpegMallocV2,
+    /// `dev_free` / `pinned_free`.
+    pub free: nvjpegFreeV2,
+    /// `dev_ctx` / `pinned_ctx`.
+    pub ctx: *mut c_void,
+}
+
+/// `nvjpegCreateExV2(backend, dev_allocator, pinned_allocator, flags, &handle)`.
+pub type nvjpegCreateExV2Fn = unsafe extern "C" fn(c_int, *mut nvjpegAllocatorV2, *mut nvjpegAllocatorV2, c_uint, *mut nvjpegHandle) -> nvjpegStatus;
+
+impl NvJpeg {
+    /// `nvjpegCreateExV2`, when this nvJPEG has it (nvJPEG 12.1 and later), else `None`.
+    pub fn create_ex_v2(&self) -> Option<nvjpegCreateExV2Fn> {
+        // SAFETY: looked up by its documented name and used with the nvjpeg.h signature; the
+        // library stays loaded as long as the table.
+        unsafe { self._lib.get::<nvjpegCreateExV2Fn>(b"nvjpegCreateExV2") }.ok().map(|s| *s)
+    }
+}

@@ -1,0 +1,206 @@
+"""The GPU engine next to other GPU work: a model's kernels on PyTorch's default (legacy)
+stream or on a stream of its own must never make a read wait, and reads made while other
+streams are busy return the same pixels as the CPU path.
+
+* ``test_reads_never_wait_for_*``: a fresh process starts the engine (``SLIDESTREAM_GPU_WARMUP=
+  full``, so the lanes are warm), reads some batches once, then blocks a probe stream with
+  ``torch.cuda._sleep`` (one thread spinning for many times the reads' duration) and reads the
+  same way again: device batches imported into PyTorch with ``torch.from_dlpack`` and dropped,
+  another copied to the host. The probe must still be running when the reads are done. A read
+  that enqueued anything on the legacy default stream, or called anything that synchronises the
+  device (``cuMemFree``, ``cuCtxSynchronize``, a synchronous copy, an allocation with implicit
+  synchronisation), would wait for the probe, and the probe would be finished by then. The probe
+  is the legacy default stream (PyTorch's default stream: the blocking-stream check) and a
+  non-blocking PyTorch stream (the device-wide check).
+* ``test_device_reads_under_busy_streams_equal_cpu``: while a thread keeps two streams busy
+  with matrix products, many device batches (device cache cleared between some) equal the CPU
+  batches, checked on the consumer's stream through PyTorch.
+* ``test_stream_priority_setting``: the engine's streams get the device's greatest priority by
+  default, 0 with ``normal``; a bad value fails the engine's start with ConfigError.
+
+GPU only (skipped without ``slidestream.cuda_available()`` or PyTorch with CUDA). No timing
+threshold: the probe's length is calibrated from the reads' own duration, and the assertion is
+about order (the probe still running), not speed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slidestream
+from slidestream import Slide
+
+REPO = Path(__file__).resolve().parents[2]
+CMU = REPO / "assets" / "CMU-1-Small-Region.svs"
+JPEG_TOLERANCE = 2
+
+HAS_GPU = slidestream.cuda_available()
+requires_gpu = pytest.mark.skipif(not HAS_GPU, reason="no usable CUDA device (slidestream.cuda_available() is False)")
+
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    return torch
+
+
+_PROBE = textwrap.dedent(
+    """
+    import json, sys, time
+    import numpy as np
+    import torch
+    import slidestream
+
+    probe_kind = sys.argv[2]
+    s = slidestream.Slide(sys.argv[1])
+    W, H = s.dimensions
+    rng = np.random.default_rng(7)
+    batches = [np.stack([np.zeros(96, np.int64), np.zeros(96, np.int64),
+                         rng.integers(0, W - 256, 96), rng.integers(0, H - 256, 96)], axis=1) for _ in range(6)]
+    refs = [slidestream.read_patches([s], rows, (256, 256)) for rows in batches]
+
+    def reads():
+        diff = 0
+        for k, rows in enumerate(batches):
+            slidestream.gpu_clear_cache()
+            d = slidestream.read_patches([s], rows, (256, 256), device="cuda")
+            if k % 2 == 0:
+                t = torch.from_dlpack(d)   # consumer stream: torch's current one
+                del t, d                   # freed in stream order there, or with a device wait
+            else:
+                diff = max(diff, int(np.abs(d.cpu().astype(np.int16) - refs[k]).max()))
+                del d
+        return diff
+
+    reads()                                # warm: buffers grown, kernels loaded
+    torch.cuda.synchronize()
+    t0 = time.perf_counter(); reads(); torch.cuda.synchronize(); reads_s = time.perf_counter() - t0
+
+    # Cycles per second of torch.cuda._sleep on this device.
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record(); torch.cuda._sleep(100_000_000); b.record(); b.synchronize()
+    per_s = 100_000_000 / (a.elapsed_time(b) / 1e3)
+    sleep_s = max(20 * reads_s, 3.0)
+
+    probe = torch.cuda.default_stream() if probe_kind == "legacy" else torch.cuda.Stream()
+    with torch.cuda.stream(probe):
+        torch.cuda._sleep(int(per_s * sleep_s))
+    t0 = time.perf_counter()
+    diff = reads()
+    under_probe_s = time.perf_counter() - t0
+    still_running = not probe.query()
+    torch.cuda.synchronize()
+    st = slidestream.gpu_stats()
+    print(json.dumps({"still_running": still_running, "reads_s": reads_s, "under_probe_s": under_probe_s,
+                      "sleep_s": sleep_s, "diff": diff, "decoded_hardware": st["decoded_hardware"],
+                      "decoded_cpu": st["decoded_cpu"], "stream_priority": st["stream_priority"]}))
+    """
+)
+
+
+def _run_probe(kind: str) -> dict:
+    env = dict(os.environ, SLIDESTREAM_GPU_WARMUP="full")
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(CMU), kind], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@requires_gpu
+def test_reads_never_wait_for_the_legacy_default_stream():
+    """PyTorch's default stream busy: reads (and freeing their imported tensors, whose memory
+    is freed in stream order on that very stream) do not wait for it."""
+    _torch()
+    r = _run_probe("legacy")
+    assert r["decoded_hardware"] > 0, f"the GPU lanes decoded nothing, so the probe proves nothing: {r}"
+    assert r["diff"] <= JPEG_TOLERANCE, r
+    assert r["still_running"], f"the reads waited for the legacy default stream: {r}"
+
+
+@requires_gpu
+def test_reads_never_wait_for_the_whole_device():
+    """A non-blocking stream of another library busy: no read synchronises the device."""
+    _torch()
+    r = _run_probe("side")
+    assert r["decoded_hardware"] > 0, f"the GPU lanes decoded nothing, so the probe proves nothing: {r}"
+    assert r["diff"] <= JPEG_TOLERANCE, r
+    assert r["still_running"], f"a read synchronised the device: {r}"
+
+
+@requires_gpu
+def test_device_reads_under_busy_streams_equal_cpu():
+    torch = _torch()
+    stop = threading.Event()
+    errors = []
+
+    def busy():
+        try:
+            side = torch.cuda.Stream()
+            x = torch.randn(2048, 2048, device="cuda")
+            y = torch.randn(2048, 2048, device="cuda")
+            while not stop.is_set():
+                z = x @ y                      # the default (legacy) stream
+                with torch.cuda.stream(side):
+                    w = y @ x                  # a non-blocking stream
+                del z, w
+                torch.cuda.synchronize()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    th = threading.Thread(target=busy, daemon=True)
+    th.start()
+    try:
+        with Slide(CMU) as s:
+            W, H = s.dimensions
+            rng = np.random.default_rng(11)
+            for k in range(30):
+                if k % 3 == 0:
+                    slidestream.gpu_clear_cache()
+                rows = np.stack([np.zeros(128, np.int64), np.zeros(128, np.int64),
+                                 rng.integers(-100, W, 128), rng.integers(-100, H, 128)], axis=1)
+                ref = slidestream.read_patches([s], rows, (224, 224))
+                t = torch.from_dlpack(slidestream.read_patches([s], rows, (224, 224), device="cuda"))
+                # Checked on the consumer's (current) stream, as a model would use it.
+                sums = t.to(torch.int64).sum(dim=(1, 2, 3)).cpu().numpy()
+                diff = int((t.to(torch.int16) - torch.from_numpy(ref).to("cuda", torch.int16)).abs().max())
+                assert diff <= JPEG_TOLERANCE, f"batch {k}: max abs diff {diff}"
+                ref_sums = ref.astype(np.int64).sum(axis=(1, 2, 3))
+                assert np.all(np.abs(sums - ref_sums) <= JPEG_TOLERANCE * 224 * 224 * 3), f"batch {k}"
+                del t
+    finally:
+        stop.set()
+        th.join(timeout=60)
+    assert not errors, errors
+
+
+_START = "import json, sys, slidestream\ns = slidestream.Slide(sys.argv[1])\n"
+_PRIORITY = _START + "s.read_region((0, 0), 0, (16, 16), device='cuda')\nprint(json.dumps(slidestream.gpu_stats()['stream_priority']))\n"
+
+
+@requires_gpu
+def test_stream_priority_setting():
+    torch = _torch()
+    least, greatest = torch.cuda.Stream.priority_range()
+    got = {}
+    for value in (None, "high", "normal", "NORMAL"):
+        env = {k: v for k, v in os.environ.items() if k != "SLIDESTREAM_GPU_STREAM_PRIORITY"}
+        if value is not None:
+            env["SLIDESTREAM_GPU_STREAM_PRIORITY"] = value
+        out = subprocess.run([sys.executable, "-c", _PRIORITY, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[value] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got[None] == got["high"] == min(least, greatest), got
+    assert got["normal"] == got["NORMAL"] == 0, got
+    env = dict(os.environ, SLIDESTREAM_GPU_STREAM_PRIORITY="urgent")
+    bad = _START + "try:\n    s.read_region((0, 0), 0, (16, 16), device='cuda')\nexcept slidestream.ConfigError as e:\n    print('ConfigError', e)\n"
+    out = subprocess.run([sys.executable, "-c", bad, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.startswith("ConfigError") and "SLIDESTREAM_GPU_STREAM_PRIORITY" in out.stdout, (out.stdout, out.stderr[-2000:])
