@@ -42,7 +42,7 @@ pub(crate) fn detach<T: Send>(py: Python<'_>, f: impl FnOnce() -> Result<T, Erro
 }
 
 /// `SlideError("internal error (please report): <message>")` for a caught panic.
-fn internal_error(py: Python<'_>, payload: &(dyn std::any::Any + Send)) -> PyErr {
+pub(crate) fn internal_error(py: Python<'_>, payload: &(dyn std::any::Any + Send)) -> PyErr {
     let message = payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -70,7 +70,7 @@ pub(crate) mod hooks {
     static PANIC_NEXT: Mutex<Option<String>> = Mutex::new(None);
     static SIGINT_AFTER_NEXT: AtomicBool = AtomicBool::new(false);
 
-    pub(super) fn before_call() {
+    pub(crate) fn before_call() {
         if let Some(m) = PANIC_NEXT.lock().unwrap_or_else(|p| p.into_inner()).take() {
             panic!("{m}");
         }

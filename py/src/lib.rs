@@ -27,6 +27,7 @@ mod guard;
 mod interrupt;
 mod locations;
 mod patches;
+mod prefetch;
 mod process;
 mod reads;
 mod slide;
@@ -67,6 +68,8 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
     m.add_function(wrap_pyfunction!(patches::read_patches_py, m)?)?;
+    m.add_class::<prefetch::PyPrefetcher>()?;
+    m.add_function(wrap_pyfunction!(prefetch::prefetch_threads, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_get, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_set, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_table, m)?)?;
@@ -87,6 +90,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.setattr("_test_sigint_after_checks", wrap_pyfunction!(interrupt::test_sigint_after_checks, m)?)?;
         m.setattr("_test_panic_in_next_call", wrap_pyfunction!(guard::hooks::test_panic_in_next_call, m)?)?;
         m.setattr("_test_sigint_after_next_call", wrap_pyfunction!(guard::hooks::test_sigint_after_next_call, m)?)?;
+        m.setattr("_test_stall_next_prefetch", wrap_pyfunction!(prefetch::test_stall_next_prefetch, m)?)?;
     }
     Ok(())
 }

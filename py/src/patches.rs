@@ -16,6 +16,29 @@ use crate::errors::{invalid_argument, OrRaise};
 use crate::process;
 use crate::slide::PySlide;
 
+/// `requests` ((slide index, level, x, y) rows, int64 (n, 4)) of `n_slides` slides as
+/// (slide, level, location) triples: ValueError for another shape, InvalidArgumentError for a
+/// slide index out of range or a negative level (a level past the slide's count fails the read).
+pub(crate) fn parse_requests(py: Python<'_>, n_slides: usize, requests: &PyReadonlyArray2<'_, i64>) -> PyResult<Vec<(usize, usize, (i64, i64))>> {
+    let rows = requests.as_array();
+    if rows.ncols() != 4 {
+        return Err(PyValueError::new_err(format!("requests must have shape (n, 4), got (n, {})", rows.ncols())));
+    }
+    let mut reqs: Vec<(usize, usize, (i64, i64))> = Vec::with_capacity(rows.nrows());
+    for (k, r) in rows.outer_iter().enumerate() {
+        let (s, level) = (r[0], r[1]);
+        let Some(slide) = usize::try_from(s).ok().filter(|&s| s < n_slides) else {
+            let msg = if n_slides == 0 { format!("request {k}: slide index {s}, but no slides were given") } else { format!("request {k}: slide index {s} out of range for {n_slides} slide(s)") };
+            return Err(invalid_argument(py, msg));
+        };
+        let Ok(level) = usize::try_from(level) else {
+            return Err(invalid_argument(py, format!("request {k}: level {level} does not exist")));
+        };
+        reqs.push((slide, level, (r[2], r[3])));
+    }
+    Ok(reqs)
+}
+
 /// Read `requests` ((slide index, level, x, y) rows, int64 (n, 4)) of `slides` as one batch:
 /// uint8 (n, h, w, 3) RGB over `background`, a numpy array, or a `DeviceArray` on `device`
 /// (None / "cpu" / "cuda[:N]" / int); the GIL is released during the read.
@@ -32,23 +55,8 @@ pub(crate) fn read_patches_py<'py>(
     let size = args::size(size)?;
     let background = args::background_rgb(background)?;
     let device = args::device(device)?;
-    let rows = requests.as_array();
-    if rows.ncols() != 4 {
-        return Err(PyValueError::new_err(format!("requests must have shape (n, 4), got (n, {})", rows.ncols())));
-    }
     let opened: Vec<Arc<Slide>> = slides.iter().map(|s| s.slide(py)).collect::<PyResult<_>>()?;
-    let mut reqs: Vec<(usize, usize, (i64, i64))> = Vec::with_capacity(rows.nrows());
-    for (k, r) in rows.outer_iter().enumerate() {
-        let (s, level) = (r[0], r[1]);
-        let Some(slide) = usize::try_from(s).ok().filter(|&s| s < opened.len()) else {
-            let msg = if opened.is_empty() { format!("request {k}: slide index {s}, but no slides were given") } else { format!("request {k}: slide index {s} out of range for {} slide(s)", opened.len()) };
-            return Err(invalid_argument(py, msg));
-        };
-        let Ok(level) = usize::try_from(level) else {
-            return Err(invalid_argument(py, format!("request {k}: level {level} does not exist")));
-        };
-        reqs.push((slide, level, (r[2], r[3])));
-    }
+    let reqs = parse_requests(py, opened.len(), &requests)?;
     let n = reqs.len();
     if let Some(dev) = device {
         process::fork_check().or_raise(py)?;

@@ -368,6 +368,7 @@ def test_test_hooks_only_in_test_builds():
             "_test_panic_in_next_call",
             "_test_sigint_after_checks",
             "_test_sigint_after_next_call",
+            "_test_stall_next_prefetch",
         ]
     else:
         assert hooks == []

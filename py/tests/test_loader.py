@@ -43,8 +43,23 @@ HANG_S = 120.0
 SIZE = (64, 48)
 
 
-def loader_threads() -> List[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("slidestream-loader")]
+def loader_threads() -> List[Any]:
+    """The loaders' threads alive now: Python producer threads (a CPU ``transform``) and
+    slidestream's native read-ahead threads (``_prefetch_threads()``, counted, not listed)."""
+    py_threads: List[Any] = [t for t in threading.enumerate() if t.name.startswith("slidestream-loader")]
+    return py_threads + ["native read-ahead thread"] * slidestream._slidestream._prefetch_threads()
+
+
+def wait_no_loader_threads() -> bool:
+    """Wait (at most HANG_S) for every loader thread to end; whether they did."""
+    deadline = time.monotonic() + HANG_S
+    while loader_threads() and time.monotonic() < deadline:
+        for t in loader_threads():
+            if isinstance(t, threading.Thread):
+                t.join(0.05)
+            else:
+                time.sleep(0.05)
+    return not loader_threads()
 
 
 def run_bounded(fn: Callable[[], Any]) -> Any:
@@ -342,12 +357,21 @@ class GatedSampler:
 
 
 @needs_data
-def test_a_slide_failing_mid_epoch_raises_not_hangs(tmp_path):
+@pytest.mark.parametrize("path", ["native", "thread"])
+def test_a_slide_failing_mid_epoch_raises_not_hangs(tmp_path, path):
+    """Batch 0 reads; the file is truncated before batch 1 is read (the Python producer path:
+    its sampler waits for a gate; the native path: its read waits, a test hook)."""
+    if path == "native" and not slidestream._slidestream._test_hooks:
+        pytest.skip("needs a test-hooks build")
     copy = tmp_path / "copy.svs"
     shutil.copyfile(CMU, copy)
     slide = Slide(copy, cache_bytes=1 << 20)
     sampler = GatedSampler()
-    loader = PatchBatches([slide], sampler, SIZE, batch_size=4, num_batches=8, prefetch=1)
+    if path == "native":
+        sampler.gate.set()
+        slidestream._slidestream._test_stall_next_prefetch(2.0, skip=1)
+    loader = PatchBatches([slide], sampler, SIZE, batch_size=4, num_batches=8, prefetch=1,
+                          transform=(lambda b: b) if path == "thread" else None)
     it = iter(loader)
     batch, meta = run_bounded(lambda: next(it))
     assert meta.index == 0 and np.array_equal(batch, Slide(CMU).read_regions(meta.rows[:, 2:], 0, SIZE))
@@ -369,6 +393,8 @@ def test_a_slide_failing_mid_epoch_raises_not_hangs(tmp_path):
 
 @needs_data
 def test_timeout_and_stop_of_a_stuck_producer(slides):
+    """A CPU ``transform`` puts sampling and reading on a Python producer thread: a sampler
+    that hangs there times out in the consumer."""
     gate = threading.Event()
 
     class Stuck:
@@ -376,13 +402,75 @@ def test_timeout_and_stop_of_a_stuck_producer(slides):
             gate.wait(HANG_S)
             return np.zeros((n, 4), np.int64)
 
-    it = iter(PatchBatches(slides, Stuck(), SIZE, batch_size=2, num_batches=3, timeout=0.2))
+    it = iter(PatchBatches(slides, Stuck(), SIZE, batch_size=2, num_batches=3, timeout=0.2, transform=lambda b: b))
     with pytest.raises(TimeoutError):
         run_bounded(lambda: next(it))
     gate.set()
     for t in loader_threads():
         t.join(HANG_S)
     assert not loader_threads(), "the producer stops once its read returns"
+
+
+@needs_data
+@pytest.mark.skipif(not getattr(slidestream._slidestream, "_test_hooks", False), reason="needs a test-hooks build")
+def test_timeout_and_stop_of_a_stuck_native_read(slides):
+    """Without a CPU transform the reads run on native threads: a read that hangs times out
+    in the consumer, the iteration ends, and the thread ends once its read returns."""
+    rows = two_slide_rows(slides)
+    slidestream._slidestream._test_stall_next_prefetch(3.0)
+    it = iter(PatchBatches(slides, rows, SIZE, batch_size=2, prefetch=1, timeout=0.2))
+    with pytest.raises(TimeoutError):
+        run_bounded(lambda: next(it))
+    with pytest.raises(StopIteration):
+        next(it)
+    assert wait_no_loader_threads(), "the read-ahead thread stops once its read returns"
+    # A fresh iteration reads everything.
+    got = collect(PatchBatches(slides, rows, SIZE, batch_size=2))
+    assert np.array_equal(np.concatenate([b for b, _ in got]), slidestream.read_patches(slides, rows, SIZE))
+
+
+@needs_data
+@pytest.mark.skipif(not getattr(slidestream._slidestream, "_test_hooks", False), reason="needs a test-hooks build")
+def test_a_panic_in_a_native_read_is_raised_at_its_batch(slides):
+    rows = two_slide_rows(slides)
+    it = iter(PatchBatches(slides, rows, SIZE, batch_size=2, prefetch=1))
+    first, _ = next(it)
+    slidestream._slidestream._test_panic_in_next_call("boom in a read-ahead thread")
+    # Batches already read ahead come first; then the one whose read panicked raises.
+    with pytest.raises(SlideError, match="internal error.*boom in a read-ahead thread"):
+        for _ in range(len(rows)):
+            next(it)
+    with pytest.raises(StopIteration):
+        next(it)
+    assert wait_no_loader_threads()
+
+
+@needs_data
+def test_native_read_ahead_does_not_need_the_gil(slides):
+    """While the consumer's thread holds the GIL without a break (a C call that never releases
+    it, as PyTorch's kernel launches do when the launch queue is full), the read-ahead still
+    reads: after it, the batches submitted before are ready at once."""
+    import ctypes
+    rows = np.concatenate([two_slide_rows(slides)] * 8)
+    loader = PatchBatches(slides, rows, SIZE, batch_size=4, prefetch=3, readers=2)
+    it = iter(loader)
+    pf = it._pf
+    # Hold the GIL in C for a while: ctypes calls into libc's usleep through PyDLL (which does
+    # not release the GIL). Nothing else in Python can run meanwhile.
+    libc = ctypes.PyDLL(None)
+    libc.usleep(ctypes.c_uint(1_500_000))
+    # Every submitted batch was read during that time: take() finds them ready, with a zero
+    # timeout (no waiting at all).
+    n = pf.pending()
+    assert n >= 2
+    got = []
+    for _ in range(n):
+        b = pf.take(0.0)
+        assert b is not None, "a batch submitted before the GIL was held was not read meanwhile"
+        got.append(b)
+    it.close()
+    ref = slidestream.read_patches(slides, rows[: len(got) * 4], SIZE)
+    assert np.array_equal(np.concatenate(got), ref)
 
 
 @needs_data

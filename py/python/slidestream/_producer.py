@@ -16,6 +16,7 @@ import numpy as np
 
 from ._patches import read_patches
 from ._slide import Slide
+from ._slidestream import _Prefetcher
 
 #: How long the producer and the consumer block on the queue before checking whether the
 #: other side is gone (seconds). Not a limit on anything: only how quickly a stop is noticed.
@@ -79,19 +80,12 @@ class _Reader:
         self.device = device
         self.convert = convert
         self.transform = transform
-        # A device batch without a transform is converted (e.g. ``torch.from_dlpack``) by the
-        # consumer's thread in ``__next__``: the import then names the consumer's current
-        # stream, on which the batch's memory is later freed in stream order (DLPack's
-        # contract), instead of the producer thread's default stream.
-        self.defer_convert = device is not None and transform is None
 
     def __call__(self, rows: np.ndarray) -> Any:
         if self.device is None:
             batch: Any = read_patches(self.slides, rows, self.size, background=self.background)
         else:
             batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
-        if self.defer_convert:
-            return batch
         batch = self.convert(batch)
         if self.transform is not None:
             batch = self.transform(batch)
@@ -187,7 +181,6 @@ class _EpochIterator(_Closing):
         self._stop = threading.Event()
         self._done = False
         self._owner: Any = None  # the PatchBatches of this iteration (set by its __iter__)
-        self._convert = read.convert if read.defer_convert else None
         self._thread = threading.Thread(
             target=_produce, args=(plan, epoch, read, self._q, self._stop, readers), name=f"slidestream-loader-epoch{epoch}", daemon=True
         )
@@ -223,9 +216,6 @@ class _EpochIterator(_Closing):
         if isinstance(item, _Failure):
             self.close()
             raise item.error
-        if self._convert is not None:
-            batch, meta = item
-            return self._convert(batch), meta
         return item  # type: ignore[no-any-return]
 
     def close(self) -> None:
@@ -256,3 +246,92 @@ class _EpochIterator(_Closing):
                 self._q.get_nowait()
             except queue.Empty:
                 break
+
+
+class _NativeEpochIterator(_Closing):
+    """One pass over the batches, read ahead on slidestream's own threads (``_Prefetcher``):
+    the consumer's thread plans the next batches and submits them (it holds the GIL anyway),
+    the reads run without the GIL, and ``__next__`` waits for the oldest one with the GIL
+    released. Used for device batches and for host batches without a ``transform`` (a host
+    ``transform`` runs on the producer thread of :class:`_EpochIterator` instead, to overlap
+    it with the consumer). Same interface and guarantees as :class:`_EpochIterator`: batches
+    in plan order, at most ``prefetch + readers`` submitted and not yet taken, the read's
+    exception raised at its batch, ``timeout``, ``close``."""
+
+    def __init__(self, plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int, n_batches: Optional[int],
+                 read: _Reader, prefetch: int, timeout: Optional[float], readers: int = 1) -> None:
+        self.epoch = epoch
+        self._n = n_batches
+        self._timeout = timeout
+        self._done = False
+        self._owner: Any = None  # the PatchBatches of this iteration (set by its __iter__)
+        self._plan = enumerate(plan)
+        self._plan_error: Optional[BaseException] = None
+        self._plan_over = False
+        self._metas: "collections.deque[BatchMeta]" = collections.deque()
+        self._depth = max(1, prefetch) + readers
+        self._read = read
+        device = None if read.device is None else f"cuda:{read.device}"
+        self._pf = _Prefetcher(read.slides, read.size, read.background, device, readers)
+        self._fill()
+
+    def __iter__(self) -> "_NativeEpochIterator":
+        return self
+
+    def __len__(self) -> int:
+        if self._n is None:
+            raise TypeError("the number of batches is not known")
+        return self._n
+
+    def _fill(self) -> None:
+        """Submit planned batches until ``prefetch + readers`` are outstanding; a plan error is
+        kept and raised once the batches before it were taken."""
+        while not self._plan_over and self._plan_error is None and len(self._metas) < self._depth:
+            try:
+                index, (rows, indices) = next(self._plan)
+                self._pf.submit(rows)
+            except StopIteration:
+                self._plan_over = True
+                return
+            except BaseException as e:  # noqa: BLE001 - raised at its turn in __next__
+                self._plan_error = e
+                return
+            self._metas.append(BatchMeta(rows=rows, indices=indices, epoch=self.epoch, index=index))
+
+    def __next__(self) -> Tuple[Any, BatchMeta]:
+        if self._done:
+            raise StopIteration
+        if not self._metas:
+            err = self._plan_error
+            self.close()
+            if err is not None:
+                raise err
+            raise StopIteration
+        try:
+            batch = self._pf.take(self._timeout)
+        except BaseException:
+            self.close()
+            raise
+        if batch is None:
+            self._shutdown(wait=False)  # a read is stuck: do not wait for it
+            raise TimeoutError(f"slidestream loader: no batch within timeout={self._timeout} s")
+        meta = self._metas.popleft()
+        self._fill()  # the reads go on while the consumer computes
+        batch = self._read.convert(batch)
+        if self._read.transform is not None:
+            batch = self._read.transform(batch)
+        return batch, meta
+
+    def close(self) -> None:
+        """Stop reading ahead (a read in progress finishes first), drop the batches read
+        ahead. Idempotent; later ``next()`` raises StopIteration."""
+        self._shutdown(wait=True)
+
+    def _shutdown(self, wait: bool) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._metas.clear()
+        pf = getattr(self, "_pf", None)
+        if pf is not None:
+            pf.close(wait)

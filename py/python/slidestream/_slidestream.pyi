@@ -31,6 +31,8 @@ __all__ = [
     "_config_set",
     "_config_table",
     "_read_patches",
+    "_Prefetcher",
+    "_prefetch_threads",
     "_test_hooks",
 ]
 
@@ -424,6 +426,32 @@ def gpu_clear_cache(device: Optional[_Device] = None) -> None:
 def _parse_device(device: Optional[_Device] = None) -> Optional[int]:
     """``device=`` argument parsed as the reads parse it: None for the CPU path, else the CUDA
     ordinal. ValueError / TypeError for a bad device."""
+
+@final
+class _Prefetcher:
+    """Read-ahead of patch batches on slidestream's own threads, which never take the GIL
+    (used by :class:`slidestream.PatchBatches`). ``_Prefetcher(slides, size, background=None,
+    device=None, readers=1)``: open slides, (width, height), RGB background, ``device`` as
+    ``read_patches``'s, 1 to 16 reads at once (ValueError otherwise)."""
+
+    def __new__(
+        cls, slides: Sequence[Slide], size: Tuple[int, int], background: Optional[_Background] = None,
+        device: Optional[_Device] = None, readers: int = 1,
+    ) -> Self: ...
+    def submit(self, rows: npt.NDArray[np.int64]) -> int:
+        """Queue one batch of int64 (n, 4) rows ``(slide_index, level, x, y)`` (checked as
+        ``read_patches`` checks them); returns the batches submitted and not yet taken."""
+    def pending(self) -> int:
+        """Batches submitted and not yet taken."""
+    def take(self, timeout: Optional[float] = None) -> Optional[Union[npt.NDArray[np.uint8], DeviceArray]]:
+        """The oldest batch not taken yet (uint8 (n, h, w, 3) numpy array or DeviceArray), its
+        read's error raised here; waits with the GIL released (Ctrl-C answered); None when
+        ``timeout`` seconds pass first. RuntimeError when nothing was submitted or closed."""
+    def close(self, wait: bool = True) -> None:
+        """Stop; batches not taken are dropped; with ``wait``, wait for reads in progress."""
+
+def _prefetch_threads() -> int:
+    """Read-ahead threads of :class:`_Prefetcher` alive in this process."""
 
 #: True when the extension was built with the ``test-hooks`` feature (scripts/test-all.sh), whose
 #: test-only functions (``_test_cpu_dlpack``, ``_test_cpu_dlpack_releases``; py/src/dlpack.rs)

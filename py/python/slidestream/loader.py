@@ -12,9 +12,13 @@ Example::
     for batch, meta in batches:           # batch: uint8 (256, 256, 256, 3), RGB, NHWC
         ...                               # meta.rows: int64 (256, 4) (slide_index, level, x, y)
 
-A background thread reads the next batches (one :func:`slidestream.read_patches` call per
-batch, the GIL released, the decoding on slidestream's own decode threads: no worker
-processes) into a bounded queue while the caller computes. Patches are rows
+The next batches are read while the caller computes (one :func:`slidestream.read_patches`
+call per batch, the decoding on slidestream's own decode threads: no worker processes). The
+reads run on slidestream's own threads, which never take the GIL, so a training loop that holds
+the GIL almost all the time (PyTorch keeps it while a kernel launch waits for room in the
+launch queue) does not stall them: the caller's thread plans the next batches when it takes
+one. Only with a ``transform`` on the CPU path does a Python producer thread read and
+transform the batches instead, so the transform overlaps the caller's work. Patches are rows
 ``(slide_index, level, x, y)``: ``x, y`` the top-left corner in **level-0 pixels** of slide
 ``slide_index``, the patch ``size`` (width, height) in pixels of ``level`` (as
 :func:`slidestream.read_patches`).
@@ -25,14 +29,14 @@ from __future__ import annotations
 import math
 import os
 import weakref
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ._batch import check_int, normalize_size
 from ._errors import GpuUnavailableError, InvalidArgumentError
 from ._distributed import rank_share, resolve_rank, share_size
-from ._producer import BatchMeta, _Closing, _EpochIterator, _Reader, read_device_batch
+from ._producer import BatchMeta, _Closing, _EpochIterator, _NativeEpochIterator, _Reader, read_device_batch
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
 
@@ -82,8 +86,9 @@ class PatchBatches(_Closing):
 
       - an object with ``sample(n) -> int array (n, 4)`` (e.g.
         :class:`slidestream.sampling.RandomPatchSampler`): random and endless; every batch is
-        ``sampler.sample(batch_size)``, drawn in the producer thread, so the sampler's own
-        seed decides the patches (batches read ahead and then dropped by a ``break`` have
+        ``sampler.sample(batch_size)``, drawn when the batch is planned (``prefetch + readers``
+        batches ahead, on the caller's thread; on the producer thread with a CPU
+        ``transform``), so the sampler's own seed decides the patches (batches read ahead and then dropped by a ``break`` have
         consumed draws). ``num_batches`` (the epoch length) is required; ``shuffle`` and
         ``drop_last`` do not apply.
       - a finite set of rows: an int array (n, 4), a sequence of 4-tuples, an iterable of them,
@@ -118,9 +123,11 @@ class PatchBatches(_Closing):
       ``split`` is used as it is on every rank: seed it per rank (the loader cannot tell a
       rank-aware sampler from one that is not). ValueError for one of the two alone or a rank
       outside ``[0, world_size)``.
-    * ``transform``: callable applied to each whole batch in the producer thread (numpy array,
-      DeviceArray or, with :class:`~slidestream.torch.PatchLoader`, tensor); its result is
-      yielded instead.
+    * ``transform``: callable applied to each whole batch (numpy array, DeviceArray or, with
+      :class:`~slidestream.torch.PatchLoader`, tensor); its result is yielded instead. On the
+      CPU path it runs in the producer thread (overlapped with the caller); on a device, in
+      the caller's thread when the batch is taken (GPU work then goes on the caller's current
+      stream).
     * ``device``: None / ``"cpu"``: numpy ``uint8`` arrays (n, height, width, 3), RGB, NHWC,
       read on the CPU decode threads. A CUDA device (``"cuda"``, ``"cuda:N"``, an int,
       ``torch.device``): :class:`slidestream.DeviceArray` (n, height, width, 3) uint8 in that
@@ -141,9 +148,10 @@ class PatchBatches(_Closing):
     Iterating yields ``(batch, meta)`` (meta a :class:`BatchMeta`: the rows, their indices, the
     epoch and batch index). Each ``iter()`` starts a new epoch (and stops a previous iteration
     still running). Leaving the loop early (``break``, an exception) and dropping the iterator,
-    or calling its ``close()``, stops the producer thread and frees the batches read ahead. A
-    read that fails in the producer (a truncated or unreadable slide, a bad row) raises its
-    exception, with its type, in the caller at that batch; the iteration then ends.
+    or calling its ``close()``, stops the reads ahead (one in progress finishes first) and frees
+    the batches read ahead. A read that fails (a truncated or unreadable slide, a bad row) or a
+    sampler that raises raises its exception, with its type, in the caller at that batch; the
+    iteration then ends.
     ``len()`` is the number of batches per epoch (of this rank).
 
     Raises (at construction) ValueError for a missing ``num_batches`` with a random sampler,
@@ -235,12 +243,12 @@ class PatchBatches(_Closing):
         #: for None with ``world_size > 1``).
         self.seed: int = int(entropy)  # type: ignore[arg-type]
         self._epoch = 0
-        self._current: Optional["weakref.ReferenceType[_EpochIterator]"] = None
+        self._current: Optional["weakref.ReferenceType[Union[_EpochIterator, _NativeEpochIterator]]"] = None
         self._closed = False
 
     def _convert(self, batch: Any) -> Any:
         """What a read batch becomes before ``transform`` (a subclass hook: PatchLoader makes
-        tensors); here the batch itself. Runs in the producer thread."""
+        tensors); here the batch itself. Runs where the ``transform`` runs."""
         return batch
 
     def __len__(self) -> int:
@@ -308,7 +316,7 @@ class PatchBatches(_Closing):
 
         return finite_plan()
 
-    def __iter__(self) -> _EpochIterator:
+    def __iter__(self) -> Union[_EpochIterator, _NativeEpochIterator]:
         if self._closed:
             raise ValueError("this loader is closed")
         prev = self._current() if self._current is not None else None
@@ -317,7 +325,15 @@ class PatchBatches(_Closing):
         epoch = self._epoch
         self._epoch += 1
         read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform)
-        it = _EpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)
+        # Device batches, and host batches without a transform, are read ahead on native
+        # threads that never need the GIL (a training loop holds it nearly all the time); a
+        # host transform runs on a producer thread, overlapped with the consumer.
+        native = self.device is not None or self.transform is None
+        it: Union[_EpochIterator, _NativeEpochIterator]
+        if native:
+            it = _NativeEpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)
+        else:
+            it = _EpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)
         # The iteration keeps its loader alive (``for b, m in PatchBatches(...)`` holds only the
         # iterator): otherwise the producer thread could drop the loader's last reference and
         # run its finaliser, which closes the iteration, before the consumer got every batch.

@@ -16,7 +16,7 @@ Example::
         ...                         # torch.uint8, shape (64, 3, 256, 256)
 
 Prefetching loader: :class:`PatchLoader` (plain class, torch imported when one is made) yields
-``(tensor, meta)`` batches read by a background thread while the caller computes::
+``(tensor, meta)`` batches read ahead on slidestream's own threads while the caller computes::
 
     from slidestream.torch import PatchLoader
     loader = PatchLoader(slides, sampler, 256, batch_size=256, num_batches=1000, device="cuda")
@@ -262,7 +262,7 @@ class PatchLoader(PatchBatches):
 
     * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
       memory (``torch.from_numpy`` of the decoded batch, no copy), decoded on slidestream's
-      decode threads in a background thread (no worker processes).
+      decode threads ahead of the caller (no worker processes).
     * ``device="cuda"`` (``"cuda:N"``, an int, a ``torch.device``): a CUDA ``torch.uint8``
       tensor (n, height, width, 3) on that device, made with ``torch.from_dlpack`` from the
       :class:`slidestream.DeviceArray` that one cross-slide :func:`slidestream.read_patches`
@@ -271,14 +271,16 @@ class PatchLoader(PatchBatches):
       yielded and valid on any stream: it is ordered on the consumer's current stream
       trivially (nothing to wait for). Each batch is a fresh allocation from the engine's
       stream-ordered memory pool, freed when the last reference (the tensor) goes, in stream
-      order on the stream that was current when the loader imported it (torch's current
-      stream of the loader's thread: the default stream unless ``torch.cuda.stream(...)`` was
-      entered there), so freeing never waits for the device; at most
+      order on the caller's current stream when the batch was taken (the batch is imported
+      with ``torch.from_dlpack`` on the caller's thread, as DLPack intends: use it on that
+      stream, or keep it alive until work on other streams is done), so freeing never waits
+      for the device; at most
       ``prefetch + readers`` batches per loader are alive besides those the consumer holds, and
       reuse can never overwrite a batch the consumer still holds.
       :class:`slidestream.GpuUnavailableError` at construction without a usable GPU
       (:func:`slidestream.cuda_available` False).
-    * ``transform``: applied in the producer thread to the tensor (e.g. ``lambda x:
+    * ``transform``: applied to the tensor, on the caller's thread for device batches (its GPU
+      work on the caller's current stream), on the producer thread for CPU ones (e.g. ``lambda x:
       x.permute(0, 3, 1, 2).float().div_(255)``); its result is yielded instead.
 
     Raises ImportError without PyTorch; otherwise as :class:`slidestream.PatchBatches`.
