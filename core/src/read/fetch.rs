@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::cache::{TileCache, TileKey};
 use crate::codec::reduce::decode_chunk_reduced;
 use crate::codec::stack::decode_ndpi_stack;
@@ -13,7 +11,7 @@ use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedT
 use crate::error::{Error, Location, Result};
 use crate::index::{ImageIndex, TileStream};
 use crate::io::multi::address;
-use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
+use crate::io::plan::{plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
 use crate::read::locate::{locate_tile, tile_location};
 use crate::read::partial::ScanMemory;
@@ -154,7 +152,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     };
     // Parallelism only pays with more than one unit of work and more than one worker.
     let done: Vec<Vec<(usize, Result<Arc<DecodedTile>>)>> = if pool_threads(b.pool) > 1 && units.len() > 1 {
-        in_pool(b.pool, || units.par_iter().map(decode_unit).collect())
+        shared_decode(b.pool, &units, decode_unit)
     } else {
         units.iter().map(decode_unit).collect()
     };
@@ -174,6 +172,68 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     match first_err {
         Some(e) => Err(e),
         None => Ok(out),
+    }
+}
+
+/// Run `f` over `units` on the calling thread and helper tasks of `pool` (rayon's global
+/// pool for `None`; as many helpers as the pool has threads beyond the calls decoding at the
+/// moment, this one included) together, each taking the next unit until none is left;
+/// results in no particular order. The caller decodes instead of sleeping while the
+/// pool works (a call of a few tiles, one patch, ends as soon as its tiles are done, without
+/// waiting for a pool thread to wake for each), and a pool busy with other callers' work
+/// never holds a caller up: its helpers then start late, or find nothing left.
+fn shared_decode<U: Sync, R: Send>(pool: Option<&rayon::ThreadPool>, units: &[U], f: impl Fn(&U) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let next = AtomicUsize::new(0);
+    let sink: std::sync::Mutex<Vec<R>> = std::sync::Mutex::new(Vec::with_capacity(units.len()));
+    let work = || {
+        let mut mine = Vec::new();
+        loop {
+            let k = next.fetch_add(1, Relaxed);
+            let Some(u) = units.get(k) else { break };
+            mine.push(f(u));
+        }
+        if !mine.is_empty() {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+        }
+    };
+    // The pool's threads are shared among the calls decoding at this moment: a caller alone
+    // gets them all as helpers, as many callers as threads decode each on their own thread
+    // (no handing over at all, the fastest way when every core has a caller).
+    let active = Active::enter();
+    let helpers = pool_threads(pool).saturating_sub(active.count).min(units.len() - 1);
+    let work = &work;
+    match pool {
+        Some(p) => p.in_place_scope(|s| {
+            (0..helpers).for_each(|_| s.spawn(move |_| work()));
+            work();
+        }),
+        None => rayon::in_place_scope(|s| {
+            (0..helpers).for_each(|_| s.spawn(move |_| work()));
+            work();
+        }),
+    }
+    sink.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Calls of [`shared_decode`] running in this process.
+static ACTIVE_DECODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One running [`shared_decode`]: counted in [`ACTIVE_DECODES`] while alive.
+struct Active {
+    /// Running calls, this one included, when it started.
+    count: usize,
+}
+
+impl Active {
+    fn enter() -> Active {
+        Active { count: ACTIVE_DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        ACTIVE_DECODES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -243,6 +303,29 @@ mod tests {
     /// A 4 × 4 uncompressed RGB tile whose every pixel is `v`.
     fn tile_bytes(v: u8) -> Vec<u8> {
         vec![v; 4 * 4 * 3]
+    }
+
+    #[test]
+    fn shared_decode_runs_every_unit_once_from_any_number_of_callers() {
+        let units: Vec<u32> = (0..97).collect();
+        for threads in [1, 2, 4] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let runs = std::sync::atomic::AtomicUsize::new(0);
+            let f = |&u: &u32| {
+                runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                u * 3
+            };
+            // One caller, then three at once (the helpers shrink as callers add up).
+            let mut got = shared_decode(Some(&pool), &units, f);
+            got.sort_unstable();
+            assert_eq!(got, units.iter().map(|u| u * 3).collect::<Vec<_>>(), "{threads} threads");
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..3).map(|_| s.spawn(|| shared_decode(Some(&pool), &units, f).len())).collect();
+                assert!(hs.into_iter().all(|h| h.join().unwrap() == units.len()));
+            });
+            assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 4 * units.len());
+            assert_eq!(shared_decode(None, &units[..1], f), vec![0]);
+        }
     }
 
     #[test]
