@@ -221,7 +221,7 @@ impl Slide {
     }
 
     /// A fetch over one level, cached in this slide's tile cache.
-    pub(super) fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
+    pub(crate) fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
         Batch {
             src: &*self.src,
             image: img,
