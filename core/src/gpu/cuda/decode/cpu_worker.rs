@@ -147,17 +147,26 @@ impl Engine {
                             continue;
                         }
                     };
-                    let Src { img, at, slide, .. } = &srcs[m.src as usize];
+                    let Src { img, at, slide, level, .. } = &srcs[m.src as usize];
+                    // The slide's memory of tile outcomes (the CPU path's rule): a tile known
+                    // to fail fails again at once; every decode here reads the whole scan, so
+                    // its outcome is remembered.
+                    if let Some(Some(e)) = slide.scan_outcome(*level, m.col, m.row) {
+                        out.push((*m, Err(Some(e))));
+                        continue;
+                    }
                     let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
                     let (vw, vh) = img.valid_tile_size(m.col, m.row);
                     let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]) {
+                    let r = decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]).map_err(|e| e.with_tile(m.col, m.row));
+                    slide.note_scan(*level, m.col, m.row, r.as_ref().map(|_| ()));
+                    match r {
                         Ok(p) => {
                             let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
                             placed.push((*m, used, p, whole));
                             used += p.used.max(4).next_multiple_of(256);
                         }
-                        Err(e) => out.push((*m, Err(Some(e.with_tile(m.col, m.row))))),
+                        Err(e) => out.push((*m, Err(Some(e)))),
                     }
                 }
                 if placed.is_empty() {
