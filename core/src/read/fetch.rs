@@ -208,6 +208,18 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         .into_iter()
         .flat_map(|u| if u.iter().any(|&m| unread[m]) { u.into_iter().filter(|&m| !unread[m]).map(|m| vec![m]).collect() } else { vec![u] })
         .collect();
+    // Costliest units first (the read layer's decode cost model), so the workers' last units
+    // are the cheap ones and they finish together.
+    let mut units = units;
+    let unit_cost = |u: &Vec<usize>| -> f64 {
+        u.iter()
+            .map(|&m| {
+                let (col, row) = coords[misses[m]];
+                crate::read::partial::decode_cost(parts.and_then(|p| p[misses[m]]), img.valid_tile_size(col, row))
+            })
+            .sum()
+    };
+    units.sort_by(|a, b| unit_cost(b).total_cmp(&unit_cost(a)));
     let decode_unit = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
         if unit.len() > 1 {
             let (col, row) = coords[misses[unit[0]]];
