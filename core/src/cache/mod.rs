@@ -127,6 +127,11 @@ impl<V: CacheWeight> TileCache<V> {
         hit
     }
 
+    /// Whether a tile is cached, without marking it used or counting a hit or miss.
+    pub fn contains(&self, key: &TileKey) -> bool {
+        self.lock().lru.contains(key)
+    }
+
     /// Insert a tile, evicting least-recently-used tiles until it fits.
     pub fn insert(&self, key: TileKey, tile: Arc<V>) {
         let size = tile.byte_size();
@@ -228,6 +233,19 @@ mod tests {
         assert_eq!(s.entries, 3);
         assert!(s.resident_bytes <= s.capacity_bytes);
         assert_eq!((s.hits, s.misses), (2, 1));
+    }
+
+    #[test]
+    fn contains_counts_nothing_and_keeps_the_order() {
+        let per = tile(1000).byte_size();
+        let c = TileCache::new(per * 2);
+        c.insert(key(0), tile(1000));
+        c.insert(key(1), tile(1000));
+        assert!(c.contains(&key(0)) && !c.contains(&key(2)));
+        assert_eq!((c.stats().hits, c.stats().misses), (0, 0));
+        // Not marked used: key 0 is still the least recently used.
+        c.insert(key(2), tile(1000));
+        assert!(!c.contains(&key(0)) && c.contains(&key(1)));
     }
 
     #[test]

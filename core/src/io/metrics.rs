@@ -8,7 +8,8 @@ use super::ByteSource;
 /// Counters of one byte source: number of read requests and bytes returned.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct IoCounters {
-    /// Read requests issued (one per `read_exact_at` call).
+    /// Read requests issued (one per `read_exact_at` call, or per range read whole from the page
+    /// cache by `read_cached_at`).
     pub requests: u64,
     /// Bytes requested and read.
     pub bytes: u64,
@@ -66,6 +67,16 @@ impl<S: ByteSource> ByteSource for MetricsSource<S> {
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.raw_fd()
+    }
+    /// Counted as one request when it reads the whole range; the bytes of a partial cached
+    /// read are counted, and its request when the blocking read of the rest follows.
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        let n = self.inner.read_cached_at(buf, offset);
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        if n == buf.len() && n > 0 {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+        }
+        n
     }
     fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
         let r = self.inner.read_many(parts)?;

@@ -61,6 +61,18 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Read as much of `[offset, offset + buf.len())` as is in memory now (the page cache of a
+    /// local file), from the start of `buf`, without waiting for a device; returns the number of
+    /// bytes read (`0..=buf.len()`). `0` when the source cannot tell (the default: memory and
+    /// remote sources, whose reads never wait on a local device) or on any error: the blocking
+    /// read that follows ([`read_exact_at`](Self::read_exact_at)) reads the rest and reports
+    /// real problems. [`plan::ReadPlan::read_into`] reads the cached requests of a plan this way
+    /// on the calling thread and hands only the rest to the I/O pool.
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        let _ = (buf, offset);
+        0
+    }
+
     /// Read several ranges, `(buffer, offset)` each, in one call, the way this source does it
     /// best; `None` when the source has no such way (the caller then reads them itself, in
     /// its I/O pool). A remote object answers `Some`: its ranged GETs go out concurrently
@@ -94,6 +106,9 @@ impl<T: ByteSource + ?Sized> ByteSource for std::sync::Arc<T> {
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
     }
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        (**self).read_cached_at(buf, offset)
+    }
     fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
         (**self).read_many(parts)
     }
@@ -117,6 +132,9 @@ impl<T: ByteSource + ?Sized> ByteSource for Box<T> {
     }
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
         (**self).raw_fd()
+    }
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        (**self).read_cached_at(buf, offset)
     }
     fn read_many(&self, parts: &mut [(&mut [u8], u64)]) -> Option<Vec<io::Result<()>>> {
         (**self).read_many(parts)

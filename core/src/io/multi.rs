@@ -183,6 +183,22 @@ impl ByteSource for SourceSet {
         }
     }
 
+    /// The file's cached bytes (sources opened already; an extra file not yet opened gives 0 and
+    /// is opened, checked, by the blocking read).
+    fn read_cached_at(&self, buf: &mut [u8], addr: u64) -> usize {
+        let (source, offset) = split(addr);
+        if offset.checked_add(buf.len() as u64).is_none_or(|end| end > MAX_SOURCE_LEN) {
+            return 0;
+        }
+        match source.0 {
+            0 => self.primary.read_cached_at(buf, offset),
+            k => match self.extra(k as usize).ok().and_then(|e| e.file.get()) {
+                Some(Ok(f)) => f.read_cached_at(buf, offset),
+                _ => 0,
+            },
+        }
+    }
+
     /// The primary's descriptor, when the slide is that one file (cuFile reads addresses as
     /// file offsets, which holds only for source 0); `None` for a slide of several files.
     fn raw_fd(&self) -> Option<std::os::fd::RawFd> {

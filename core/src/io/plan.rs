@@ -50,6 +50,11 @@ pub struct Want {
     pub len: u64,
 }
 
+/// Plans of at most this many bytes read what the page cache holds on the calling thread
+/// ([`ByteSource::read_cached_at`]) before handing the rest to the I/O pool
+/// ([`ReadPlan::read_into`]); larger plans go to the pool whole, whose threads copy in parallel.
+pub const CACHED_INLINE_BYTES: usize = 4 << 20;
+
 /// One positional read covering one or more wanted ranges.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
@@ -165,7 +170,9 @@ impl ReadPlan {
     /// Read every request from `src` into `buf`, back to back (see [`Span`]); `buf` must hold at
     /// least [`read_bytes`](Self::read_bytes) bytes (the caller owns it: plain or pinned memory).
     /// More than one request: they are read in parallel in the process's I/O pool
-    /// ([`super::pool`], `SLIDESTREAM_IO_DEPTH` reads in flight, never behind decodes); one
+    /// ([`super::pool`], `SLIDESTREAM_IO_DEPTH` reads in flight, never behind decodes), except
+    /// that a plan of at most [`CACHED_INLINE_BYTES`] first copies what the page cache holds on
+    /// the calling thread ([`ByteSource::read_cached_at`]) and pools only the rest; one
     /// request: on the calling thread. No readahead hint here: hinting requests that are read at
     /// once anyway only delays them (docs/benchmarks.md, "Cold-cache reads"); callers
     /// that read a large call in pieces later hint it first ([`ReadPlan::prefetch`]). Returns
@@ -217,10 +224,43 @@ impl ReadPlan {
         }
         let read = |(p, r): (&mut &mut [u8], &Request)| src.read_exact_at(p, r.offset);
         match pool {
-            // One read a task: reads take unequal times (a cold request waits for the device,
-            // a warm one copies from the page cache), so none should queue behind another.
             Some(pool) if pool.current_num_threads() > 1 && self.requests.len() > 1 => {
-                pool.install(|| parts.par_iter_mut().zip(self.requests.par_iter()).with_max_len(1).map(read).collect())
+                // A small plan: what the page cache holds is copied here, at once, and only
+                // the rest goes to the pool (handing a few warm reads to other threads costs
+                // more than the copies, and the pool's waking threads take the cores the
+                // decodes need).
+                let mut rest: Vec<(usize, usize)> = Vec::with_capacity(parts.len());
+                if total <= CACHED_INLINE_BYTES {
+                    for (k, (p, r)) in parts.iter_mut().zip(&self.requests).enumerate() {
+                        let n = src.read_cached_at(p, r.offset);
+                        if n < p.len() {
+                            rest.push((k, n));
+                        }
+                    }
+                    if rest.is_empty() {
+                        return self.requests.iter().map(|_| Ok(())).collect();
+                    }
+                } else {
+                    rest.extend((0..parts.len()).map(|k| (k, 0)));
+                }
+                // One read a task: reads take unequal times (a cold request waits for the
+                // device, a warm one copies from the page cache), so none should queue behind
+                // another.
+                let mut results: Vec<io::Result<()>> = self.requests.iter().map(|_| Ok(())).collect();
+                let mut todo: Vec<(usize, &mut [u8], u64)> = Vec::with_capacity(rest.len());
+                let mut rest_it = rest.iter().peekable();
+                for (k, p) in parts.iter_mut().enumerate() {
+                    if let Some(&&(j, n)) = rest_it.peek().filter(|(j, _)| *j == k) {
+                        rest_it.next();
+                        todo.push((j, &mut p[n..], self.requests[j].offset + n as u64));
+                    }
+                }
+                let got: Vec<(usize, io::Result<()>)> =
+                    pool.install(|| todo.par_iter_mut().with_max_len(1).map(|(k, p, off)| (*k, src.read_exact_at(p, *off))).collect());
+                for (k, r) in got {
+                    results[k] = r;
+                }
+                results
             }
             _ => parts.iter_mut().zip(self.requests.iter()).map(read).collect(),
         }

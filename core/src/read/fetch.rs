@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use crate::cache::{TileCache, TileKey};
 use crate::codec::reduce::decode_chunk_reduced;
 use crate::codec::stack::decode_ndpi_stack;
@@ -13,7 +11,7 @@ use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedT
 use crate::error::{Error, Location, Result};
 use crate::index::{ImageIndex, TileStream};
 use crate::io::multi::address;
-use crate::io::plan::{in_pool, plan_reads, pool_threads, PlanOptions, Want};
+use crate::io::plan::{plan_reads, pool_threads, PlanOptions, Want};
 use crate::io::ByteSource;
 use crate::read::locate::{locate_tile, tile_location};
 use crate::read::partial::ScanMemory;
@@ -61,25 +59,73 @@ pub(crate) struct Batch<'a> {
 /// is not cached: such tiles are decoded partially ([`crate::codec::decode_chunk_part`]) and
 /// not cached; whole tiles are cached. With a cache slot, each decode's outcome is remembered
 /// ([`ScanMemory`]): a tile that failed fails again at once, and a part of a tile whose scan
-/// was read cleanly is cropped the cheap way.
+/// was read cleanly is cropped the cheap way. [`decode_tiles`] with every tile located first
+/// and the outcomes joined into one result.
 ///
 /// # Errors
 /// Tile location errors as [`locate_tile`] documents (before anything is read); an I/O error
-/// naming the first tile of the failed request; on a corrupt tile, the first error (naming
-/// file, level and tile); tiles that did decode are still cached.
+/// naming the first tile of the first failed request; else, on a corrupt tile, the first error
+/// (naming file, level and tile); tiles that did decode are still cached.
 pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+    for &(col, row) in coords {
+        locate_tile(b.image, b.src, col, row, b.at)?;
+    }
+    let outcomes = decode_tiles(b, coords, parts).tiles;
+    if let Some(e) = outcomes.iter().find_map(|o| o.as_ref().err().filter(|e| matches!(e, Error::Io { .. } | Error::Interrupted))) {
+        return Err(e.clone());
+    }
+    outcomes.into_iter().collect()
+}
+
+/// The read layer's tile decoding, for every back end that decodes on the CPU (the CPU read
+/// path through [`fetch_tiles`], the GPU engine for the tiles nvJPEG does not take): the tiles
+/// at `coords` (each listed once) of one image, each with its own outcome: `Ok(None)` for a
+/// missing tile, `Ok(Some(tile))`, or the tile's error. On the way: the host tile cache
+/// (looked up first; whole tiles inserted), one coalesced read plan ([`ReadPlan::read_into`]),
+/// the partial-decode rule for `parts` (as [`fetch_tiles`] documents), the slide's memory of
+/// tile outcomes ([`ScanMemory`]), NDPI column stacks ([`decode_ndpi_stack`]) and the parallel
+/// decode in `b.pool` with the calling thread taking part.
+///
+/// Errors per tile: its location error ([`locate_tile`]; the tile is not read), an I/O error of
+/// the request that carried it (naming the tile), its decode error (naming file, level, tile).
+///
+/// [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
+pub(crate) fn decode_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> DecodedTiles {
+    let mut read = (0, 0);
+    let tiles = decode_tiles_counted(b, coords, parts, &mut read);
+    DecodedTiles { tiles, read_bytes: read.0, read_requests: read.1 }
+}
+
+/// What [`decode_tiles`] returns (the read counts serve the GPU engine's statistics).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(crate) struct DecodedTiles {
+    /// One outcome per coordinate.
+    pub tiles: Vec<Result<Option<Arc<DecodedTile>>>>,
+    /// Bytes the call's read plan read (0 when every tile was cached, missing or failed to
+    /// locate).
+    pub read_bytes: u64,
+    /// Requests of that plan.
+    pub read_requests: u64,
+}
+
+fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>, read: &mut (u64, u64)) -> Vec<Result<Option<Arc<DecodedTile>>>> {
     let img = b.image;
     let planes = img.planes();
-    let mut out: Vec<Option<Arc<DecodedTile>>> = vec![None; coords.len()];
+    let mut out: Vec<Result<Option<Arc<DecodedTile>>>> = (0..coords.len()).map(|_| Ok(None)).collect();
     let mut misses: Vec<usize> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
     for (i, &(col, row)) in coords.iter().enumerate() {
-        if locate_tile(img, b.src, col, row, b.at)?.is_none() {
-            continue; // missing → background
+        match locate_tile(img, b.src, col, row, b.at) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue, // missing → background
+            Err(e) => {
+                out[i] = Err(e);
+                continue;
+            }
         }
         if let Some(slot) = b.cache.filter(|_| b.reduce.is_none()) {
             if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
-                out[i] = Some(t);
+                out[i] = Ok(Some(t));
                 continue;
             }
         }
@@ -89,15 +135,34 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         misses.push(i);
     }
     if misses.is_empty() {
-        return Ok(out);
+        return out;
     }
     let plan = plan_reads(&wants, b.plan);
     let mut buf = vec![0u8; plan.read_bytes() as usize];
     let mut results = plan.read_into(b.src, &mut buf);
-    if let Some(k) = results.iter().position(|r| r.is_err()) {
-        let (col, row) = coords[misses[plan.requests[k].members[0].0 / planes]];
-        let e = std::mem::replace(&mut results[k], Ok(())).expect_err("position found an error");
-        return Err(Error::io(&tile_location(b.at, b.src, img, col, row), e));
+    *read = (plan.read_bytes(), plan.requests.len() as u64);
+    // A failed request fails the tiles it carried: the first gets the error itself, the
+    // others a copy (`Error::io_shared`); those tiles are not decoded.
+    let mut unread = vec![false; misses.len()];
+    for (k, r) in results.iter_mut().enumerate() {
+        if r.is_err() {
+            let e = std::mem::replace(r, Err(std::io::Error::other("reported per tile"))).expect_err("checked");
+            let mut tiles: Vec<usize> = plan.requests[k].members.iter().map(|&(id, _, _)| id / planes).filter(|&m| !unread[m]).collect();
+            tiles.sort_unstable();
+            tiles.dedup();
+            let at = |m: usize| tile_location(b.at, b.src, img, coords[misses[m]].0, coords[misses[m]].1);
+            for &m in tiles.iter().skip(1) {
+                unread[m] = true;
+                out[misses[m]] = Err(Error::io_shared(&at(m), &e));
+            }
+            if let Some(&m) = tiles.first() {
+                unread[m] = true;
+                out[misses[m]] = Err(Error::io(&at(m), e));
+            }
+        }
+    }
+    if unread.iter().all(|&u| u) {
+        return out;
     }
     // Where each (miss, plane) lies in `buf`.
     let mut slices: Vec<&[u8]> = vec![&[]; misses.len() * planes];
@@ -137,7 +202,24 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
         Ok(t)
     };
     // Units of work: single tiles, or stacks of NDPI tiles decoded as one JPEG (`stack_units`).
-    let units = stack_units(b, coords, &misses, parts);
+    // A stack with a tile whose read failed is decoded tile by tile (a stack is consecutive
+    // rows only).
+    let units: Vec<Vec<usize>> = stack_units(b, coords, &misses, parts)
+        .into_iter()
+        .flat_map(|u| if u.iter().any(|&m| unread[m]) { u.into_iter().filter(|&m| !unread[m]).map(|m| vec![m]).collect() } else { vec![u] })
+        .collect();
+    // Costliest units first (the read layer's decode cost model), so the workers' last units
+    // are the cheap ones and they finish together.
+    let mut units = units;
+    let unit_cost = |u: &Vec<usize>| -> f64 {
+        u.iter()
+            .map(|&m| {
+                let (col, row) = coords[misses[m]];
+                crate::read::partial::decode_cost(parts.and_then(|p| p[misses[m]]), img.valid_tile_size(col, row))
+            })
+            .sum()
+    };
+    units.sort_by(|a, b| unit_cost(b).total_cmp(&unit_cost(a)));
     let decode_unit = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
         if unit.len() > 1 {
             let (col, row) = coords[misses[unit[0]]];
@@ -154,26 +236,75 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
     };
     // Parallelism only pays with more than one unit of work and more than one worker.
     let done: Vec<Vec<(usize, Result<Arc<DecodedTile>>)>> = if pool_threads(b.pool) > 1 && units.len() > 1 {
-        in_pool(b.pool, || units.par_iter().map(decode_unit).collect())
+        shared_decode(b.pool, &units, decode_unit)
     } else {
         units.iter().map(decode_unit).collect()
     };
-    let mut decoded: Vec<Option<Result<Arc<DecodedTile>>>> = (0..misses.len()).map(|_| None).collect();
     for (m, r) in done.into_iter().flatten() {
-        decoded[m] = Some(r);
+        out[misses[m]] = r.map(Some);
     }
-    let mut first_err = None;
-    for (&i, r) in misses.iter().zip(decoded.into_iter().map(|r| r.expect("every miss decoded"))) {
-        match r {
-            Ok(t) => out[i] = Some(t),
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
+    out
+}
+
+/// Run `f` over `units` on the calling thread and helper tasks of `pool` (rayon's global
+/// pool for `None`; as many helpers as the pool has threads beyond the calls decoding at the
+/// moment, this one included) together, each taking the next unit until none is left;
+/// results in no particular order. The caller decodes instead of sleeping while the
+/// pool works (a call of a few tiles, one patch, ends as soon as its tiles are done, without
+/// waiting for a pool thread to wake for each), and a pool busy with other callers' work
+/// never holds a caller up: its helpers then start late, or find nothing left.
+fn shared_decode<U: Sync, R: Send>(pool: Option<&rayon::ThreadPool>, units: &[U], f: impl Fn(&U) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    let next = AtomicUsize::new(0);
+    let sink: std::sync::Mutex<Vec<R>> = std::sync::Mutex::new(Vec::with_capacity(units.len()));
+    let work = || {
+        let mut mine = Vec::new();
+        loop {
+            let k = next.fetch_add(1, Relaxed);
+            let Some(u) = units.get(k) else { break };
+            mine.push(f(u));
         }
+        if !mine.is_empty() {
+            sink.lock().unwrap_or_else(|p| p.into_inner()).extend(mine);
+        }
+    };
+    // The pool's threads are shared among the calls decoding at this moment: a caller alone
+    // gets them all as helpers, as many callers as threads decode each on their own thread
+    // (no handing over at all, the fastest way when every core has a caller).
+    let active = Active::enter();
+    let helpers = pool_threads(pool).saturating_sub(active.count).min(units.len() - 1);
+    let work = &work;
+    match pool {
+        Some(p) => p.in_place_scope(|s| {
+            (0..helpers).for_each(|_| s.spawn(move |_| work()));
+            work();
+        }),
+        None => rayon::in_place_scope(|s| {
+            (0..helpers).for_each(|_| s.spawn(move |_| work()));
+            work();
+        }),
     }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(out),
+    sink.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Calls of [`shared_decode`] running in this process.
+static ACTIVE_DECODES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One running [`shared_decode`]: counted in [`ACTIVE_DECODES`] while alive.
+struct Active {
+    /// Running calls, this one included, when it started.
+    count: usize,
+}
+
+impl Active {
+    fn enter() -> Active {
+        Active { count: ACTIVE_DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        ACTIVE_DECODES.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -243,6 +374,70 @@ mod tests {
     /// A 4 × 4 uncompressed RGB tile whose every pixel is `v`.
     fn tile_bytes(v: u8) -> Vec<u8> {
         vec![v; 4 * 4 * 3]
+    }
+
+    /// Memory whose reads touching `[bad, bad + 1)` fail.
+    #[derive(Debug)]
+    struct FailsAt(MemSource, u64);
+
+    impl ByteSource for FailsAt {
+        fn len(&self) -> u64 {
+            self.0.len()
+        }
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            if offset <= self.1 && self.1 < offset + buf.len() as u64 {
+                return Err(std::io::Error::other("device error"));
+            }
+            self.0.read_exact_at(buf, offset)
+        }
+    }
+
+    #[test]
+    fn decode_tiles_gives_every_tile_its_own_outcome() {
+        // (0, 0) at 100, (1, 0) at 200 on a failing sector, (0, 1) missing, (1, 1) past the end.
+        let mut file = vec![0u8; 300];
+        file[100..148].copy_from_slice(&tile_bytes(10));
+        file[200..248].copy_from_slice(&tile_bytes(20));
+        let img = test_image(8, 8, 4, 4, 1, vec![TileLoc::primary(100, 48), TileLoc::primary(200, 48), TileLoc::primary(0, 0), TileLoc::primary(290, 48)]);
+        let src = FailsAt(MemSource::new(file), 210);
+        let cache = TileCache::new(1 << 20);
+        let at = Location::file("t.tif");
+        let plan = PlanOptions { max_gap_bytes: 0, max_request_bytes: 1 << 20 };
+        let scans = ScanMemory::new();
+        let b = Batch { src: &src, image: &img, at: &at, plan: &plan, cache: Some(CacheSlot { cache: &cache, slide: 1, level: 0, scans: &scans }), pool: None, working_bytes: 1 << 30, reduce: None };
+        let got = decode_tiles(&b, &[(0, 0), (1, 0), (0, 1), (1, 1)], None).tiles;
+        assert_eq!(got[0].as_ref().unwrap().as_ref().map(|t| t.rgba[0]), Some(10));
+        let e = got[1].as_ref().unwrap_err();
+        assert_eq!(e.kind_name(), "io");
+        assert!(e.to_string().contains("tile (1, 0)") && e.to_string().contains("device error"), "{e}");
+        assert!(got[2].as_ref().unwrap().is_none(), "missing tile = background");
+        assert_eq!(got[3].as_ref().unwrap_err().kind_name(), "format");
+        // The tile that decoded is cached; fetch_tiles joins the outcomes into the I/O error.
+        assert_eq!(cache.stats().entries, 1);
+        assert_eq!(fetch_tiles(&b, &[(0, 0), (1, 0)], None).unwrap_err().kind_name(), "io");
+    }
+
+    #[test]
+    fn shared_decode_runs_every_unit_once_from_any_number_of_callers() {
+        let units: Vec<u32> = (0..97).collect();
+        for threads in [1, 2, 4] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let runs = std::sync::atomic::AtomicUsize::new(0);
+            let f = |&u: &u32| {
+                runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                u * 3
+            };
+            // One caller, then three at once (the helpers shrink as callers add up).
+            let mut got = shared_decode(Some(&pool), &units, f);
+            got.sort_unstable();
+            assert_eq!(got, units.iter().map(|u| u * 3).collect::<Vec<_>>(), "{threads} threads");
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..3).map(|_| s.spawn(|| shared_decode(Some(&pool), &units, f).len())).collect();
+                assert!(hs.into_iter().all(|h| h.join().unwrap() == units.len()));
+            });
+            assert_eq!(runs.load(std::sync::atomic::Ordering::Relaxed), 4 * units.len());
+            assert_eq!(shared_decode(None, &units[..1], f), vec![0]);
+        }
     }
 
     #[test]

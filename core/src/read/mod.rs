@@ -13,8 +13,11 @@
 //! ```
 //!
 //! The [`crate::Slide`] read methods are thin wrappers over these functions; the GPU engine
-//! uses [`batch_plan`], [`locate`], [`partial`] and [`crate::io::plan::ReadPlan::read_into`]
-//! with its own byte sources, decoders and device assembly.
+//! uses [`batch_plan`], [`locate`], [`partial`], [`sources`] (one grouping of a call's work by
+//! (slide, level)) and [`crate::io::plan::ReadPlan::read_into`] with its own byte sources,
+//! nvJPEG decoders and device assembly, and decodes what nvJPEG does not take with the CPU
+//! path's own tile decoding (`fetch::decode_tiles`: host cache, partial-decode rule, memory of
+//! tile outcomes, NDPI stacks).
 
 pub mod assemble;
 pub mod batch_plan;
@@ -22,6 +25,7 @@ pub(crate) mod fetch;
 pub(crate) mod inflight;
 pub mod locate;
 pub mod partial;
+pub(crate) mod sources;
 pub(crate) mod waves;
 
 // The layer's interface in one place; a crate-private build without `cuda` uses only part of it

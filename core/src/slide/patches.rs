@@ -6,7 +6,6 @@
 //! patches in parallel. A per-slide loop of `read_regions_rgb` calls waits for each slide's few
 //! tiles in turn; this keeps every decode thread busy across slides.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -17,6 +16,7 @@ use crate::index::ImageIndex;
 use crate::read::assemble::{assemble_rgb, place_rgb};
 use crate::read::batch_plan::{BatchPlan, LevelGeom};
 use crate::read::fetch::{fetch_tiles, Batch};
+use crate::read::sources::Sources;
 use crate::read::waves::{charge_tile, pack_waves};
 use crate::read::{batch_bytes, in_pool, locate, pool_threads};
 
@@ -115,25 +115,20 @@ pub fn read_patches_into(requests: &[PatchRequest<'_>], opts: &ReadOptions, out:
 fn read_run(requests: &[PatchRequest<'_>], opts: &ReadOptions, out: &mut [u8]) -> Result<()> {
     let total = out.len();
     // The (slide, level) groups in order of first use, and the one plan of every patch.
-    let mut groups: Vec<Group<'_>> = Vec::new();
-    let mut group_of: HashMap<(u64, u32), usize> = HashMap::new();
+    let mut sources: Sources<Group<'_>> = Sources::new();
     let mut patch_group = Vec::with_capacity(requests.len());
     let mut plan = BatchPlan::new();
     for r in requests {
         let key = (r.slide.id, r.level as u32);
-        let g = match group_of.get(&key) {
-            Some(&g) => g,
-            None => {
-                let (image, downsample, at) = locate::level(&r.slide.index, r.level)?;
-                groups.push(Group { slide: r.slide, level: r.level, image, downsample, at });
-                group_of.insert(key, groups.len() - 1);
-                groups.len() - 1
-            }
-        };
-        let grp = &groups[g];
+        let g = sources.index(key.0, key.1, || {
+            let (image, downsample, at) = locate::level(&r.slide.index, r.level)?;
+            Ok(Group { slide: r.slide, level: r.level, image, downsample, at })
+        })?;
+        let grp = &sources.items[g];
         plan.push(&LevelGeom { slide: key.0, level: key.1, image: grp.image, downsample: grp.downsample }, r.location, opts.size);
         patch_group.push(g);
     }
+    let groups = &sources.items;
     let mut batches: Vec<Batch<'_>> = groups.iter().map(|g| g.slide.level_batch(g.image, &g.at, g.level)).collect();
     // One budget for the whole batch: the smallest of the slides involved.
     let budget = batches.iter().map(|b| b.working_bytes).min().unwrap_or(u64::MAX);
@@ -150,7 +145,7 @@ fn read_run(requests: &[PatchRequest<'_>], opts: &ReadOptions, out: &mut [u8]) -
     let mut needs = Vec::with_capacity(plan.tiles.len());
     let mut order = Vec::with_capacity(plan.tiles.len());
     for (i, t) in plan.tiles.iter().enumerate() {
-        let g = group_of[&(t.key.slide, t.key.level)];
+        let g = sources.get(t.key.slide, t.key.level);
         let grp = &groups[g];
         let coord = (t.key.col, t.key.row);
         let part = grp.slide.part_if_small(grp.image, coord, t.part);

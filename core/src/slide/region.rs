@@ -220,8 +220,36 @@ impl Slide {
         fetch_waves(batch, &coords, Some(&parts), place)
     }
 
+    /// Whether the host tile cache holds tile (`col`, `row`) of `level` (whole), without
+    /// counting a cache hit: the GPU engine decodes such a tile on the CPU path, which takes
+    /// it from the cache.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn host_cached(&self, level: usize, col: u64, row: u64) -> bool {
+        self.cache.contains(&crate::cache::TileKey { slide: self.id, level: level as u32, col, row })
+    }
+
+    /// The outcome remembered for tile (`col`, `row`) of `level` ([`ScanMemory`]): `None`
+    /// unknown, `Some(None)` its scan decoded cleanly, `Some(Some(e))` it fails with `e`.
+    ///
+    /// [`ScanMemory`]: crate::read::partial::ScanMemory
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn scan_outcome(&self, level: usize, col: u64, row: u64) -> Option<Option<Error>> {
+        self.scans.get((level as u32, col, row))
+    }
+
+    /// Remember how a whole-scan decode of tile (`col`, `row`) of `level` ended, as the CPU
+    /// fetch does: success, or a `Format` / `Limits` error (other errors are not the tile's).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn note_scan(&self, level: usize, col: u64, row: u64, outcome: std::result::Result<(), &Error>) {
+        match outcome {
+            Ok(()) => self.scans.put((level as u32, col, row), None),
+            Err(e @ (Error::Format { .. } | Error::Limits { .. })) => self.scans.put((level as u32, col, row), Some(e.clone())),
+            Err(_) => {}
+        }
+    }
+
     /// A fetch over one level, cached in this slide's tile cache.
-    pub(super) fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
+    pub(crate) fn level_batch<'a>(&'a self, img: &'a ImageIndex, at: &'a Location, level: usize) -> Batch<'a> {
         Batch {
             src: &*self.src,
             image: img,

@@ -3,7 +3,6 @@
 //! cache, the misses of every slide decoded through one work queue (scheduler), then every
 //! patch assembled by one kernel into one device array.
 
-use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use crate::cache::TileKey;
 use crate::error::{Error, GpuError, Location, Result};
 use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
 use crate::index::ImageIndex;
+use crate::read::sources::Sources;
 use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
 use crate::slide::{PatchRequest, Slide};
 
@@ -79,25 +79,20 @@ impl Engine {
         let t_entry = std::time::Instant::now();
         let cuda = cuda()?;
         // The (slide, level) sources in order of first use, and one plan of every patch.
-        let mut srcs: Vec<Src<'_>> = Vec::new();
-        let mut src_of: HashMap<(u64, u32), u32> = HashMap::new();
+        let mut sources: Sources<Src<'_>> = Sources::new();
         let mut plan = BatchPlan::new();
         let mut patch_src: Vec<u32> = Vec::with_capacity(requests.len());
         for r in requests {
             let key = (r.slide.id(), r.level as u32);
-            let si = match src_of.get(&key) {
-                Some(&si) => si,
-                None => {
-                    let (img, downsample, at) = r.slide.level_image(r.level)?;
-                    srcs.push(Src { slide: r.slide, level: r.level, img, downsample, at });
-                    src_of.insert(key, srcs.len() as u32 - 1);
-                    srcs.len() as u32 - 1
-                }
-            };
-            let s = &srcs[si as usize];
+            let si = sources.index(key.0, key.1, || {
+                let (img, downsample, at) = r.slide.level_image(r.level)?;
+                Ok(Src { slide: r.slide, level: r.level, img, downsample, at })
+            })? as u32;
+            let s = &sources.items[si as usize];
             plan.push(&LevelGeom { slide: key.0, level: key.1, image: s.img, downsample: s.downsample }, r.location, size);
             patch_src.push(si);
         }
+        let srcs = sources.items.as_slice();
         let n = requests.len();
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);
@@ -140,7 +135,7 @@ impl Engine {
             return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
         }
         // Tiles of every patch, deduplicated (the read layer's batch plan).
-        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { src: src_of[&(t.key.slide, t.key.level)], col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { src: sources.get(t.key.slide, t.key.level) as u32, col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
         let patches: Vec<PatchDesc> = plan
             .patches
             .iter()

@@ -83,7 +83,11 @@ impl Engine {
                 ok
             })
             .collect();
-        let (gpu, cpu): (Vec<Miss>, Vec<Miss>) = misses.into_iter().partition(|m| gpu_src[m.src as usize]);
+        // A tile the host cache holds (whole) goes to the CPU path, which takes it from there.
+        let (gpu, cpu): (Vec<Miss>, Vec<Miss>) = misses.into_iter().partition(|m| {
+            let s = &srcs[m.src as usize];
+            gpu_src[m.src as usize] && !s.slide.host_cached(s.level, m.col, m.row)
+        });
         let ctx = self.ctx.raw();
         let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
         let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(srcs, &cpu)) };

@@ -212,3 +212,60 @@ fn duplicates_and_empty_ranges() {
     assert_eq!(p.requests[0].len, 10);
     assert_eq!(p.requests[0].members.len(), 2);
 }
+
+/// A memory source whose "page cache" holds only bytes below `cached_below`, counting the
+/// blocking reads.
+#[derive(Debug)]
+struct PartlyCached {
+    mem: crate::io::MemSource,
+    cached_below: u64,
+    blocking: std::sync::atomic::AtomicUsize,
+}
+
+impl ByteSource for PartlyCached {
+    fn len(&self) -> u64 {
+        self.mem.len()
+    }
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.blocking.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.mem.read_exact_at(buf, offset)
+    }
+    fn read_cached_at(&self, buf: &mut [u8], offset: u64) -> usize {
+        let n = self.cached_below.saturating_sub(offset).min(buf.len() as u64) as usize;
+        self.mem.read_exact_at(&mut buf[..n], offset).map_or(0, |_| n)
+    }
+}
+
+/// A small plan copies the cached bytes on the calling thread and reads only the rest, from
+/// where the cached bytes end, with the blocking reads (in the pool); the bytes equal a serial
+/// read's whatever the split. A file's cached read returns its bytes and nothing past its end.
+#[test]
+fn cached_bytes_are_read_inline_and_the_rest_blocking() {
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let wants: Vec<Want> = (0..8).map(|i| w(i, i as u64 * 20_000 + 5, 9_000)).collect();
+    let plan = plan_reads(&wants, &PlanOptions { max_gap_bytes: 100, max_request_bytes: 1 << 20 });
+    assert_eq!(plan.requests.len(), 8);
+    let pool = crate::io::pool::build(4).unwrap();
+    let mem = crate::io::MemSource::new(data.clone());
+    let mut want_buf = vec![0u8; plan.read_bytes() as usize];
+    plan.read_into_serial(&mem, &mut want_buf);
+    // Everything cached, nothing, and a split inside request 3 (bytes 60_005.. 69_005).
+    for (cached_below, blocking) in [(u64::MAX, 0), (0, 8), (64_000, 5)] {
+        let src = PartlyCached { mem: mem.clone(), cached_below, blocking: Default::default() };
+        let mut buf = vec![0u8; plan.read_bytes() as usize];
+        let res = plan.read_into_in(&src, &mut buf, &pool);
+        assert!(res.iter().all(|r| r.is_ok()));
+        assert_eq!(buf, want_buf, "cached below {cached_below}");
+        assert_eq!(src.blocking.load(std::sync::atomic::Ordering::Relaxed), blocking, "cached below {cached_below}");
+    }
+    let dir = std::env::temp_dir().join(format!("slidestream-cached-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("f.bin");
+    std::fs::write(&path, &data).unwrap();
+    let file = crate::io::posix::FileSource::open(&path).unwrap();
+    let mut b = vec![0u8; 5000];
+    let n = file.read_cached_at(&mut b, 1000);
+    assert_eq!(&b[..n], &data[1000..1000 + n]);
+    assert_eq!(file.read_cached_at(&mut b, data.len() as u64 - 10), 0, "past the end: nothing");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

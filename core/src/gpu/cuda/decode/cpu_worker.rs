@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::GpuResult;
-use crate::codec::{decode_chunk, decode_jpeg_into, ChunkGeometry, DecodedTile};
-use crate::error::{Error, Location, Result};
+use crate::codec::{decode_jpeg_into, ChunkGeometry, DecodedTile};
+use crate::error::{Error, Result};
 use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::context::Stream;
 use crate::gpu::cuda::engine::Engine;
@@ -17,9 +17,8 @@ use crate::gpu::cuda::memory::{DevBlock, DevTile, PinnedBuffer};
 use crate::gpu::cuda::pool::{Pool, Pooled, Wait};
 use crate::gpu::cuda::queue::{Miss, WorkQueue};
 use crate::gpu::cuda::sys::{cu, cuda, Res};
-use crate::index::ImageIndex;
-use crate::io::plan::{plan_reads, Want};
-use crate::slide::Slide;
+use crate::read::fetch::decode_tiles;
+use crate::read::sources::group_by_source;
 
 /// Tiles a CPU decode worker takes from the work queue at a time (decoded, then uploaded in one
 /// copy while it decodes the next run).
@@ -148,17 +147,26 @@ impl Engine {
                             continue;
                         }
                     };
-                    let Src { img, at, slide, .. } = &srcs[m.src as usize];
+                    let Src { img, at, slide, level, .. } = &srcs[m.src as usize];
+                    // The slide's memory of tile outcomes (the CPU path's rule): a tile known
+                    // to fail fails again at once; every decode here reads the whole scan, so
+                    // its outcome is remembered.
+                    if let Some(Some(e)) = slide.scan_outcome(*level, m.col, m.row) {
+                        out.push((*m, Err(Some(e))));
+                        continue;
+                    }
                     let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
                     let (vw, vh) = img.valid_tile_size(m.col, m.row);
                     let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                    match decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]) {
+                    let r = decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]).map_err(|e| e.with_tile(m.col, m.row));
+                    slide.note_scan(*level, m.col, m.row, r.as_ref().map(|_| ()));
+                    match r {
                         Ok(p) => {
                             let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
                             placed.push((*m, used, p, whole));
                             used += p.used.max(4).next_multiple_of(256);
                         }
-                        Err(e) => out.push((*m, Err(Some(e.with_tile(m.col, m.row))))),
+                        Err(e) => out.push((*m, Err(Some(e)))),
                     }
                 }
                 if placed.is_empty() {
@@ -194,58 +202,32 @@ impl Engine {
         Ok(out)
     }
 
-    /// Read and decode `misses` (tiles of any of the call's sources `srcs`) on the CPU, each
-    /// slide's in its pool, one result per tile.
-    pub(crate) fn cpu_decode(&self, srcs: &[Src<'_>], misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
-        let mut by_src: std::collections::BTreeMap<u32, Vec<Miss>> = Default::default();
-        for m in misses {
-            by_src.entry(m.src).or_default().push(*m);
-        }
+    /// Read and decode `misses` (tiles of any of the call's sources `srcs`) on the CPU, whole,
+    /// one result per tile: per source, the read layer's tile decoding
+    /// ([`crate::read::fetch::decode_tiles`]: the CPU path's host tile cache, read plan,
+    /// memory of tile outcomes and parallel decode in the slide's pool), so these tiles follow
+    /// every rule of the CPU path and land in its cache.
+    pub(crate) fn cpu_decode(&self, srcs: &[Src<'_>], misses: &[Miss]) -> Vec<(Miss, std::result::Result<Arc<DecodedTile>, Error>)> {
         let mut out = Vec::with_capacity(misses.len());
-        for (si, ms) in by_src {
+        for (si, ids) in group_by_source(misses, |m| m.src) {
             let s = &srcs[si as usize];
-            out.extend(self.cpu_decode_one(s.slide, s.img, &s.at, &ms));
+            let batch = s.slide.level_batch(s.img, &s.at, s.level);
+            let coords: Vec<(u64, u64)> = ids.iter().map(|&i| (misses[i].col, misses[i].row)).collect();
+            let got = decode_tiles(&batch, &coords, None);
+            self.counters.posix_bytes.fetch_add(got.read_bytes, Relaxed);
+            self.counters.posix_requests.fetch_add(got.read_requests, Relaxed);
+            for (&i, r) in ids.iter().zip(got.tiles) {
+                let m = misses[i];
+                out.push((
+                    m,
+                    r.and_then(|t| {
+                        // Misses were located: a missing tile here is a caller bug, reported as the
+                        // read layer would report a tile past the end of the file.
+                        t.ok_or_else(|| Error::format(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), "tile plane lies past the end of the file or is missing"))
+                    }),
+                ));
+            }
         }
         out
-    }
-
-    /// [`cpu_decode`](Self::cpu_decode) of one source: the read layer's plan-to-bytes loop
-    /// (`ReadPlan::read_into`), then `decode_chunk`, in the slide's pool.
-    fn cpu_decode_one(&self, slide: &Slide, img: &ImageIndex, at: &Location, misses: &[Miss]) -> Vec<(Miss, std::result::Result<DecodedTile, Error>)> {
-        use rayon::prelude::*;
-        let planes = img.planes();
-        // Every plane of every tile (planar-separate images have one chunk per sample).
-        let mut wants = Vec::new();
-        for (i, m) in misses.iter().enumerate() {
-            // Misses were located (`read::locate_tile`): every plane is stored and inside the file.
-            for (p, l) in img.tile_locs(m.col, m.row).enumerate() {
-                wants.push(Want { id: i * planes + p, offset: crate::io::multi::address(l), len: l.length });
-            }
-        }
-        let plan = plan_reads(&wants, &slide.config().plan);
-        let mut buf = vec![0u8; plan.read_bytes() as usize];
-        let results = plan.read_into(slide.source(), &mut buf);
-        self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
-        self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-        let mut slices: Vec<Option<std::result::Result<&[u8], &std::io::Error>>> = vec![None; misses.len() * planes];
-        for (id, bytes) in plan.slices(&buf, &results) {
-            slices[id] = Some(bytes);
-        }
-        let decode = |(i, m): (usize, &Miss)| {
-            let (col, row) = (m.col, m.row);
-            let tile_at = crate::read::locate::tile_location(at, slide.source(), img, col, row);
-            let mut chunks = Vec::with_capacity(planes);
-            for p in 0..planes {
-                match slices[i * planes + p] {
-                    Some(Ok(bytes)) => chunks.push(bytes),
-                    Some(Err(e)) => return (*m, Err(Error::io_shared(&tile_at, e))),
-                    None => return (*m, Err(Error::format(&tile_at, "tile plane lies past the end of the file or is missing"))),
-                }
-            }
-            let (vw, vh) = img.valid_tile_size(col, row);
-            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-            (*m, decode_chunk(&img.codec, &chunks, g, &tile_at).map_err(|e| e.with_tile(col, row)))
-        };
-        crate::read::in_pool(slide.pool(), || misses.par_iter().enumerate().map(decode).collect())
     }
 }

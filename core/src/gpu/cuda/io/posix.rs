@@ -4,7 +4,6 @@
 //!
 //! [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::error::Error;
@@ -16,6 +15,7 @@ use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::sys::Res;
 use crate::gpu::cuda::trace;
 use crate::io::plan::{plan_reads, ReadPlan, Want};
+use crate::read::sources::group_by_source;
 
 /// A chunk read into a slot's pinned buffer: bytes used, where each tile lies (`(offset, len)`
 /// in the buffer, `None` when its read failed) and the tiles whose read failed.
@@ -60,11 +60,14 @@ impl Engine {
 }
 
 /// One read plan per source of `chunk`'s tiles (ids: indices into `chunk`), by the source's
-/// coalescing settings, in source order.
+/// coalescing settings, in source order (the read layer's grouping,
+/// [`crate::read::sources::group_by_source`]).
 pub(crate) fn plans_by_source(srcs: &[Src<'_>], chunk: &[Miss]) -> Vec<(u32, ReadPlan)> {
-    let mut by_src: BTreeMap<u32, Vec<Want>> = BTreeMap::new();
-    for (i, m) in chunk.iter().enumerate() {
-        by_src.entry(m.src).or_default().push(Want { id: i, offset: m.offset, len: m.len });
-    }
-    by_src.into_iter().map(|(si, wants)| (si, plan_reads(&wants, &srcs[si as usize].slide.config().plan))).collect()
+    group_by_source(chunk, |m| m.src)
+        .into_iter()
+        .map(|(si, ids)| {
+            let wants: Vec<Want> = ids.into_iter().map(|i| Want { id: i, offset: chunk[i].offset, len: chunk[i].len }).collect();
+            (si, plan_reads(&wants, &srcs[si as usize].slide.config().plan))
+        })
+        .collect()
 }
