@@ -11,9 +11,10 @@
 # copies of it in /tmp/tl-slides (shared with h200_training_loop.sh), then runs the rows in order
 # of importance (model_fed.py's docstring: ResNet-50, ViT-B/16, ResNet-18, then the row under
 # `taskset -c $TASKSET`) within DEADLINE_S (default 560 s) less the setup; rows that do not fit
-# are reported as skipped. Writes model_fed.jsonl / .md, failed rows' stderr, profiles (with
-# PROFILE=1) and the log to $OUT.
-# Environment: PYTHON (default python3), N_SLIDES (8), DEADLINE_S (560), STEPS (60), WARMUP (8),
+# are reported as skipped. Writes model_fed.jsonl / .md and the log to $OUT, and the per-row
+# files (failed rows' stderr; with PROFILE=1 the profiles and the engine's stage timings) as one
+# archive, $OUT/model_fed-rows.tar.gz (few files come back from the device).
+# Environment: PYTHON (default python3), N_SLIDES (8), DEADLINE_S (560), STEPS (60), WARMUP (5),
 # TASKSET (0-3; empty: no taskset row), PROFILE (1: --profile), MF_ARGS (extra model_fed.py
 # options, e.g. "--only resnet50- loader-alone" or "--models resnet18").
 set -uo pipefail
@@ -42,8 +43,12 @@ extra=()
 echo "setup took ${SECONDS} s; model_fed.py --budget-s $budget ${extra[*]}"
 # shellcheck disable=SC2086
 "$PY" benches/model_fed.py --make "${N_SLIDES:-8}" --from /tmp/big.svs --dir /tmp/tl-slides --out "$OUT" \
-  --budget-s "$budget" --row-timeout 90 --steps "${STEPS:-60}" --warmup "${WARMUP:-8}" "${extra[@]}" ${MF_ARGS:-}
+  --budget-s "$budget" --row-timeout 90 --steps "${STEPS:-60}" --warmup "${WARMUP:-5}" "${extra[@]}" ${MF_ARGS:-}
 rc=$?
+if [ -d "$OUT/rows" ]; then
+  [ -n "$(ls -A "$OUT/rows")" ] && tar -czf "$OUT/model_fed-rows.tar.gz" -C "$OUT" rows
+  rm -rf "$OUT/rows"
+fi
 echo "== done in ${SECONDS} s (rc $rc)"
 ls -l "$OUT"
 exit $rc

@@ -20,10 +20,12 @@ random offset per batch, or --crop-mode center), normalised in float, SGD with m
 training (cross-entropy against fixed random labels), ``torch.inference_mode`` for inference.
 Patches: slide chosen uniformly among the slides given, x/y uniform inside it, seeded (every row
 reads the same patches; benches/training_loop.py's make_rows). Every row runs in a fresh
-interpreter (killed after --row-timeout s and recorded as failed), makes --warmup untimed
-steps, then times --steps steps ending with one device synchronisation: images/s = steps ×
-batch / seconds. The fed rows also report ``wait_s``, the time the training loop spent waiting
-for its next batch.
+interpreter (killed after --row-timeout s and recorded as failed). A fed row builds the model
+and warms it up on a fixed device tensor (--warmup steps), then starts the feeder, makes
+--warmup untimed steps on its batches (at least 2 × workers for the DataLoader rows, so the
+batches the workers read ahead while starting are not counted), then times --steps steps
+ending with one device synchronisation: images/s = steps × batch / seconds. The fed rows also
+report ``wait_s``, the time the training loop spent waiting for its next batch.
 
 Rows, per model M (in --models order), in this order:
   M-synthetic            the model on one fixed device tensor: its ceiling
@@ -51,16 +53,16 @@ rows the model's share of its ceiling), ``of_loader_alone`` (the loader-under-mo
 rate ÷ loader-alone's; the fed loader-device rows' images/s ÷ loader-alone's).
 
 With --profile, the loader-under-model rows run under SLIDESTREAM_GPU_TRACE=1 (the engine's
-per-stage times, printed per batch, saved with the row's stderr to --out/ROW.stderr.txt) and,
+per-stage times, printed per batch, saved with the row's stderr to --out/rows/ROW.stderr.txt) and,
 after their timed window, record --profile-steps more steps with torch.profiler (CPU and CUDA
 activity of the loader's process: its kernels, copies and the model's when they share it) into
---out/ROW.trace.json.gz (chrome://tracing, Perfetto); the table of the costliest kernels goes
+--out/rows/ROW.trace.json.gz (chrome://tracing, Perfetto); the table of the costliest kernels goes
 into the JSON line. The timed numbers are not taken under the profiler.
 
 Rows that cannot run here (no GPU, torch or torchvision missing, a reader missing) are printed
 as skipped with the reason. Output: one JSON line per row on stdout, then two markdown tables
 (the summary in the issue's layout, then every row); with --out DIR also model_fed.jsonl and
-model_fed.md there. Progress goes to stderr. --budget-s bounds the whole run (slide copies
+model_fed.md there (and rows/: the profiles and failed rows' stderr). Progress goes to stderr. --budget-s bounds the whole run (slide copies
 included): no row starts after it, a running one is stopped at it.
 """
 from __future__ import annotations
@@ -142,7 +144,7 @@ def run_row(args, name, extra, deadline) -> dict:
         tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
         return {"row": name, "status": "failed", "reason": f"timed out after {timeout:.0f} s", "stderr_tail": tail}
     if args.out and (spec["profile"] or r.returncode != 0):
-        with open(os.path.join(args.out, f"{name}.stderr.txt"), "w") as f:
+        with open(os.path.join(args.out, "rows", f"{name}.stderr.txt"), "w") as f:
             f.write(r.stderr)
     for line in r.stdout.splitlines():
         if line.startswith(RESULT):
@@ -166,7 +168,7 @@ def derive(results):
         syn = by.get(f"{r.get('model')}-synthetic", {}).get("images_per_s")
         if syn and r.get("images_per_s") and not r["row"].endswith("-synthetic"):
             r["of_synthetic"] = r["images_per_s"] / syn
-        if alone and r.get("loader_patches_per_s"):
+        if alone and r.get("loader_patches_per_s") is not None:
             r["of_loader_alone"] = r["loader_patches_per_s"] / alone
         elif alone and r.get("feeder") == "loader-device" and r.get("images_per_s"):
             r["of_loader_alone"] = r["images_per_s"] / alone
@@ -287,7 +289,7 @@ def main() -> int:
     w = worker_mod()
     args.slide_paths = [os.path.abspath(p) for p in w.tl.prepare_slides(args)]
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        os.makedirs(os.path.join(args.out, "rows"), exist_ok=True)
     args.gpu_reason = gpu_reason()
     args.model_list = list(args.models)
     rows, extra = row_specs(args.model_list, args.taskset, args.extras)

@@ -275,12 +275,31 @@ def make_feeder(spec, res, n_total):
 
 
 def fed_row(spec, res):
-    """The model fed by a feeder: warm-up steps, then ``steps`` timed steps, one final sync."""
+    """The model fed by a feeder. The model is built and warmed up first on a fixed tensor
+    (``warmup`` steps), then the feeder is started and feeds ``feeder_warmup`` untimed steps,
+    then ``steps`` timed steps end with one device synchronisation. ``feeder_warmup`` is
+    ``warmup``, and for DataLoader feeders at least prefetch_factor (2) × workers: the batches
+    the workers read ahead while they start would otherwise be counted as free."""
     w, n = spec["warmup"], spec["steps"]
-    torch, device, it, close = make_feeder(spec, res, w + n)
+    torch = tl.need_torch()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if spec["feeder"] == "loader-device":
+        tl.need_gpu()
     step = Step(torch, spec, device)
+    s = spec["size"]
+    fixed = torch.randint(0, 256, (spec["batch"], s, s, 3), dtype=torch.uint8, device=device)
+    for _ in range(w):
+        step(fixed)
+    sync(torch, device)
+    del fixed
+    fw = w
+    if spec["feeder"] in ("dataset", "cucim", "openslide"):
+        workers = spec["peer_workers"] if spec["feeder"] != "dataset" else spec["workers"]
+        fw = max(w, 2 * workers)
+    res["feeder_warmup"] = fw
+    torch, device, it, close = make_feeder(spec, res, fw + n)
     try:
-        for _ in range(w):
+        for _ in range(fw):
             step(next(it))
         sync(torch, device)
         wait = 0.0
@@ -352,7 +371,7 @@ def profile_steps(torch, spec, res, fn):
         fn()
         sync(torch, "cuda" if torch.cuda.is_available() else "cpu")
     if spec.get("out"):
-        raw = os.path.join(spec["out"], f"{spec['row']}.trace.json")
+        raw = os.path.join(spec["out"], "rows", f"{spec['row']}.trace.json")
         prof.export_chrome_trace(raw)
         with open(raw, "rb") as fi, gzip.open(raw + ".gz", "wb") as fo:
             shutil.copyfileobj(fi, fo)
