@@ -212,7 +212,9 @@ def summary(results, args) -> list:
 def markdown(results, args) -> str:
     lines = [f"Model-fed benchmark: {len(args.slide_paths)} slide(s), batches of {args.batch} random {args.size}² level-0 patches, "
              f"{args.crop}² {args.crop_mode} crops, bf16 autocast, channels_last, {args.warmup} warm-up + {args.steps} timed steps per "
-             "row (fresh interpreter per row). images/s (share of synthetic); loader columns: patches/s (share of loader alone).", ""]
+             "row (fresh interpreter per row). images/s (share of synthetic); loader columns: patches/s (share of loader alone)."]
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("SLIDESTREAM_") or k == "RAYON_NUM_THREADS"}
+    lines += [f"Settings in the environment: {', '.join(f'{k}={v}' for k, v in env.items()) or 'none (defaults)'}.", ""]
     lines += summary(results, args)
     lines += ["", "| row | status | images/s | of synthetic | loader patches/s | of loader alone | notes |", "|---|---|---:|---:|---:|---:|---|"]
     for r in results:
