@@ -23,6 +23,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Every row imports slidestream first, as a training script does at its top (before any CUDA
+# context exists: `import slidestream` raises CUDA_DEVICE_MAX_CONNECTIONS to 32 when unset), so
+# all rows, peers' and synthetic included, run with the same CUDA environment.
+try:
+    import slidestream  # noqa: F401
+except ImportError:  # the peer rows run without it
+    pass
+
 
 def _load(name):
     spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, f"{name}.py"))

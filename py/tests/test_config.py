@@ -191,3 +191,17 @@ def test_open_slide_does_not_hide_a_bad_setting_behind_pillow():
     )
     r = _run(code, SLIDESTREAM_COMPAT_MODE="of")
     assert r.returncode == 0 and r.stdout.strip() == "ConfigError", r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("preset", [None, "4"])
+def test_import_raises_cuda_connections_unless_set(preset):
+    """`import slidestream` gives the process 32 CUDA hardware work queues when
+    CUDA_DEVICE_MAX_CONNECTIONS is unset (the device engine's streams must not share a queue with
+    a model's stream), and keeps a value the user set."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    if preset is not None:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = preset
+    code = "import os, slidestream; print(os.environ['CUDA_DEVICE_MAX_CONNECTIONS'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == (preset or "32")

@@ -186,6 +186,25 @@ _START = "import json, sys, slidestream\ns = slidestream.Slide(sys.argv[1])\n"
 _PRIORITY = _START + "s.read_region((0, 0), 0, (16, 16), device='cuda')\nprint(json.dumps(slidestream.gpu_stats()['stream_priority']))\n"
 
 
+def _greatest_stream_priority() -> int:
+    """The device's greatest stream priority from the driver (cuCtxGetStreamPriorityRange in
+    device 0's primary context)."""
+    import ctypes
+
+    cu = ctypes.CDLL("libcuda.so.1")
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    least, greatest = ctypes.c_int(), ctypes.c_int()
+    assert cu.cuInit(0) == 0 and cu.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+    try:
+        assert cu.cuCtxPushCurrent_v2(ctx) == 0
+        assert cu.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)) == 0
+        cu.cuCtxPopCurrent_v2(ctypes.byref(ctypes.c_void_p()))
+    finally:
+        cu.cuDevicePrimaryCtxRelease_v2(dev)
+    return greatest.value
+
+
 @requires_gpu
 def test_stream_priority_setting():
     got = {}
@@ -196,18 +215,27 @@ def test_stream_priority_setting():
         out = subprocess.run([sys.executable, "-c", _PRIORITY, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 0, out.stderr[-3000:]
         got[value] = json.loads(out.stdout.strip().splitlines()[-1])
-    # torch.cuda.Stream.priority_range() reports the runtime's clamped range (0, -3 on an H200),
-    # not the driver's; cupy asks the driver (cudaDeviceGetStreamPriorityRange).
-    assert got[None] == got["high"] < 0, got
-    try:
-        import cupy
-    except ImportError:
-        cupy = None
-    if cupy is not None:
-        _least, greatest = cupy.cuda.runtime.deviceGetStreamPriorityRange()
-        assert got["high"] == greatest, (got, greatest)
+    # torch.cuda.Stream.priority_range() reports torch's clamped range (0, -3 on an H200), not
+    # the driver's; ask the driver.
+    assert got[None] == got["high"] == _greatest_stream_priority(), got
     assert got["normal"] == got["NORMAL"] == 0, got
     env = dict(os.environ, SLIDESTREAM_GPU_STREAM_PRIORITY="urgent")
     bad = _START + "try:\n    s.read_region((0, 0), 0, (16, 16), device='cuda')\nexcept slidestream.ConfigError as e:\n    print('ConfigError', e)\n"
     out = subprocess.run([sys.executable, "-c", bad, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0 and out.stdout.startswith("ConfigError") and "SLIDESTREAM_GPU_STREAM_PRIORITY" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
+_CONNECTIONS = _START + "s.read_region((0, 0), 0, (16, 16), device='cuda')\nprint(json.dumps(slidestream.gpu_stats()['cuda_connections']))\n"
+
+
+@requires_gpu
+@pytest.mark.parametrize("preset", [None, "8"])
+def test_engine_reports_cuda_connections(preset):
+    """The engine reports the CUDA_DEVICE_MAX_CONNECTIONS it started under: 32 from
+    `import slidestream` when unset, the user's value otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    if preset is not None:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = preset
+    out = subprocess.run([sys.executable, "-c", _CONNECTIONS, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == int(preset or 32)

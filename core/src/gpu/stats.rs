@@ -106,6 +106,11 @@ pub struct GpuStats {
     /// CUDA's scale: lower is higher, 0 the default, the device's greatest e.g. -5 on Hopper);
     /// 0 before the engine starts.
     pub stream_priority: i32,
+    /// `CUDA_DEVICE_MAX_CONNECTIONS` as the engine found it when it started: the hardware work
+    /// queues its streams share with the rest of the process (0 when unset, i.e. CUDA's default
+    /// of 8; see [`crate::gpu::raise_cuda_connections`]). The driver read it when the process's
+    /// first context was made, which may be earlier. 0 before the engine starts.
+    pub cuda_connections: u32,
 }
 
 impl GpuStats {

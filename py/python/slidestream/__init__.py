@@ -28,9 +28,17 @@ slides for training and inference: :class:`PatchBatches` (numpy / :class:`Device
 framework) and :class:`slidestream.torch.PatchLoader` (tensors).
 """
 
+import os as _os
 from typing import TYPE_CHECKING, Any
 
-from . import config
+# 32 hardware work queues per GPU instead of CUDA's 8, unless the variable is set already: with
+# 8, the device engine's streams share queues with a model's stream and wait behind every
+# kernel the model queued ahead (slidestream.gpu_stats()["cuda_connections"]; docs/python.md,
+# "Next to a model"). CUDA reads it when the process's first context is made, so this must run
+# before torch, cupy or another library touches the GPU: import slidestream first.
+_os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+
+from . import config  # noqa: E402
 from ._errors import (
     ConfigError,
     CorruptDataError,

@@ -164,6 +164,8 @@ enum Cmd {
 
 
 fn main() -> ExitCode {
+    // Before any thread or CUDA context exists (see the function's documentation).
+    slidestream::gpu::raise_cuda_connections();
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()

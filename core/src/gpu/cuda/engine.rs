@@ -61,6 +61,8 @@ pub(crate) struct Engine {
     /// The engine streams' priority as the driver reports it (`SLIDESTREAM_GPU_STREAM_PRIORITY`;
     /// lower = higher).
     pub(crate) stream_priority: c_int,
+    /// `CUDA_DEVICE_MAX_CONNECTIONS` when the engine started (0: unset).
+    pub(crate) cuda_connections: u32,
     pub(crate) ctx: Context,
 }
 
@@ -234,6 +236,7 @@ impl Engine {
                 free_stream,
                 output_pool,
                 stream_priority,
+                cuda_connections: std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
                 ctx,
             })
         })

@@ -128,6 +128,7 @@ impl Engine {
             kernel_cache: self.kernels.cache_note.clone(),
             warmup: self.warm.status(),
             stream_priority: self.stream_priority,
+            cuda_connections: self.cuda_connections,
         }
     }
 }
