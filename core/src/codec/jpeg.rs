@@ -307,7 +307,7 @@ pub fn decode_rgba_into(
 
 /// A crop must be non-empty and inside the image: TurboJPEG reads a zero width or height as "to
 /// the image edge", which would decode more rows or columns than the buffer was sized for.
-fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), CodecError> {
+pub(crate) fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), CodecError> {
     match crop {
         Some(c) if c.width == 0 || c.height == 0 || c.x.checked_add(c.width).is_none_or(|e| e > hdr.width) || c.y.checked_add(c.height).is_none_or(|e| e > hdr.height) => {
             Err(format!("crop {}x{} at ({}, {}) is empty or outside the {}x{} image", c.width, c.height, c.x, c.y, hdr.width, hdr.height).into())
