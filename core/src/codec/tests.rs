@@ -239,3 +239,32 @@ fn a_crop_decoded_in_bands_equals_the_rows_of_its_whole_crop() {
     let cut = &stream[..stream.len() / 2];
     assert!(jpeg_part::decode_part_bands(cut, crop, 0, 32, &[42]).is_err());
 }
+
+#[test]
+fn parts_of_an_rgb_coded_jpeg_equal_its_whole_decode() {
+    // RGB-coded (no colour transform, as Aperio's RGB tiles), 1x1 sampling: the partial
+    // decoder's own RGB → RGBA conversion must give TurboJPEG's bytes, tail columns included
+    // (widths that are not multiples of 16).
+    let (w, h) = (53usize, 37usize);
+    let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 13 % 241) as u8).collect();
+    let img = turbojpeg::Image { pixels: &rgb[..], width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB };
+    let mut c = turbojpeg::Compressor::new().unwrap();
+    c.set_colorspace(turbojpeg::Colorspace::RGB).unwrap();
+    c.set_subsamp(turbojpeg::Subsamp::None).unwrap();
+    c.set_quality(90).unwrap();
+    let stream = c.compress_to_vec(img).unwrap();
+    assert_eq!(jpeg::read_header(&stream).unwrap().width, w as u32);
+    let codec = CodecInfo { photometric: Photometric::Rgb, ..jpeg_codec() };
+    let g = ChunkGeometry { tile_width: w as u32, tile_height: h as u32, valid_width: w as u32, valid_height: h as u32 };
+    let at = Location::file("t.svs").with_tile(0, 0);
+    let whole = decode_chunk(&codec, &[&stream], g, &at).unwrap();
+    for want in [PartRect { x: 1, y: 0, w: 40, h: 37 }, PartRect { x: 9, y: 5, w: 44, h: 20 }, PartRect { x: 30, y: 36, w: 2, h: 1 }] {
+        let part = decode_chunk_part(&codec, &[&stream], g, want, &at).unwrap();
+        assert_eq!((part.x, part.y, part.width, part.height), (want.x, want.y, want.w, want.h));
+        for r in 0..want.h as usize {
+            let s = ((want.y as usize + r) * w + want.x as usize) * 4;
+            let row = &part.rgba[r * want.w as usize * 4..(r + 1) * want.w as usize * 4];
+            assert!(row == &whole.rgba[s..s + want.w as usize * 4], "{want:?}: row {r} differs");
+        }
+    }
+}
