@@ -106,7 +106,8 @@ static void ss_fast_rgb(j_decompress_ptr d) {
 int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long len, unsigned int crop_x,
                                       unsigned int crop_w, unsigned int y, unsigned int h, unsigned char *dst,
                                       size_t pitch, unsigned char *const *rows, size_t skip, size_t row_bytes,
-                                      unsigned char *scratch, long max_memory, char *msg, int msg_len);
+                                      unsigned char *scratch, int read_to_end, long max_memory, char *msg,
+                                      int msg_len);
 
 /*
  * Decode rows [y, y + h) of the columns [crop_x, crop_x + crop_w) of a complete single-scan
@@ -118,8 +119,21 @@ int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long le
 int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, unsigned int crop_x, unsigned int crop_w,
                                  unsigned int y, unsigned int h, unsigned char *dst, size_t pitch, unsigned char *scratch,
                                  long max_memory, char *msg, int msg_len) {
-  return slidestream_jpeg_decode_part_rows(buf, len, crop_x, crop_w, y, h, dst, pitch, NULL, 0, 0, scratch, max_memory,
-                                           msg, msg_len);
+  return slidestream_jpeg_decode_part_rows(buf, len, crop_x, crop_w, y, h, dst, pitch, NULL, 0, 0, scratch, 1,
+                                           max_memory, msg, msg_len);
+}
+
+/*
+ * As slidestream_jpeg_decode_part for a stream already known to decode whole without error:
+ * the decode stops after the part's last row, as TurboJPEG's cropping region does (same
+ * pixels), with the SSE2 RGB-to-RGBA conversion (ss_fast_rgb) that TurboJPEG's path lacks.
+ */
+int slidestream_jpeg_decode_part_known_good(const unsigned char *buf, unsigned long len, unsigned int crop_x,
+                                            unsigned int crop_w, unsigned int y, unsigned int h, unsigned char *dst,
+                                            size_t pitch, unsigned char *scratch, long max_memory, char *msg,
+                                            int msg_len) {
+  return slidestream_jpeg_decode_part_rows(buf, len, crop_x, crop_w, y, h, dst, pitch, NULL, 0, 0, scratch, 0,
+                                           max_memory, msg, msg_len);
 }
 
 /*
@@ -131,7 +145,8 @@ int slidestream_jpeg_decode_part(const unsigned char *buf, unsigned long len, un
 int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long len, unsigned int crop_x,
                                       unsigned int crop_w, unsigned int y, unsigned int h, unsigned char *dst,
                                       size_t pitch, unsigned char *const *rows, size_t skip, size_t row_bytes,
-                                      unsigned char *scratch, long max_memory, char *msg, int msg_len) {
+                                      unsigned char *scratch, int read_to_end, long max_memory, char *msg,
+                                      int msg_len) {
   struct jpeg_decompress_struct d;
   struct ss_err err;
   /* volatile: read after longjmp */
@@ -193,6 +208,11 @@ int slidestream_jpeg_decode_part_rows(const unsigned char *buf, unsigned long le
     snprintf(msg, (size_t)msg_len, "decoding stopped at row %u of %u", (unsigned)d.output_scanline, (unsigned)d.output_height);
     jpeg_destroy_decompress(&d);
     return -1;
+  }
+  if (!read_to_end) {
+    /* Known-good stream: the rows below are not needed (jpeg_destroy_decompress aborts). */
+    jpeg_destroy_decompress(&d);
+    return 0;
   }
   /* Entropy-decode the rows below without output, stopping one row short of the bottom (a
    * skip to the bottom would not read them), then read the last row. */
