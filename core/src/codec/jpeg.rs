@@ -158,6 +158,9 @@ pub struct JpegHeader {
     /// entropy-decodes every scan of the whole image before the first output row, so
     /// decoding part of such a tile costs as much as the whole.
     pub multi_scan: bool,
+    /// `true` for a stream coded in RGB (TurboJPEG's `TJCS_RGB`: an Adobe marker with
+    /// transform 0, as Aperio's RGB tiles), which is decoded to RGBA without a YCbCr transform.
+    pub rgb_coded: bool,
 }
 
 /// A sub-rectangle to decode, in pixels of the JPEG image. `x` and `width` are widened by the
@@ -190,12 +193,13 @@ fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, CodecError> {
         return Err(h.error());
     }
     // SAFETY: valid handle.
-    let (w, hgt, ss, prec) = unsafe {
+    let (w, hgt, ss, prec, cs) = unsafe {
         (
             raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_JPEGWIDTH as libc_int),
             raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_JPEGHEIGHT as libc_int),
             raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_SUBSAMP as libc_int),
             raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_PRECISION as libc_int),
+            raw::tj3Get(h.0, raw::TJPARAM_TJPARAM_COLORSPACE as libc_int),
         )
     };
     if prec != 8 {
@@ -205,7 +209,7 @@ fn header_with(h: &Handle, stream: &[u8]) -> Result<JpegHeader, CodecError> {
         return Err(format!("JPEG of size {w}x{hgt}").into());
     }
     let scans = check_scans(stream)?;
-    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss, multi_scan: scans.multi_scan })
+    Ok(JpegHeader { width: w as u32, height: hgt as u32, subsamp: ss, multi_scan: scans.multi_scan, rgb_coded: cs == raw::TJCS_TJCS_RGB as libc_int })
 }
 
 /// iMCU width and height in pixels for a TurboJPEG subsampling code.
@@ -271,7 +275,7 @@ fn decode_rgba_with(
         let (w, hh) = out_size(&hdr, crop);
         dst.clear();
         dst.resize(w as usize * 4 * hh as usize, 0);
-        decompress_with(h, stream, crop, dst, w, full_scan)?;
+        decompress_with(h, Some(&hdr), stream, crop, dst, w, full_scan)?;
         Ok(hdr)
     })
 }
@@ -300,14 +304,14 @@ pub fn decode_rgba_into(
         if dst.len() < need {
             return Err(CodecError::BufferTooSmall { have: dst.len(), need, width: w, height: hh });
         }
-        decompress_with(h, stream, crop, &mut dst[..need], w, true)?;
+        decompress_with(h, Some(&hdr), stream, crop, &mut dst[..need], w, true)?;
         Ok((hdr, crop))
     })
 }
 
 /// A crop must be non-empty and inside the image: TurboJPEG reads a zero width or height as "to
 /// the image edge", which would decode more rows or columns than the buffer was sized for.
-fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), CodecError> {
+pub(crate) fn check_crop(hdr: &JpegHeader, crop: Option<Crop>) -> Result<(), CodecError> {
     match crop {
         Some(c) if c.width == 0 || c.height == 0 || c.x.checked_add(c.width).is_none_or(|e| e > hdr.width) || c.y.checked_add(c.height).is_none_or(|e| e > hdr.height) => {
             Err(format!("crop {}x{} at ({}, {}) is empty or outside the {}x{} image", c.width, c.height, c.x, c.y, hdr.width, hdr.height).into())
@@ -326,13 +330,22 @@ fn out_size(hdr: &JpegHeader, crop: Option<Crop>) -> (u32, u32) {
 
 /// Decompress into `dst`, which holds exactly `width × 4 × rows` bytes: the whole image with
 /// TurboJPEG (the header was read on `h` just before), a crop with [`super::jpeg_part`]
-/// (`full_scan`) or TurboJPEG's cropping region.
-fn decompress_with(h: &Handle, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32, full_scan: bool) -> Result<(), CodecError> {
-    let region = match crop {
+/// (`full_scan`) or TurboJPEG's cropping region. A single-scan RGB-coded stream goes through
+/// [`super::jpeg_part`] in every case (its RGB-to-RGBA conversion is SIMD, TurboJPEG's a C
+/// loop): a whole image as a crop of all of it, read to EOI. `hdr` is `None` for a scaled
+/// decode, which stays with TurboJPEG.
+fn decompress_with(h: &Handle, hdr: Option<&JpegHeader>, stream: &[u8], crop: Option<Crop>, dst: &mut [u8], width: u32, full_scan: bool) -> Result<(), CodecError> {
+    let rgb_part = hdr.filter(|hd| hd.rgb_coded && !hd.multi_scan);
+    let region = match (crop, rgb_part) {
         // Not TurboJPEG's cropping region, which leaves the scan below the crop unread.
-        Some(c) if full_scan => return super::jpeg_part::decode_part(stream, c, dst),
-        Some(c) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
-        None => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
+        (Some(c), _) if full_scan => return super::jpeg_part::decode_part(stream, c, dst),
+        (Some(c), Some(_)) => return super::jpeg_part::decode_part_known_good(stream, c, dst),
+        (None, Some(hd)) => {
+            let whole = Crop { x: 0, y: 0, width: hd.width, height: hd.height };
+            return super::jpeg_part::decode_part(stream, whole, dst);
+        }
+        (Some(c), None) => raw::tjregion { x: c.x as _, y: c.y as _, w: c.width as _, h: c.height as _ },
+        (None, None) => raw::tjregion { x: 0, y: 0, w: 0, h: 0 },
     };
     // SAFETY: valid handle, header read just before.
     if unsafe { raw::tj3SetCroppingRegion(h.0, region) } != 0 {
@@ -386,7 +399,7 @@ pub fn decode_rgba_scaled(
         if unsafe { raw::tj3SetScalingFactor(h.0, raw::tjscalingfactor { num: 1, denom: denom as libc_int }) } != 0 {
             return Err(h.error());
         }
-        decompress_with(h, stream, None, dst, w, false)?;
+        decompress_with(h, None, stream, None, dst, w, false)?;
         Ok((hdr, w, hh))
     })
 }

@@ -32,6 +32,20 @@ extern "C" {
         msg: *mut c_char,
         msg_len: c_int,
     ) -> c_int;
+    fn slidestream_jpeg_decode_part_known_good(
+        buf: *const u8,
+        len: c_ulong,
+        crop_x: c_uint,
+        crop_w: c_uint,
+        y: c_uint,
+        h: c_uint,
+        dst: *mut u8,
+        pitch: usize,
+        scratch: *mut u8,
+        max_memory: c_long,
+        msg: *mut c_char,
+        msg_len: c_int,
+    ) -> c_int;
     fn slidestream_jpeg_decode_part_rows(
         buf: *const u8,
         len: c_ulong,
@@ -45,6 +59,7 @@ extern "C" {
         skip: usize,
         row_bytes: usize,
         scratch: *mut u8,
+        read_to_end: c_int,
         max_memory: c_long,
         msg: *mut c_char,
         msg_len: c_int,
@@ -87,6 +102,22 @@ thread_local! {
 /// libjpeg-turbo's message (warnings included), or a message when `dst` is shorter than
 /// `crop.width × crop.height × 4` bytes.
 pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), CodecError> {
+    decode_part_with(stream, crop, dst, true)
+}
+
+/// [`decode_part`] for a stream already known to decode whole without error (and a whole
+/// image when `crop` covers it): the decode stops after the crop's last row, as TurboJPEG's
+/// cropping region does, and gives the same pixels. Used for RGB-coded streams (Aperio's RGB
+/// tiles), whose colour conversion here is SIMD (`jpeg_part.c`, `ss_rgb_rgba`) where
+/// TurboJPEG's is a per-pixel C loop.
+///
+/// # Errors
+/// As [`decode_part`].
+pub fn decode_part_known_good(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), CodecError> {
+    decode_part_with(stream, crop, dst, false)
+}
+
+fn decode_part_with(stream: &[u8], crop: Crop, dst: &mut [u8], read_to_end: bool) -> Result<(), CodecError> {
     let pitch = crop.width as usize * 4;
     let need = pitch * crop.height as usize;
     if dst.len() < need {
@@ -96,11 +127,12 @@ pub fn decode_part(stream: &[u8], crop: Crop, dst: &mut [u8]) -> Result<(), Code
         let scratch = &mut *cell.borrow_mut();
         scratch.resize(pitch.max(4), 0);
         let mut msg = [0 as c_char; 200];
+        let f = if read_to_end { slidestream_jpeg_decode_part } else { slidestream_jpeg_decode_part_known_good };
         // SAFETY: `stream` is read-only input of its length; `dst` holds crop.height rows of
         // `pitch` bytes (checked above) and the C side writes only rows [y, y + h) of the
         // crop's width into it; `scratch` holds one row of that width; `msg` its length.
         let rc = unsafe {
-            slidestream_jpeg_decode_part(
+            f(
                 stream.as_ptr(),
                 stream.len() as c_ulong,
                 crop.x,
@@ -169,6 +201,7 @@ pub fn decode_part_bands(stream: &[u8], crop: Crop, skip: u32, width: u32, heigh
                 skip as usize * 4,
                 row_bytes,
                 scratch.as_mut_ptr(),
+                1,
                 (backstop_mib() as c_long) << 20,
                 msg.as_mut_ptr(),
                 msg.len() as c_int,

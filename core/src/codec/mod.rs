@@ -237,18 +237,30 @@ pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeome
     PART_BUF.with(|cell| {
         let px = &mut *cell.borrow_mut();
         let mut crop_used = None;
+        let mut exact: Option<Vec<u8>> = None;
         let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
             let hdr = jpeg::read_header(stream)?;
             check_dims(hdr.width, hdr.height, g)?;
             let crop = part_crop(&hdr, want);
             crop_used = crop;
-            if scan_known_good {
-                jpeg::decode_rgba_known_good(stream, crop, px, |_| Ok(()))
-            } else {
-                jpeg::decode_rgba(stream, crop, px, |_| Ok(()))
+            match crop {
+                Some(c) if !scan_known_good => {
+                    // The whole scan is read (jpeg_part); each row goes from a one-row scratch
+                    // buffer straight into the wanted columns, so no crop-sized buffer is
+                    // zeroed, filled and copied again.
+                    jpeg::check_crop(&hdr, Some(c))?;
+                    let mut bands = jpeg_part::decode_part_bands(stream, c, want.x - c.x, want.w, &[want.h])?;
+                    exact = bands.pop();
+                    Ok(hdr)
+                }
+                _ if scan_known_good => jpeg::decode_rgba_known_good(stream, crop, px, |_| Ok(())),
+                _ => jpeg::decode_rgba(stream, crop, px, |_| Ok(())),
             }
         })
         .map_err(|e| Error::decode(at, e))?;
+        if let Some(rgba) = exact {
+            return Ok(DecodedTile { x: want.x, y: want.y, width: want.w, height: want.h, opaque: true, rgba });
+        }
         Ok(match crop_used {
             Some(c) => {
                 // Keep exactly the wanted columns.

@@ -239,3 +239,42 @@ fn a_crop_decoded_in_bands_equals_the_rows_of_its_whole_crop() {
     let cut = &stream[..stream.len() / 2];
     assert!(jpeg_part::decode_part_bands(cut, crop, 0, 32, &[42]).is_err());
 }
+
+#[test]
+fn parts_of_an_rgb_coded_jpeg_equal_its_whole_decode() {
+    // RGB-coded (no colour transform, as Aperio's RGB tiles), 1x1 sampling: these streams are
+    // decoded through jpeg_part.c with its own RGB → RGBA conversion (whole, part, known-good
+    // crop), which must give TurboJPEG's own bytes (the oracle: the turbojpeg crate's
+    // decompress, libjpeg-turbo's C loop), tail columns included (widths not multiples of 16).
+    let (w, h) = (53usize, 37usize);
+    let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 13 % 241) as u8).collect();
+    let img = turbojpeg::Image { pixels: &rgb[..], width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB };
+    let mut c = turbojpeg::Compressor::new().unwrap();
+    c.set_colorspace(turbojpeg::Colorspace::RGB).unwrap();
+    c.set_subsamp(turbojpeg::Subsamp::None).unwrap();
+    c.set_quality(90).unwrap();
+    let stream = c.compress_to_vec(img).unwrap();
+    let hdr = jpeg::read_header(&stream).unwrap();
+    assert_eq!((hdr.width, hdr.rgb_coded), (w as u32, true));
+    let oracle = turbojpeg::decompress(&stream, turbojpeg::PixelFormat::RGBA).unwrap();
+    assert_eq!((oracle.width, oracle.pitch), (w, w * 4));
+    let codec = CodecInfo { photometric: Photometric::Rgb, ..jpeg_codec() };
+    let g = ChunkGeometry { tile_width: w as u32, tile_height: h as u32, valid_width: w as u32, valid_height: h as u32 };
+    let at = Location::file("t.svs").with_tile(0, 0);
+    let whole = decode_chunk(&codec, &[&stream], g, &at).unwrap();
+    assert!(whole.rgba == oracle.pixels, "whole decode differs from TurboJPEG's");
+    let rows_equal = |got: &[u8], x: usize, y: usize, pw: usize, ph: usize| {
+        (0..ph).all(|r| got[r * pw * 4..(r + 1) * pw * 4] == oracle.pixels[((y + r) * w + x) * 4..((y + r) * w + x + pw) * 4])
+    };
+    for want in [PartRect { x: 1, y: 0, w: 40, h: 37 }, PartRect { x: 9, y: 5, w: 44, h: 20 }, PartRect { x: 30, y: 36, w: 2, h: 1 }] {
+        let part = decode_chunk_part(&codec, &[&stream], g, want, &at).unwrap();
+        assert_eq!((part.x, part.y, part.width, part.height), (want.x, want.y, want.w, want.h));
+        assert!(rows_equal(&part.rgba, want.x as usize, want.y as usize, want.w as usize, want.h as usize), "{want:?} differs");
+    }
+    // The known-good crop (stops after the crop's last row, as TurboJPEG's cropping region).
+    for crop in [jpeg::Crop { x: 8, y: 3, width: 45, height: 30 }, jpeg::Crop { x: 0, y: 36, width: 16, height: 1 }] {
+        let mut dst = Vec::new();
+        jpeg::decode_rgba_known_good(&stream, Some(crop), &mut dst, |_| Ok(())).unwrap();
+        assert!(rows_equal(&dst, crop.x as usize, crop.y as usize, crop.width as usize, crop.height as usize), "{crop:?} differs");
+    }
+}
