@@ -9,6 +9,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
 export PATH="$PWD/.venv/bin:$PATH"
+# One-shot builds: no incremental-compilation caches (they roughly double target/debug).
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 # Small slides in each vendor's layout (Philips, Ventana, Leica, NDPI, OME-TIFF, ...), with
 # OpenSlide 4.0.1's output as their reference: read by the Rust and Python parity tests.
 export SLIDESTREAM_VENDOR_SLIDES="$PWD/target/vendor-slides"
