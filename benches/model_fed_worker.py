@@ -226,11 +226,12 @@ def dataloader(spec, res, kind, n_total):
         for s in slides:
             s.close()
     batches = tl.make_rows(spec, len(spec["slides"]), n_total, dims)
-    locs = np.concatenate(batches)[:, [0, 2, 3]]
+    rows = np.concatenate(batches)
+    locs = rows[:, [0, 2, 3]]
     if kind == "dataset":
         from slidestream.torch import PatchDataset
 
-        ds = PatchDataset(list(spec["slides"]), locs, 0, spec["size"])
+        ds = PatchDataset(list(spec["slides"]), rows, spec["size"])
     else:
         ds = peer_dataset(torch, kind, list(spec["slides"]), locs, spec["size"])
     workers = spec["peer_workers"] if kind in ("cucim", "openslide") else spec["workers"]

@@ -346,17 +346,17 @@ def worker_dataloader(spec, res, paths, n_total):
     batches = make_rows(spec, len(paths), n_total, [s.dimensions for s in with_dims])
     for s in with_dims:
         s.close()
-    locs = np.concatenate(batches)[:, [0, 2, 3]]
+    rows = np.concatenate(batches)
     size = spec["size"]
     if device:
         with slidestream.Slide(paths[0]) as first:
             warm_engine([first], res)
-        ds = PatchDataset(list(paths), locs, 0, size, device="cuda")
+        ds = PatchDataset(list(paths), rows, size, device="cuda")
         dl = DataLoader(ds, batch_size=spec["batch"], shuffle=False, num_workers=0)
         move = None
     else:
         workers = spec["workers"]
-        ds = PatchDataset(list(paths), locs, 0, size)
+        ds = PatchDataset(list(paths), rows, size)
         dl = DataLoader(ds, batch_size=spec["batch"], shuffle=False, num_workers=workers)
         res["workers"] = workers
         move = torch.cuda.is_available()

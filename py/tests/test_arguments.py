@@ -286,10 +286,14 @@ def test_thumbnail_sizes_are_checked():
             for size in ((0, 0), (0, 10), (10, -1), (-5, -5)):
                 e = _raises_not_overflow(ValueError, lambda: thumb(size))
                 assert "size" in str(e) and "positive" in str(e)
-            for size in ((1.5, 10), ("10", 10), 10, None, (10, 10, 10)):
+            for size in ((1.5, 10), ("10", 10), None, (10, 10, 10), True):
                 e = _raises_not_overflow((TypeError, ValueError), lambda: thumb(size))
                 assert "size" in str(e)
             _raises_not_overflow(InvalidArgumentError, lambda: thumb((2**63, 10)))
+        # The native API takes an int for a square bound; the OpenSlide drop-in keeps
+        # openslide-python's pair-only signature.
+        assert np.array_equal(s.get_thumbnail(64), s.get_thumbnail((64, 64)))
+        _raises_not_overflow(TypeError, lambda: o.get_thumbnail(10))
         assert max(s.get_thumbnail((64, 64)).shape[:2]) == 64
         assert max(o.get_thumbnail([64, np.int64(64)]).size) == 64
 

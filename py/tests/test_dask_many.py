@@ -136,7 +136,7 @@ def test_patch_rows_forms():
         with pytest.raises(ValueError, match="n "):
             patch_rows(sampler, 1, None, single=False)
         assert patch_rows(sampler, 1, None, single=False, n=10).shape == (10, 4)
-        grid = GridSampler(s, 512)
+        grid = GridSampler(s, 512, min_tissue=0)
         assert np.array_equal(patch_rows(grid, 1, None, single=False), grid.patches)
     with pytest.raises(ValueError):
         patch_rows([(0, 1, 1)], 1, None, single=False, n=3)
@@ -159,7 +159,7 @@ def test_read_patches_many_slides_equals_single_process(dask_client):
 
 def test_tasks_are_sized_by_tiles_not_patches():
     with Slide(CMU) as s:
-        grid = GridSampler(s, 64)  # 64 px patches on 240 px tiles: ~14 patches share a tile
+        grid = GridSampler(s, 64, min_tissue=0)  # 64 px patches on 240 px tiles: ~14 patches share a tile
         tw, th = s.level_tile_sizes[0]
     few = ssd.read_patches(CMU, grid, 64, task_tiles=4)
     many = ssd.read_patches(CMU, grid, 64, task_tiles=64)

@@ -271,7 +271,7 @@ def _rank_worker(args: Tuple[int, int, List[str], np.ndarray]) -> List[Tuple[int
 @needs_data
 def test_two_processes_read_disjoint_shares_with_the_same_pixels():
     with Slide(CMU) as cmu:
-        grid = GridSampler(cmu, (24, 16), stride=(200, 230)).patches
+        grid = GridSampler(cmu, (24, 16), stride=(200, 230), min_tissue=0).patches
     extra = np.array([(1, 0, x, y) for x, y in [(0, 0), (-4, 2), (5, 5), (9, -3), (1, 12)]], np.int64)
     rows = np.concatenate([grid, extra])
     if len(rows) % 2 == 0:

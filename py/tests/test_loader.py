@@ -93,7 +93,7 @@ def slides():
 def two_slide_rows(slides: List[Slide]) -> np.ndarray:
     """A grid over CMU-1-Small-Region (slide 0) and a few patches of small_aperio (slide 1),
     some past the edges, interleaved so that most batches span both slides."""
-    grid = GridSampler(slides[0], SIZE, stride=(300, 400)).patches
+    grid = GridSampler(slides[0], SIZE, stride=(300, 400), min_tissue=0).patches
     small = np.array([(1, 0, x, y) for x, y in [(0, 0), (-8, 4), (5, 5), (10, -3), (2, 12), (-30, -30)]], dtype=np.int64)
     rows = np.concatenate([grid, small])
     order = np.random.default_rng(0).permutation(len(rows))
@@ -129,7 +129,7 @@ def test_batches_equal_direct_reads(slides, readers):
 
 @needs_data
 def test_grid_sampler_and_paths(slides):
-    grid = GridSampler(slides[0], (128, 128), stride=(500, 500))
+    grid = GridSampler(slides[0], (128, 128), stride=(500, 500), min_tissue=0)
     with PatchBatches([CMU], grid, (128, 128), batch_size=4, prefetch=1) as loader:
         owned = loader.slides[0]
         got = collect(loader)
@@ -598,7 +598,7 @@ def test_patch_loader_device_tensors_and_dataset(slides):
 def test_a_loader_made_in_the_for_statement_yields_every_batch(slides, delay, readers):
     """``for b, m in PatchBatches(...)`` (no other reference to the loader, as in the
     grid-inference example): every batch arrives, with a fast and a slow consumer."""
-    grid = GridSampler(slides[0], SIZE, stride=(250, 250))
+    grid = GridSampler(slides[0], SIZE, stride=(250, 250), min_tissue=0)
     n = len(grid.patches)
 
     def consume() -> List[int]:

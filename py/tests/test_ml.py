@@ -15,6 +15,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+
+import slidestream
 import pytest
 
 from slidestream import InvalidArgumentError, Slide
@@ -314,6 +316,37 @@ def test_torch_dataloader_batches_equal_direct_reads(context):
     # Without automatic batching every sample goes through __getitem__.
     single = list(DataLoader(ds, batch_size=None, num_workers=4, multiprocessing_context=context))
     assert np.array_equal(np.stack([t.numpy() for t in single]), np.concatenate(expected))
+
+
+@needs_data
+def test_patch_dataset_takes_the_rows_every_other_function_takes(patch_dataset_cls):
+    """(slide_index, level, x, y) rows, levels mixed across slides, equal read_patches; a
+    GridSampler directly; the older (slide_index, x, y) + level form warns and reads the same."""
+    from slidestream.sampling import GridSampler
+
+    rows = np.array([(0, 0, 0, 0), (1, 0, 10, 20), (1, 1, 100, 50), (0, 0, -50, 2900), (1, 0, 300, 250)], np.int64)
+    with Slide(CMU) as a, Slide(BOXES) as b:
+        ref = slidestream.read_patches([a, b], rows, (64, 48), background=(1, 2, 3))
+        grid = GridSampler(b, 64, level=1, min_tissue=0)
+    ds = patch_dataset_cls([CMU, BOXES], rows, (64, 48), background=(1, 2, 3))
+    assert len(ds) == 5 and ds.level is None and ds.size == (64, 48)
+    assert "levels=[0, 1]" in repr(ds)
+    assert np.array_equal(ds.read_arrays(range(5)), ref)
+    for i in range(5):
+        assert np.array_equal(to_np(ds[i]), ref[i].transpose(2, 0, 1))
+    assert np.array_equal(to_np(ds.read_batch([4, 2])), ref[[4, 2]].transpose(0, 3, 1, 2))
+    gds = patch_dataset_cls(BOXES, grid, 64)
+    assert len(gds) == len(grid) and gds.level == 1
+    with pytest.warns(DeprecationWarning, match=r"\(slide_index, level, x, y\)"):
+        old = patch_dataset_cls([CMU, BOXES], rows[rows[:, 1] == 0][:, [0, 2, 3]], 0, (64, 48), background=(1, 2, 3))
+    assert np.array_equal(old.read_arrays(range(len(old))), ref[rows[:, 1] == 0])
+    assert np.array_equal(old.rows, rows[rows[:, 1] == 0])
+    with pytest.raises(slidestream.InvalidArgumentError, match="carry their own level"):
+        patch_dataset_cls(CMU, rows[:1], (64, 48), level=0)
+    with pytest.raises(slidestream.InvalidArgumentError, match="negative"):
+        patch_dataset_cls(CMU, [(0, -1, 0, 0)], 8)
+    with pytest.raises(TypeError, match="needs a size"):
+        patch_dataset_cls(CMU, rows[:1])
 
 
 # --- slidestream.dask ---------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_area_weighting_follows_tissue_area(tmp_path):
 
 def test_grid_sampler_keeps_exactly_the_patches_with_enough_tissue(tmp_path):
     s = _slide(tmp_path, "a.tif")
-    every = GridSampler(s, (512, 512))
+    every = GridSampler(s, (512, 512), min_tissue=0)
     assert every.shape == (6, 8) and len(every) == 48
     grid = GridSampler(s, (512, 512), stride=(256, 256), min_tissue=0.5, slide_index=3)
     rows, cols = grid.shape
@@ -103,8 +103,8 @@ def test_grid_sampler_keeps_exactly_the_patches_with_enough_tissue(tmp_path):
 def test_grid_overlap_and_int_sizes(tmp_path):
     """``overlap`` is size − stride; ints are square sizes; bad overlaps are refused."""
     s = _slide(tmp_path, "g.tif")
-    a = GridSampler(s, 256, overlap=56)
-    b = GridSampler(s, (256, 256), stride=(200, 200))
+    a = GridSampler(s, 256, overlap=56, min_tissue=0)
+    b = GridSampler(s, (256, 256), stride=(200, 200), min_tissue=0)
     assert np.array_equal(a.patches, b.patches) and a.shape == b.shape
     W, H = s.dimensions
     # The last column and row reach the level's edges: every pixel is covered.
@@ -116,3 +116,158 @@ def test_grid_overlap_and_int_sizes(tmp_path):
     r = RandomPatchSampler([s], 128, min_tissue=0.0, seed=3)
     assert r.size == (128, 128) and r.sample(5).shape == (5, 4)
     assert slidestream.read_patches([s], r.sample(3), 64).shape == (3, 64, 64, 3)
+
+
+# --- masks and slides in every accepted form (no mask is ever ignored) ---------------------------
+
+
+def _box_mask(shape, box, dtype=bool):
+    """A (h, w) mask with ``box`` = (x0, y0, x1, y1) in mask pixels set."""
+    m = np.zeros(shape, dtype=dtype)
+    x0, y0, x1, y1 = box
+    m[y0:y1, x0:x1] = 1 if dtype != bool else True
+    return m
+
+
+def test_numpy_masks_at_any_scale_are_used_by_both_samplers(tmp_path):
+    s = _slide(tmp_path, "a.tif")
+    # A mask at 1/16 of level 0 covering only the left quarter of the real tissue: patches
+    # must come from there, not from the tissue the thumbnail would find.
+    arr = _box_mask((H // 16, W // 16), (64, 32, 96, 128), dtype=np.uint8) * 255
+    grid = GridSampler(s, 128, mask=arr)
+    assert len(grid) > 0
+    assert (grid.patches[:, 2] >= 64 * 16 - 64).all() and (grid.patches[:, 2] + 128 <= 96 * 16 + 64).all()
+    assert grid.tissue is not None and (grid.tissue >= 0.5).all()
+    keep_all = GridSampler(s, 128, mask=arr, min_tissue=0)
+    assert len(keep_all) == 32 * 24 and keep_all.tissue is not None and keep_all.tissue.min() == 0.0
+    r = RandomPatchSampler([s], 128, masks=[arr], seed=1).sample(200)
+    assert (r[:, 2] >= 64 * 16 - 64).all() and (r[:, 2] + 128 <= 96 * 16 + 64).all()
+    # A bool mask at full level-0 size and a callable giving one are the same mask.
+    full = np.zeros((H, W), bool)
+    full[32 * 16 : 128 * 16, 64 * 16 : 96 * 16] = True
+    assert np.array_equal(GridSampler(s, 128, mask=full).patches, grid.patches)
+    assert np.array_equal(GridSampler(s, 128, mask=lambda sl: arr).patches, grid.patches)
+
+
+def test_paths_slides_and_lists_are_accepted_everywhere(tmp_path):
+    s = _slide(tmp_path, "a.tif")
+    path = str(tmp_path / "a.tif")
+    assert np.array_equal(tissue_mask(path).mask, tissue_mask(s).mask)
+    both = tissue_mask([path, s], progress=False)
+    assert isinstance(both, list) and len(both) == 2 and np.array_equal(both[0].mask, both[1].mask)
+    assert np.array_equal(GridSampler(path, 256).patches, GridSampler(s, 256).patches)
+    a = RandomPatchSampler([path], 256, seed=2).sample(10)
+    b = RandomPatchSampler(s, 256, seed=2).sample(10)
+    assert np.array_equal(a, b)
+    two = GridSampler([path, s], 512, min_tissue=0, slide_index=1)
+    assert two.shapes == [(6, 8), (6, 8)] and len(two) == 96
+    assert set(two.patches[:, 0]) == {1, 2}
+    with pytest.raises(slidestream.InvalidArgumentError, match="shapes"):
+        two.shape
+    with pytest.raises(TypeError):
+        GridSampler(42, 256)
+
+
+def test_one_default_min_tissue_and_glass_is_dropped_by_default(tmp_path):
+    from slidestream.sampling import DEFAULT_MIN_TISSUE
+
+    s = _slide(tmp_path, "a.tif")
+    g, r = GridSampler(s, 512), RandomPatchSampler(s, 512, seed=0)
+    assert g.min_tissue == r.min_tissue == DEFAULT_MIN_TISSUE == 0.5
+    for _, _, x, y in g.patches:
+        assert _true_fraction(int(x), int(y), 512, 512) >= 0.5
+    assert len(g) < len(GridSampler(s, 512, min_tissue=0))
+
+
+def test_masks_that_cannot_be_used_are_errors_saying_why(tmp_path):
+    E = slidestream.InvalidArgumentError
+    s = _slide(tmp_path, "a.tif")
+    other = _slide(tmp_path, "b.tif")
+    good = np.ones((H // 8, W // 8), bool)
+    cases = [
+        (np.ones((H // 8, W // 8), np.float32), "dtype float32"),
+        (np.ones((10, 10), bool), "aspect ratio"),
+        (np.ones((H // 8, W // 8, 3), np.uint8), "2-d"),
+        (np.ones((H * 2, W * 2), bool), "larger than"),
+        (np.ones((0, 5), bool), "2-d|empty"),
+        (lambda sl: np.ones((3, 3), np.float64), "returned by the callable"),
+        (lambda sl: 1 / 0, "ZeroDivisionError"),
+    ]
+    for bad, why in cases:
+        with pytest.raises(E, match=why):
+            GridSampler(s, 128, mask=bad)
+        with pytest.raises(E, match=why):
+            RandomPatchSampler([s], 128, masks=[bad])
+    with pytest.raises(E, match="2 masks for 1 slides"):
+        RandomPatchSampler([s], 128, masks=[good, good])
+    with pytest.raises(E, match="one mask for 2 slides"):
+        RandomPatchSampler([s, other], 128, masks=good)
+    # A TissueMask made for a slide of another size (here: half the width covered).
+    wrong = slidestream.sampling.TissueMask(mask=tissue_mask(s).mask, downsample=2.0, threshold=1, method="saturation")
+    with pytest.raises(E, match="another slide"):
+        GridSampler(s, 128, mask=wrong)
+    with pytest.raises(TypeError):
+        GridSampler(s, 128, mask="mask.png")
+    with pytest.raises(E, match="positive finite"):
+        type(tissue_mask(s))(mask=good, downsample=0, threshold=1, method="x")
+
+
+def test_sampler_errors_are_the_librarys_and_reprs_say_what_they_hold(tmp_path):
+    E = slidestream.InvalidArgumentError
+    s = _slide(tmp_path, "a.tif")
+    blank = _slide(tmp_path, "blank.tif", tissue=False)
+    with pytest.raises(E, match="no slides given"):
+        RandomPatchSampler([], 128)
+    with pytest.raises(E, match="no slide has tissue"):
+        RandomPatchSampler([blank], 128)
+    with pytest.raises(E):
+        RandomPatchSampler([s], 128, weighting="uniform")
+    with pytest.raises(E):
+        RandomPatchSampler([s], 128, level=5)
+    with pytest.raises(E):
+        GridSampler(s, 128, min_tissue=2)
+    with pytest.raises(E):
+        RandomPatchSampler([s], 128, seed=0).split(3, 2)
+    with pytest.raises(E, match="candidate patches in a row"):
+        RandomPatchSampler([s], 2048, min_tissue=1.0, max_tries=20, seed=0).sample(5)
+    r = repr(RandomPatchSampler([s, s], (256, 128), seed=7))
+    assert r.startswith("RandomPatchSampler(2 slides, size=(256, 128), level=0, min_tissue=0.5") and "seed=7" in r
+    g = repr(GridSampler(s, 512, min_tissue=0))
+    assert "a.tif" in g and "48 of 48 patches" in g and "grid 6x8" in g
+    m = repr(tissue_mask(s))
+    assert m.startswith("TissueMask(1024x768, downsample=4") and "tissue=" in m and "array(" not in m
+
+
+def test_tissue_mask_fractions_of_sampler_rows(tmp_path):
+    s = _slide(tmp_path, "a.tif")
+    m = tissue_mask(s)
+    g = GridSampler(s, 256, min_tissue=0, mask=m)
+    assert np.allclose(m.fractions(g.patches, 256), g.tissue)
+    assert np.allclose(m.fractions(g.patches, 256, s), [_true_fraction(int(x), int(y), 256, 256) for _, _, x, y in g.patches])
+    assert 0 < m.tissue_fraction < 1
+    arr_mask = slidestream.sampling.TissueMask.from_array(m.mask.astype(np.uint8), s)
+    assert arr_mask.method == "array" and arr_mask.downsample == m.downsample
+
+
+def test_progress_switches(monkeypatch):
+    from slidestream import progress
+
+    monkeypatch.delenv("SLIDESTREAM_PROGRESS", raising=False)
+    progress.set_enabled(None)
+    assert progress.enabled(False) is False and progress.enabled(True) is True
+    monkeypatch.setenv("SLIDESTREAM_PROGRESS", "0")
+    assert progress.enabled() is False
+    assert list(progress.bar([1, 2, 3], desc="x")) == [1, 2, 3]
+    monkeypatch.setenv("SLIDESTREAM_PROGRESS", "on")
+    assert progress.enabled() is True
+    assert list(progress.bar(range(4), desc="x")) == [0, 1, 2, 3]  # with or without tqdm
+    progress.set_enabled(False)
+    try:
+        assert progress.enabled() is False
+    finally:
+        progress.set_enabled(None)
+    monkeypatch.setenv("SLIDESTREAM_PROGRESS", "maybe")
+    with pytest.raises(slidestream.InvalidArgumentError, match="SLIDESTREAM_PROGRESS"):
+        progress.enabled()
+    with pytest.raises(TypeError):
+        progress.set_enabled("yes")

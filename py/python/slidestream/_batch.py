@@ -142,33 +142,29 @@ def normalize_locations(locations: Any, n_slides: int, *, allow_xy: bool) -> np.
 
 def read_patch_batch(
     get_slide: Callable[[int], Slide],
-    locs: np.ndarray,
-    level: int,
+    rows: np.ndarray,
     size: Tuple[int, int],
     background: Any,
 ) -> np.ndarray:
-    """Read patches (rows of ``locs``: slide_index, x, y in level-0 pixels) as one batch:
-    one :meth:`Slide.read_regions` call when they come from one slide, else one cross-slide
-    :func:`slidestream.read_patches` call (the tiles of all slides decoded together). Returns
-    uint8 (n, height, width, 3) RGB in the order of ``locs``."""
-    n = locs.shape[0]
+    """Read patches (rows of ``rows``: slide_index, level, x, y with x, y in level-0 pixels)
+    as one batch: one :meth:`Slide.read_regions` call when they come from one slide and one
+    level, else one cross-slide :func:`slidestream.read_patches` call (the tiles of all slides
+    decoded together). Returns uint8 (n, height, width, 3) RGB in the order of ``rows``."""
+    n = rows.shape[0]
     w, h = size
     if n == 0:
         return np.empty((0, h, w, 3), np.uint8)
-    idx = locs[:, 0]
-    first = int(idx[0])
-    if np.all(idx == first):
-        # One slide: read_regions output is already in order, no copy.
-        return get_slide(first).read_regions(np.ascontiguousarray(locs[:, 1:]), level, (w, h), background=background)
+    idx = rows[:, 0]
+    first, level = int(idx[0]), int(rows[0, 1])
+    if np.all(idx == first) and np.all(rows[:, 1] == level):
+        # One slide, one level: read_regions output is already in order, no copy.
+        return get_slide(first).read_regions(np.ascontiguousarray(rows[:, 2:]), level, (w, h), background=background)
     from ._patches import read_patches
 
-    used = [int(k) for k in np.unique(idx)]
-    slot = {k: j for j, k in enumerate(used)}
-    rows = np.empty((n, 4), dtype=np.int64)
-    rows[:, 0] = [slot[int(k)] for k in idx]
-    rows[:, 1] = level
-    rows[:, 2:] = locs[:, 1:]
-    out = read_patches([get_slide(k) for k in used], rows, (w, h), background=background)
+    used, slot_of = np.unique(idx, return_inverse=True)
+    remapped = np.array(rows, dtype=np.int64, copy=True)
+    remapped[:, 0] = slot_of.reshape(-1)
+    out = read_patches([get_slide(int(k)) for k in used], remapped, (w, h), background=background)
     assert isinstance(out, np.ndarray)  # the CPU form (no device given)
     return out
 

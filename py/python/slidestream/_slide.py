@@ -105,19 +105,22 @@ class Slide(_CoreSlide):
         (``thumbnail``, ``label``, ``macro``)."""
         return AssociatedImages(self)
 
-    def get_thumbnail(self, size: Tuple[int, int], *, background: Any = 255) -> np.ndarray:
-        """A thumbnail fitting in ``size`` = (max_width, max_height) pixels, aspect ratio kept:
+    def get_thumbnail(self, size: Any, *, background: Any = 255) -> np.ndarray:
+        """A thumbnail fitting in ``size`` = (max_width, max_height) pixels (an int ``n`` is
+        ``(n, n)``), aspect ratio kept:
         numpy uint8 array (height, width, 3), RGB, transparent pixels composited over
         ``background``. Reads the best level for the downsample, then resizes (Pillow's
         Lanczos when Pillow is installed, else area averaging). A level of more than 64 MiB of
         RGBA is reduced while it is read (:meth:`read_level_reduced`) instead of read whole:
         memory stays bounded whatever the level's size.
 
-        Raises :class:`TypeError` when ``size`` is not a pair of ints and
+        Raises :class:`TypeError` when ``size`` is not an int or a pair of ints and
         :class:`~slidestream.InvalidArgumentError` (a ValueError) when the width or height is
         not positive."""
         # Checked first, whatever reads the thumbnail below.
-        size = _check_thumbnail_size(size)
+        from ._batch import normalize_size
+
+        size = normalize_size(size)
         w0, h0 = self.dimensions
         downsample = max(w0 / size[0], h0 / size[1])
         level = self.get_best_level_for_downsample(downsample)

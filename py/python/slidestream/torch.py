@@ -10,7 +10,7 @@ Example::
     from slidestream.torch import PatchDataset
     from torch.utils.data import DataLoader
 
-    ds = PatchDataset(["a.svs", "b.svs"], [(0, 1000, 2000), (1, 0, 512)], level=0, size=256)
+    ds = PatchDataset(["a.svs", "b.svs"], [(0, 0, 1000, 2000), (1, 0, 0, 512)], 256)
     x = ds[0]                       # torch.uint8, shape (3, 256, 256), CHW, RGB
     for batch in DataLoader(ds, batch_size=64, num_workers=4):
         ...                         # torch.uint8, shape (64, 3, 256, 256)
@@ -52,15 +52,29 @@ from __future__ import annotations
 
 import operator
 import threading
+import warnings
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
 from ._batch import as_slides, check_level, normalize_locations, normalize_size, read_patch_batch
-from .loader import BatchMeta, PatchBatches, read_device_batch
+from ._errors import InvalidArgumentError
+from .loader import BatchMeta, PatchBatches, _rows_array, read_device_batch
 from ._slidestream import _parse_device
 
 __all__ = ["PatchDataset", "PatchLoader", "BatchMeta"]
+
+
+def _is_rows4(src: Any) -> bool:
+    """Whether ``src`` looks like rows (slide_index, level, x, y): a 2-d array-like with 4
+    columns (an empty one counts only when it has that shape)."""
+    if isinstance(src, (str, bytes, dict, set, frozenset)):
+        return False
+    try:
+        a = np.asarray(src) if (isinstance(src, np.ndarray) or hasattr(src, "__array__") or hasattr(src, "__len__")) else None
+    except Exception:
+        return False
+    return a is not None and a.ndim == 2 and a.shape[1] == 4
 
 
 class _PatchSource:
@@ -70,9 +84,9 @@ class _PatchSource:
         self,
         paths_or_slides: Any,
         locations: Any,
-        level: int,
-        size: Any,
-        *,
+        *args: Any,
+        level: Any = None,
+        size: Any = None,
         background: Any = 255,
         transform: Optional[Callable[[np.ndarray], Any]] = None,
         cache_bytes: Optional[int] = None,
@@ -80,8 +94,47 @@ class _PatchSource:
         storage_options: Optional[dict] = None,
     ) -> None:
         self.slides, single = as_slides(paths_or_slides, cache_bytes, storage_options)
-        self.locations = normalize_locations(locations, len(self.slides), allow_xy=single)
-        self.level = check_level(level)
+        src = getattr(locations, "patches", locations)  # a GridSampler gives its rows
+        if len(args) > 2:
+            raise TypeError(f"PatchDataset takes at most 4 positional arguments, got {2 + len(args)}")
+        if _is_rows4(src):
+            # (slide_index, level, x, y) rows, as read_patches, the samplers and PatchBatches.
+            if level is not None or len(args) == 2:
+                raise InvalidArgumentError("rows (slide_index, level, x, y) carry their own level: call PatchDataset(slides, rows, size) without a level")
+            if args:
+                if size is not None:
+                    raise TypeError("PatchDataset got size both as an argument and as size=")
+                size = args[0]
+            if size is None:
+                raise TypeError("PatchDataset needs a size: PatchDataset(slides, rows, size)")
+            self.rows = _rows_array(src, len(self.slides), "locations")
+            if self.rows.shape[0] and self.rows[:, 1].min() < 0:
+                raise InvalidArgumentError(f"locations: level {int(self.rows[:, 1].min())} is negative")
+        else:
+            # The older form: (slide_index, x, y) rows plus one level for all.
+            if len(args) >= 1:
+                if level is not None:
+                    raise TypeError("PatchDataset got level both as an argument and as level=")
+                level = args[0]
+            if len(args) == 2:
+                if size is not None:
+                    raise TypeError("PatchDataset got size both as an argument and as size=")
+                size = args[1]
+            if level is None or size is None:
+                raise TypeError("PatchDataset needs rows (slide_index, level, x, y) and a size, or the older locations (slide_index, x, y), level and size")
+            warnings.warn(
+                "PatchDataset(slides, locations, level, size) with (slide_index, x, y) locations is deprecated: "
+                "give rows (slide_index, level, x, y) as read_patches, the samplers and PatchBatches take: "
+                "PatchDataset(slides, rows, size)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            locs = normalize_locations(src, len(self.slides), allow_xy=single)
+            lv = check_level(level)
+            self.rows = np.empty((locs.shape[0], 4), dtype=np.int64)
+            self.rows[:, 0] = locs[:, 0]
+            self.rows[:, 1] = lv
+            self.rows[:, 2:] = locs[:, 1:]
         self.size = normalize_size(size)
         self.background = background
         self.transform = transform
@@ -89,8 +142,21 @@ class _PatchSource:
         #: CUDA ordinal of device reads, or None (CPU reads).
         self.device: Optional[int] = _parse_device(device)
 
+    @property
+    def locations(self) -> np.ndarray:
+        """The (slide_index, x, y) columns of :attr:`rows`, int64 (n, 3) (the older form)."""
+        return self.rows[:, [0, 2, 3]]
+
+    @property
+    def level(self) -> Optional[int]:
+        """The level of every row when they share one, else None."""
+        if self.rows.shape[0] == 0:
+            return 0
+        lv = self.rows[:, 1]
+        return int(lv[0]) if np.all(lv == lv[0]) else None
+
     def __len__(self) -> int:
-        return int(self.locations.shape[0])
+        return int(self.rows.shape[0])
 
     def _index(self, i: Any) -> int:
         n = len(self)
@@ -118,19 +184,21 @@ class _PatchSource:
         """Patch ``i`` as numpy uint8 (height, width, 3), RGB, HWC, composited over the
         background; no transform applied. Always read on the CPU, whatever ``device``."""
         j = self._index(i)
-        return read_patch_batch(self.slides.__getitem__, self.locations[j : j + 1], self.level, self.size, self.background)[0]
+        return read_patch_batch(self.slides.__getitem__, self.rows[j : j + 1], self.size, self.background)[0]
 
     def read_arrays(self, indices: Sequence[int]) -> np.ndarray:
         """Patches ``indices`` as numpy uint8 (n, height, width, 3), RGB, NHWC, in the order
         given; one ``read_regions`` call per distinct slide; no transform applied. Always read
         on the CPU, whatever ``device``."""
         idx = self._indices(indices)
-        return read_patch_batch(self.slides.__getitem__, self.locations[idx], self.level, self.size, self.background)
+        return read_patch_batch(self.slides.__getitem__, self.rows[idx], self.size, self.background)
 
     def __repr__(self) -> str:
         w, h = self.size
         dev = "" if self.device is None else f", device='cuda:{self.device}'"
-        return f"{type(self).__name__}({len(self.slides)} slide(s), {len(self)} patches, level={self.level}, size=({w}, {h}){dev})"
+        lv = self.level
+        levels = f"level={lv}" if lv is not None else f"levels={sorted(set(int(v) for v in self.rows[:, 1]))}"
+        return f"{type(self).__name__}({len(self.slides)} slide(s), {len(self)} patches, {levels}, size=({w}, {h}){dev})"
 
 
 def _torch() -> Any:
@@ -147,21 +215,27 @@ def _torch() -> Any:
 class _TorchPatches(_PatchSource):
     """Map-style dataset of fixed-size patches from one or more slides.
 
-    ``PatchDataset(paths_or_slides, locations, level, size, *, background=255,
-    transform=None, cache_bytes=None, device=None, storage_options=None)``
+    ``PatchDataset(paths_or_slides, rows, size, *, background=255, transform=None,
+    cache_bytes=None, device=None, storage_options=None)``
 
     * ``paths_or_slides``: one path (``str``, ``bytes``, ``os.PathLike``) or
       :class:`slidestream.Slide`, or a sequence of them. Paths are opened lazily, on the first
       read of that slide in each process (errors such as :class:`FileNotFoundError` surface
       then); given slides are used as they are.
-    * ``locations``: sequence of ``(slide_index, x, y)`` or an integer array (n, 3); with a
-      single slide, ``(x, y)`` pairs / an array (n, 2) are also accepted. ``x, y``: the patch's
-      top-left corner in level-0 pixels (int64).
-    * ``level``: pyramid level read (same for every patch); a negative level raises
-      :class:`slidestream.InvalidArgumentError` (a ValueError) here, a non-int (a bool
-      included) :class:`TypeError`, a level past the last one InvalidArgumentError when a
-      patch is read.
-    * ``size``: patch (width, height) in pixels of ``level``, or an int for a square.
+    * ``rows``: ``(slide_index, level, x, y)`` rows — a sequence of 4-tuples, an integer array
+      (n, 4), or a :class:`slidestream.sampling.GridSampler` (its ``patches``) — the rows
+      :func:`slidestream.read_patches`, the samplers and :class:`slidestream.PatchBatches`
+      take. ``x, y``: the patch's top-left corner in level-0 pixels (int64); levels may differ
+      between rows. A slide index out of range is an :class:`IndexError` /
+      :class:`slidestream.InvalidArgumentError`; a level past the last one is an
+      InvalidArgumentError when the patch is read.
+    * Deprecated older form, still accepted with a :class:`DeprecationWarning`:
+      ``PatchDataset(paths_or_slides, locations, level, size)`` with ``locations`` rows
+      ``(slide_index, x, y)`` (an array (n, 3); with one slide also ``(x, y)`` pairs) and one
+      ``level`` for all; a negative level raises :class:`slidestream.InvalidArgumentError`
+      here, a non-int (a bool included) :class:`TypeError`. Giving a level with 4-column rows
+      is an InvalidArgumentError (the rows carry their levels).
+    * ``size``: patch (width, height) in pixels of each row's level, or an int for a square.
     * ``background``: int or (r, g, b) written outside the image and on missing tiles; partly
       transparent pixels are composited over it.
     * ``transform``: optional callable applied to each patch as a numpy uint8 array
@@ -184,26 +258,22 @@ class _TorchPatches(_PatchSource):
     ``.contiguous()`` if needed), on the CPU or on ``device`` — or ``transform(array)``.
     """
 
-    def _device_batch(self, locs: np.ndarray) -> Any:
-        """Rows of ``locs`` (slide_index, x, y) read on ``self.device``: CUDA ``torch.uint8``
+    def _device_batch(self, rows: np.ndarray) -> Any:
+        """Rows (slide_index, level, x, y) read on ``self.device``: CUDA ``torch.uint8``
         tensor (n, height, width, 3), RGB, NHWC; one cross-slide device
         :func:`slidestream.read_patches` call."""
         torch = _torch()
-        n = locs.shape[0]
+        n = rows.shape[0]
         w, h = self.size
         assert self.device is not None
         if n == 0:
             return torch.empty((0, h, w, 3), dtype=torch.uint8, device=torch.device("cuda", self.device))
-        rows = np.empty((n, 4), dtype=np.int64)
-        rows[:, 0] = locs[:, 0]
-        rows[:, 1] = self.level
-        rows[:, 2:] = locs[:, 1:]
-        return torch.from_dlpack(read_device_batch(self.slides, rows, (w, h), self.background, self.device))
+        return torch.from_dlpack(read_device_batch(self.slides, np.ascontiguousarray(rows), (w, h), self.background, self.device))
 
     def __getitem__(self, i: int) -> Any:
         if self.device is not None:
             j = self._index(i)
-            t = self._device_batch(self.locations[j : j + 1])[0]
+            t = self._device_batch(self.rows[j : j + 1])[0]
             return self.transform(t) if self.transform is not None else t.permute(2, 0, 1)
         a = self.read_array(i)
         if self.transform is not None:
@@ -215,7 +285,7 @@ class _TorchPatches(_PatchSource):
         """Batched fetch used by ``DataLoader`` (torch ≥ 2.0): a list of samples, each as
         ``ds[i]`` would return, read with one cross-slide ``read_patches`` call (CPU or device)."""
         if self.device is not None:
-            t = self._device_batch(self.locations[self._indices(indices)])
+            t = self._device_batch(self.rows[self._indices(indices)])
             if self.transform is not None:
                 return [self.transform(x) for x in t.unbind(0)]
             return list(t.permute(0, 3, 1, 2).unbind(0))
@@ -232,7 +302,7 @@ class _TorchPatches(_PatchSource):
         ``transform``, the list ``[transform(a) for a in arrays]`` of the (height, width, 3)
         uint8 arrays (CUDA tensors with ``device``)."""
         if self.device is not None:
-            t = self._device_batch(self.locations[self._indices(indices)])
+            t = self._device_batch(self.rows[self._indices(indices)])
             if self.transform is not None:
                 return [self.transform(x) for x in t.unbind(0)]
             return t.permute(0, 3, 1, 2)
