@@ -2,6 +2,8 @@
 coordinates of its tissue patches, then per-patch colour statistics, all written to one Zarr
 store. Runs on any dask scheduler; with ``--workers N`` on a ``distributed.LocalCluster`` of N
 processes (slidestream's decode threads per worker set by :class:`SlidestreamWorkers`).
+Files of the folder that are not slides (``slidestream.detect_vendor`` is None) are skipped and
+listed; a slide that fails to open or read is reported and the others go on.
 
     python docs/examples/dask_cohort.py SLIDE_DIR OUT.zarr --workers 4 [--patch 256 --level 0]
 
@@ -10,7 +12,7 @@ Zarr layout (zarr v3):
   slides/{i}/tissue_mask  bool  (h', w')    Otsu on saturation (slidestream.sampling.tissue_mask);
                                             attrs: downsample (level-0 px per mask px), threshold
   slides/{i}/patches      int64 (k, 4)      (slide_index, level, x, y), x, y level-0 px, tissue ≥ --min-tissue
-  slides/{i} attrs        path, dimensions, level_count, mpp
+  slides/{i} attrs        path, dimensions, level_count, mpp (or error, for a slide that failed)
   patch_stats/rows        int64 (n, 4)      every slide's patch rows, concatenated in slide order
   patch_stats/values      float32 (n, 4)    per patch: mean R, G, B, non-white share
                                             (attrs: columns); written by the workers, chunk by chunk
@@ -25,7 +27,7 @@ import functools
 import glob
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -80,7 +82,12 @@ def run(paths: Sequence[str], out: str, *, patch: int = 256, level: int = 0, min
         slides.create_group(str(i)).attrs["path"] = os.fspath(p)
     t0 = time.perf_counter()
     part = functools.partial(slide_summary, out=out, patch=patch, level=level, min_tissue=min_tissue, thumbnail=thumbnail)
-    summaries: List[Dict[str, Any]] = ssd.map_slides(paths, part, with_index=True).compute()
+    # A slide that fails (a damaged file) is reported, not fatal: the others go on.
+    results = ssd.map_slides(paths, part, with_index=True, errors="return").compute()
+    failed = [{"index": r.index, "path": os.fspath(r.path), "error": f"{type(r.error).__name__}: {r.error}"} for r in results if isinstance(r, ssd.SlideFailure)]
+    summaries: List[Dict[str, Any]] = [r for r in results if not isinstance(r, ssd.SlideFailure)]
+    for f in failed:
+        slides[str(f["index"])].attrs["error"] = f["error"]
     t1 = time.perf_counter()
     rows = np.concatenate([s["patches"] for s in summaries]) if summaries else np.zeros((0, 4), np.int64)
     stats = root.create_group("patch_stats")
@@ -93,7 +100,18 @@ def run(paths: Sequence[str], out: str, *, patch: int = 256, level: int = 0, min
     if rows.shape[0]:
         values.rechunk((chunk, len(COLUMNS))).to_zarr(target)
     t2 = time.perf_counter()
-    return {"slides": len(paths), "patches": int(rows.shape[0]), "summary_s": t1 - t0, "patches_s": t2 - t1, "total_s": time.perf_counter() - t0}
+    return {"slides": len(paths), "failed": failed, "patches": int(rows.shape[0]), "summary_s": t1 - t0, "patches_s": t2 - t1, "total_s": time.perf_counter() - t0}
+
+
+def find_slides(folder_or_glob: str) -> Tuple[List[str], List[str]]:
+    """(slides, skipped): the entries of a folder (or the matches of a glob), sorted, split by
+    :func:`slidestream.detect_vendor` into slides slidestream can open and everything else
+    (reference files, notes, subfolders that are not DICOM series)."""
+    import slidestream
+
+    found = sorted(glob.glob(os.path.join(folder_or_glob, "*")) if os.path.isdir(folder_or_glob) else glob.glob(folder_or_glob))
+    slides = [p for p in found if slidestream.detect_vendor(p) is not None]
+    return slides, [p for p in found if p not in set(slides)]
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -107,16 +125,23 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--min-tissue", type=float, default=0.5)
     ap.add_argument("--thumbnail", type=int, default=1024)
     a = ap.parse_args(argv)
-    paths = sorted(glob.glob(os.path.join(a.slides, "*")) if os.path.isdir(a.slides) else glob.glob(a.slides))
+    paths, skipped = find_slides(a.slides)
+    for p in skipped:
+        print(f"skipped (not a slide): {p}")
+    if not paths:
+        raise SystemExit(f"no slides in {a.slides}")
     kw = dict(patch=a.patch, level=a.level, min_tissue=a.min_tissue, thumbnail=a.thumbnail)
     if a.workers:
         from distributed import Client, LocalCluster
 
         with LocalCluster(n_workers=a.workers, threads_per_worker=a.threads, processes=True) as cluster, Client(cluster) as client:
             ssd.setup_workers(client)
-            print(run(paths, a.out, **kw))
+            result = run(paths, a.out, **kw)
     else:
-        print(run(paths, a.out, **kw))
+        result = run(paths, a.out, **kw)
+    for f in result["failed"]:
+        print(f"failed: {f['path']}: {f['error']}")
+    print(result)
 
 
 if __name__ == "__main__":

@@ -156,13 +156,21 @@ pub(crate) fn level(obj: &Bound<'_, PyAny>) -> PyResult<Result<usize, String>> {
     }
 }
 
-/// A `size` (width, height) in pixels: a pair of non-negative ints.
+/// A `size` (width, height) in pixels: a pair of non-negative ints, or one int `n` for a
+/// square `(n, n)` (bools are not sizes).
 ///
-/// Raises TypeError for a non-pair or non-ints, InvalidArgumentError (a ValueError) for a
+/// Raises TypeError for anything else or non-ints, InvalidArgumentError (a ValueError) for a
 /// negative or out-of-range width or height.
 pub(crate) fn size(obj: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
-    let (w, h) = pair(obj, "size", "(width, height)")?;
     let what = "a non-negative int (at most 2**63 - 1)";
+    if !obj.is_instance_of::<pyo3::types::PyBool>() && obj.hasattr("__index__")? && !obj.hasattr("__len__")? {
+        let n = int_in(obj, "size", 0, i64::MAX, what)? as u64;
+        return Ok((n, n));
+    }
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err("size must be an int or a pair (width, height) of ints, got bool"));
+    }
+    let (w, h) = pair(obj, "size", "(width, height)")?;
     Ok((int_in(&w, "size width", 0, i64::MAX, what)? as u64, int_in(&h, "size height", 0, i64::MAX, what)? as u64))
 }
 

@@ -46,9 +46,14 @@ pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>
     let pid = std::process::id();
     let mut g = PROC.lock().unwrap_or_else(|p| p.into_inner());
     if g.as_ref().is_none_or(|s| s.pid != pid) {
-        // RAYON_NUM_THREADS is capped (slidestream::config::MAX_THREADS) before the pool is
-        // built: a huge value is a ConfigError naming it, not threads until resources run out.
-        let threads = slidestream::config::rayon_num_threads().map_err(|e| to_py(py, e))?;
+        // SLIDESTREAM_DECODE_THREADS, fixed for the process from here on (config.set refuses
+        // another value later); auto = RAYON_NUM_THREADS, capped at MAX_THREADS before the
+        // pool is built (a huge value is a ConfigError naming it, not threads until resources
+        // run out), else one per core.
+        let rayon_env = slidestream::config::rayon_num_threads().map_err(|e| to_py(py, e))?;
+        let chosen = slidestream::config::consume_decode_threads().map_err(|e| to_py(py, e))?;
+        let threads = chosen.or(rayon_env);
+        *SEEN_RAYON.lock().unwrap_or_else(|p| p.into_inner()) = std::env::var("RAYON_NUM_THREADS").ok();
         let mut builder = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("slidestream-{i}"));
         if let Some(n) = threads {
             builder = builder.num_threads(n);
@@ -60,7 +65,37 @@ pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>
         *g = Some(ProcState { pid, pool: Arc::new(pool), cache });
     }
     let s = g.as_ref().expect("initialised above");
-    Ok((s.pool.clone(), s.cache.clone()))
+    let out = (s.pool.clone(), s.cache.clone());
+    drop(g);
+    warn_if_rayon_changed(py)?;
+    Ok(out)
+}
+
+/// `RAYON_NUM_THREADS` as it was when this process's decode pool was built.
+static SEEN_RAYON: Mutex<Option<String>> = Mutex::new(None);
+/// Whether the warning below was given in this process.
+static WARNED_RAYON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A `RuntimeWarning` (once per process) when `RAYON_NUM_THREADS` was changed after the decode
+/// pool was built: the pool keeps its size, and a silent change would look applied.
+fn warn_if_rayon_changed(py: Python<'_>) -> PyResult<()> {
+    if WARNED_RAYON.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let now = std::env::var("RAYON_NUM_THREADS").ok();
+    let then = SEEN_RAYON.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if now != then && !WARNED_RAYON.swap(true, Ordering::Relaxed) {
+        let msg = std::ffi::CString::new(format!(
+            "RAYON_NUM_THREADS changed from {} to {} after slidestream's decode pool was built ({} threads); \
+             the pool keeps its size for this process: set SLIDESTREAM_DECODE_THREADS (or RAYON_NUM_THREADS) before the first read",
+            then.as_deref().unwrap_or("unset"),
+            now.as_deref().unwrap_or("unset"),
+            PROC.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.pool.current_num_threads()),
+        ))
+        .unwrap_or_default();
+        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(), &msg, 1)?;
+    }
+    Ok(())
 }
 
 /// Process that initialised CUDA through this module (a successful probe or a device read that

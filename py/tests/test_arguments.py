@@ -125,6 +125,8 @@ def test_out_of_range_ints_are_invalid_argument_errors():
         for bad in ((1.5, 0), ("0", 0), None, 3):
             e = _raises_not_overflow(TypeError, lambda: s.read_region(bad, 0, (8, 8)))
             assert "location" in str(e)
+            if bad == 3:
+                continue  # an int size is a square (test_int_sizes_are_squares_everywhere)
             e = _raises_not_overflow(TypeError, lambda: s.read_region((0, 0), 0, bad))
             assert "size" in str(e)
         _raises_not_overflow(ValueError, lambda: s.read_region((0, 0, 0), 0, (8, 8)))
@@ -362,3 +364,16 @@ def test_settings_are_read_when_a_slide_is_opened_by_every_read():
         _raises_not_overflow(LimitsExceededError, call)
     # A small read fits in the limit captured at open.
     assert inside.read_regions([(0, 0)], 0, (8, 8)).shape == (1, 8, 8, 3)
+
+
+def test_int_sizes_are_squares_everywhere():
+    """read_region, read_regions, read_patches and get_thumbnail take one int for a square;
+    a bool is not a size."""
+    with Slide(CMU) as s:
+        assert np.array_equal(s.read_region((10, 20), 0, 48), s.read_region((10, 20), 0, (48, 48)))
+        assert np.array_equal(s.read_regions([(5, 5)], 0, np.int64(24)), s.read_regions([(5, 5)], 0, (24, 24)))
+        assert np.array_equal(slidestream.read_patches([s], [(0, 0, 7, 9)], 16), s.read_regions([(7, 9)], 0, (16, 16)))
+        for bad in (True, 2.0, "8"):
+            e = _raises_not_overflow(TypeError, lambda: s.read_region((0, 0), 0, bad))
+            assert "size" in str(e)
+        _raises_not_overflow(InvalidArgumentError, lambda: s.read_region((0, 0), 0, -1))

@@ -205,3 +205,51 @@ def test_import_raises_cuda_connections_unless_set(preset):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == (preset or "32")
+
+
+def test_decode_threads_is_fixed_at_first_read_and_changes_are_not_silent(tmp_path):
+    """SLIDESTREAM_DECODE_THREADS sizes the decode pool at the first open of a fresh process;
+    config.set to another value afterwards is refused; a later RAYON_NUM_THREADS change warns
+    (once) at the next open."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    cmu = Path(__file__).resolve().parents[2] / "assets" / "CMU-1-Small-Region.svs"
+    code = textwrap.dedent(
+        f"""
+        import os, warnings
+        import slidestream
+        slidestream.config.set("decode_threads", 3)
+        s = slidestream.Slide({str(cmu)!r})
+        s.read_regions([(0, 0), (500, 500), (1000, 1000), (1500, 1500)], 0, (256, 256))
+        import glob, re
+        comms = [open(p).read().strip() for p in glob.glob("/proc/self/task/*/comm")]
+        print("pool", slidestream.config.get("decode_threads"), sum(bool(re.fullmatch(r"slidestream-\\d+", c)) for c in comms))
+        try:
+            slidestream.config.set("decode_threads", 5)
+            print("set: accepted")
+        except slidestream.InvalidArgumentError as e:
+            print("set: refused", "DECODE_THREADS" in str(e))
+        slidestream.config.set("decode_threads", 3)  # the value in use: accepted
+        os.environ["RAYON_NUM_THREADS"] = "7"
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            slidestream.Slide({str(cmu)!r}).read_region((0, 0), 0, (8, 8))
+            slidestream.Slide({str(cmu)!r}).read_region((0, 0), 0, (8, 8))
+        print("warnings", len(w), [str(x.message)[:60] for x in w])
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAYON_NUM_THREADS", "SLIDESTREAM_DECODE_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "pool 3 3" in lines, lines  # three decode threads named slidestream-N
+    assert "set: refused True" in lines
+    w = [ln for ln in lines if ln.startswith("warnings")][0]
+    assert w.startswith("warnings 1") and "RAYON_NUM_THREADS changed from unset to 7" in w
+    with pytest.raises(slidestream.ConfigError):
+        slidestream.config.set("decode_threads", 0)
+    with pytest.raises(slidestream.ConfigError):
+        slidestream.config.set("decode_threads", 2000)

@@ -320,3 +320,31 @@ def test_cohort_pipeline_distributed_equals_single_process(dask_client, tmp_path
     # The values are those of the patches read in one process.
     assert np.allclose(a["patch_stats/values"][...], ex.patch_stats(_direct(paths, rows, (64, 64))))
     assert a["patch_stats/values"].attrs["columns"] == ex.COLUMNS
+
+
+def test_cohort_example_skips_non_slides_and_reports_failures(tmp_path):
+    """A real folder: slides beside a reference/ subfolder, notes and a damaged slide. The
+    example lists what it skipped, finishes the good slides and reports the damaged one."""
+    zarr = pytest.importorskip("zarr")
+    import shutil
+
+    ex = _load_example()
+    folder = tmp_path / "cohort"
+    (folder / "reference").mkdir(parents=True)
+    shutil.copy(CMU, folder / "a.svs")
+    (folder / "reference" / "a.json").write_text("{}")
+    (folder / "notes.txt").write_text("scanned 2024")
+    from _parity_helpers import locate_testdata
+
+    # A slide whose header is fine and whose first tile is malformed: detected, fails on read.
+    shutil.copy(locate_testdata() / "unreadable.svs", folder / "b_damaged.svs")
+    slides, skipped = ex.find_slides(str(folder))
+    assert [os.path.basename(p) for p in slides] == ["a.svs", "b_damaged.svs"]
+    assert sorted(os.path.basename(p) for p in skipped) == ["notes.txt", "reference"]
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        out = ex.run(slides, str(tmp_path / "o.zarr"), patch=128, level=0, min_tissue=0.2, thumbnail=128)
+    assert out["slides"] == 2 and out["patches"] > 0
+    assert [f["index"] for f in out["failed"]] == [1] and "CorruptDataError" in out["failed"][0]["error"]
+    assert "CorruptDataError" in zarr.open_group(str(tmp_path / "o.zarr"), mode="r")["slides/1"].attrs["error"]

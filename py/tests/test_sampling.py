@@ -271,3 +271,44 @@ def test_progress_switches(monkeypatch):
         progress.enabled()
     with pytest.raises(TypeError):
         progress.set_enabled("yes")
+
+
+def test_preview_tints_the_mask_and_outlines_the_patches(tmp_path):
+    pytest.importorskip("PIL")
+    from slidestream.sampling import preview
+
+    s = _slide(tmp_path, "a.tif")
+    thumb = s.get_thumbnail((512, 512))  # 512 x 384: 8 level-0 px per thumbnail px
+    plain = np.asarray(preview(s, max_size=512))
+    assert plain.shape == thumb.shape and np.array_equal(plain, thumb)
+    tinted = np.asarray(preview(s, mask=True, max_size=512, mask_color=(0, 255, 0), mask_alpha=0.5))
+    x0, y0, x1, y1 = (v // 8 for v in TISSUE)
+    inside, outside = tinted[y0 + 5 : y1 - 5, x0 + 5 : x1 - 5], tinted[: y0 - 5]
+    assert np.array_equal(outside, thumb[: y0 - 5]), "glass is not tinted"
+    want = (thumb[y0 + 5 : y1 - 5, x0 + 5 : x1 - 5].astype(np.float32) * 0.5 + np.array([0, 127.5, 0])).round()
+    assert np.abs(inside.astype(np.float32) - want).max() <= 1
+    rows = np.array([[0, 0, 1024, 512], [1, 0, 0, 0]], np.int64)  # slide 1's row is not drawn
+    boxed = np.asarray(preview(s, patches=rows, size=256, max_size=512, patch_color=(255, 0, 0)))
+    assert tuple(boxed[512 // 8, 1024 // 8]) == (255, 0, 0) and tuple(boxed[512 // 8, (1024 + 255) // 8]) == (255, 0, 0)
+    assert tuple(boxed[5, 5]) == tuple(thumb[5, 5])
+    grid = GridSampler(s, 512, slide_index=4)
+    g = np.asarray(preview(s, patches=grid, max_size=512, patch_color=(255, 0, 0)))
+    assert (g == (255, 0, 0)).all(axis=-1).sum() > 0
+    r = RandomPatchSampler(s, 256, seed=3)
+    r.sample(3)
+    preview(s, patches=r, n=50)
+    after = r.sample(3)
+    assert np.array_equal(after, (lambda t: (t.sample(3), t.sample(3))[1])(RandomPatchSampler(s, 256, seed=3))), "preview leaves the sampler's stream alone"
+    with pytest.raises(slidestream.InvalidArgumentError, match="size="):
+        preview(s, patches=rows)
+    with pytest.raises(slidestream.InvalidArgumentError, match="aspect"):
+        preview(s, mask=np.ones((5, 50), bool))
+
+
+def test_slide_repr_html_shows_the_slide(tmp_path):
+    pytest.importorskip("PIL")
+    s = _slide(tmp_path, "a.tif")
+    h = s._repr_html_()
+    assert "data:image/png;base64," in h and "a.tif" in h and "4,096 × 3,072" in h and "downsample" in h
+    s.close()
+    assert "a.tif" in s._repr_html_() and "<img" not in s._repr_html_()

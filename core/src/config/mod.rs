@@ -132,6 +132,15 @@ pub(crate) fn consume(names: &[&'static str]) -> Result<Settings> {
     Ok(resolved)
 }
 
+/// `SLIDESTREAM_DECODE_THREADS`, marked as consumed (a later [`set`] to another value is
+/// refused): `None` for auto. Called by the Python bindings when they build their decode pool.
+///
+/// # Errors
+/// As [`settings`].
+pub fn consume_decode_threads() -> Result<Option<usize>> {
+    Ok(consume(&["SLIDESTREAM_DECODE_THREADS"])?.decode_threads)
+}
+
 /// Names of the per-process settings the GPU engine reads at start.
 pub const GPU_ENGINE_SETTINGS: &[&str] = &[
     "SLIDESTREAM_COMPAT_MODE",

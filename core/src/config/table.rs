@@ -81,6 +81,12 @@ settings! {
         accepted: "an integer from 1 to 1024", per_process: true,
         parse: |s: &str| parse_usize(s, 1, 1024),
         doc: "positional reads in flight at once: the threads of the process-wide I/O pool that reads a plan's coalesced requests (CPU reads and the GPU path's POSIX reads), apart from the decode threads; 1 = read on the calling thread; read at the first open" }
+    /// Decode threads of the Python bindings' process-wide pool (`None` = `RAYON_NUM_THREADS`,
+    /// else one per core).
+    decode_threads: Option<usize> = { name: "SLIDESTREAM_DECODE_THREADS", default: "auto", unit: "threads",
+        accepted: "auto or an integer from 1 to 1024", per_process: true,
+        parse: |s: &str| parse_auto_usize(s, 1024).filter(|v| *v != Some(0)),
+        doc: "threads that decode tiles for CPU reads from Python (the process-wide decode pool; auto = RAYON_NUM_THREADS when set, else one per core); the Rust API decodes on rayon's global pool or the caller's, the CLI takes --threads; read once per process, at the first open" }
     /// Largest region output in bytes (width × height × 4 for RGBA).
     max_region_bytes: u64 = { name: "SLIDESTREAM_MAX_REGION_BYTES", default: "4294967296", unit: "bytes",
         accepted: "an integer number of bytes, 1 or more", per_process: false,

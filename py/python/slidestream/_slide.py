@@ -146,6 +146,48 @@ class Slide(_CoreSlide):
             counts = np.outer(np.diff(ys), np.diff(xs))[..., None]
             return (acc / counts + 0.5).astype(np.uint8)
 
+    def _repr_html_(self) -> str:
+        """The slide in a Jupyter notebook: its thumbnail (256 pixels a side, PNG; omitted
+        without Pillow or when it cannot be read), file name, vendor, level-0 size, mpp,
+        objective power, a table of the levels (size, downsample, tile size) and the
+        associated images with their sizes. A closed slide shows its repr."""
+        import html
+
+        if self.closed:
+            return html.escape(repr(self))
+        props = self.properties
+        esc = html.escape
+        name = os.path.basename(os.fsdecode(bytes(self.path_bytes))) or os.fsdecode(bytes(self.path_bytes))
+        img = ""
+        try:
+            import base64
+            import io
+
+            from PIL import Image
+
+            buf = io.BytesIO()
+            Image.fromarray(self.get_thumbnail((256, 256))).save(buf, format="PNG")
+            img = f'<img src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}" style="max-width:256px" alt="thumbnail"/>'
+        except Exception:  # no Pillow, or a damaged pyramid: the facts still show
+            img = ""
+        mpp_x, mpp_y = props.get("openslide.mpp-x"), props.get("openslide.mpp-y")
+        mpp = f"{float(mpp_x):.4g} × {float(mpp_y):.4g} µm/px" if mpp_x and mpp_y else "unknown"
+        power = props.get("openslide.objective-power") or "unknown"
+        w0, h0 = self.dimensions
+        facts = [("file", name), ("vendor", props.get("openslide.vendor", "?")), ("size", f"{w0:,} × {h0:,} px"), ("mpp", mpp), ("objective", power)]
+        rows = "".join(f"<tr><th style='text-align:left'>{esc(k)}</th><td style='text-align:left'>{esc(str(v))}</td></tr>" for k, v in facts)
+        levels = "".join(
+            f"<tr><td>{i}</td><td>{w:,} × {h:,}</td><td>{d:.4g}</td><td>{tw} × {th}</td></tr>"
+            for i, ((w, h), d, (tw, th)) in enumerate(zip(self.level_dimensions, self.level_downsamples, self.level_tile_sizes))
+        )
+        assoc = ", ".join(f"{esc(k)} ({w} × {h})" for k, (w, h) in self.associated_images.sizes().items()) or "none"
+        return (
+            "<div style='display:flex;gap:1em;align-items:flex-start'>"
+            f"<div>{img}</div><div><table>{rows}</table>"
+            "<table><tr><th>level</th><th>size (px)</th><th>downsample</th><th>tile</th></tr>"
+            f"{levels}</table><div>associated images: {assoc}</div></div></div>"
+        )
+
     def __reduce__(self):
         # The storage options travel with the pickle (a worker reopens the remote slide with
         # them): credentials in them are as safe as the pickle is.

@@ -38,6 +38,8 @@ __all__ = [
 
 _Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
 _Background = Union[int, Tuple[int, int, int]]
+#: A size argument: (width, height), or one int n for (n, n).
+_Size = Union[int, Tuple[int, int]]
 
 class _TorchDeviceLike(Protocol):
     """Anything with ``type`` and ``index`` attributes, such as ``torch.device``."""
@@ -263,13 +265,13 @@ class Slide:
         self,
         location: Tuple[int, int],
         level: int,
-        size: Tuple[int, int],
+        size: _Size,
         *,
         device: Optional[Literal["cpu"]] = None,
     ) -> npt.NDArray[np.uint8]: ...
     @overload
     def read_region(
-        self, location: Tuple[int, int], level: int, size: Tuple[int, int], *, device: _Device
+        self, location: Tuple[int, int], level: int, size: _Size, *, device: _Device
     ) -> DeviceArray:
         """Read a region: uint8 array of shape (height, width, 4), RGBA, non-premultiplied;
         (0, 0, 0, 0) outside the image and on missing tiles.
@@ -280,7 +282,7 @@ class Slide:
         level. The level-k origin is the level pixel ``floor(location / downsample)``. The GIL
         is released during the read; the array owns the buffer and supports ``__dlpack__``.
         ``location`` and ``size`` may be any pair (tuple, list, 1-d array) of ints (numpy ints
-        too); a non-int is a TypeError, a value outside 64 bits or a negative size an
+        too), ``size`` also one int ``n`` for ``(n, n)``; a non-int is a TypeError, a value outside 64 bits or a negative size an
         InvalidArgumentError (a ValueError), never an OverflowError.
         Raises InvalidArgumentError (bad level, closed slide, negative size),
         LimitsExceededError (output above ``SLIDESTREAM_MAX_REGION_BYTES``),
@@ -297,7 +299,7 @@ class Slide:
         self,
         locations: Union[Sequence[Sequence[int]], npt.NDArray[np.integer[Any]]],
         level: int,
-        size: Tuple[int, int],
+        size: _Size,
         *,
         background: Optional[_Background] = None,
         device: Optional[Literal["cpu"]] = None,
@@ -307,7 +309,7 @@ class Slide:
         self,
         locations: Union[Sequence[Sequence[int]], npt.NDArray[np.integer[Any]]],
         level: int,
-        size: Tuple[int, int],
+        size: _Size,
         *,
         background: Optional[_Background] = None,
         device: _Device,
