@@ -67,6 +67,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<device_array::PyDeviceArray>()?;
     m.add_function(wrap_pyfunction!(core_version, m)?)?;
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
+    m.add_function(wrap_pyfunction!(slide::format_verdicts, m)?)?;
     m.add_function(wrap_pyfunction!(patches::read_patches_py, m)?)?;
     m.add_class::<prefetch::PyPrefetcher>()?;
     m.add_function(wrap_pyfunction!(prefetch::prefetch_threads, m)?)?;

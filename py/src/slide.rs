@@ -431,3 +431,23 @@ pub(crate) fn detect_vendor(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult
         Err(e) => Err(crate::errors::to_py(py, e)),
     }
 }
+
+/// Why each format driver accepted or declined the file at `path` (str, bytes or
+/// os.PathLike), in the order they are tried: a dict driver name → ``"accepted"`` or the
+/// reason it declined (detection stops at the first driver that accepts). What the
+/// "no format driver recognises this file" error summarises in one line; the CLI's
+/// ``slidestream info --why``. Raises TypeError for a bad path type, FileNotFoundError /
+/// PermissionError / OSError when the file cannot be read.
+#[pyfunction]
+pub(crate) fn format_verdicts<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    let path = args::path(path)?;
+    let report = crate::guard::detach(py, move || Slide::detect(&path))?.map_err(|e| crate::errors::to_py(py, e))?;
+    let out = pyo3::types::PyDict::new(py);
+    for (name, v) in &report.verdicts {
+        match v {
+            Ok(()) => out.set_item(*name, "accepted")?,
+            Err(why) => out.set_item(*name, why.as_str())?,
+        }
+    }
+    Ok(out)
+}

@@ -377,3 +377,26 @@ def test_int_sizes_are_squares_everywhere():
             e = _raises_not_overflow(TypeError, lambda: s.read_region((0, 0), 0, bad))
             assert "size" in str(e)
         _raises_not_overflow(InvalidArgumentError, lambda: s.read_region((0, 0), 0, -1))
+
+
+def test_non_slide_errors_are_short_and_every_reason_is_one_call_away():
+    """A file no driver takes: one short message with the likeliest reason; format_verdicts
+    gives each driver's, in order."""
+    from _parity_helpers import locate_testdata
+
+    td = locate_testdata()
+    with pytest.raises(slidestream.UnsupportedFormatError) as e:
+        Slide(td / "broken.svs")
+    msg = str(e.value)
+    assert "not a TIFF, DICOM or MIRAX (.mrxs) slide file" in msg and "format_verdicts" in msg
+    assert "aperio:" not in msg and "Dual-personality" not in msg and len(msg) < 300
+    with pytest.raises(slidestream.UnsupportedFormatError, match="a TIFF file no slide format takes: IFD 0 is not tiled"):
+        Slide(td / "zero_gi.tif")
+    v = slidestream.format_verdicts(td / "broken.svs")
+    assert list(v)[-1] == "generic-tiff" and "aperio" in v and all(r != "accepted" for r in v.values())
+    ok = slidestream.format_verdicts(td / "boxes.tiff")
+    assert ok["generic-tiff"] == "accepted" and ok["aperio"] != "accepted"
+    with pytest.raises(FileNotFoundError):
+        slidestream.format_verdicts(td / "no-such-file.svs")
+    with pytest.raises(TypeError):
+        slidestream.format_verdicts(3.5)

@@ -323,6 +323,22 @@ impl DetectionReport {
         self.verdicts.iter().find(|(_, v)| v.is_ok()).map(|(n, _)| *n)
     }
 
+    /// The most likely reason no driver took the file, in a few words: the most general
+    /// driver's (the last one tried, generic TIFF), which names what the file lacks for any
+    /// TIFF-based slide ("IFD 0 is not tiled"), or, for a file that is not TIFF at all, that it
+    /// is neither TIFF, DICOM nor MIRAX with the TIFF parser's reason. [`Self::one_line`] and
+    /// `slidestream info --why` give every driver's.
+    pub fn most_likely(&self) -> String {
+        let Some((_, Err(last))) = self.verdicts.last() else {
+            return "no format driver took it".into();
+        };
+        let last = last.strip_prefix("unsupported: ").unwrap_or(last);
+        match last.strip_prefix("not a TIFF file") {
+            Some(rest) => format!("not a TIFF, DICOM or MIRAX (.mrxs) slide file{rest}"),
+            None => format!("a TIFF file no slide format takes: {last}"),
+        }
+    }
+
     /// The verdicts on one line (`driver: reason; ...`), for error messages.
     pub fn one_line(&self) -> String {
         self.verdicts
@@ -385,7 +401,12 @@ pub fn open(
         // A file that parses as TIFF but no driver takes, or a file that is not TIFF at all.
         return Err(match tiff {
             Err(e @ (Error::Format { .. } | Error::Limits { .. } | Error::Io { .. })) => e,
-            _ => Error::unsupported(at, format!("no format driver recognises this file ({})", report.one_line())),
+            // One short line with the likeliest reason; every driver's: `slidestream info
+            // --why FILE`, Python `slidestream.format_verdicts(path)`.
+            _ => Error::unsupported(
+                at,
+                format!("no format driver recognises this file: {} (each driver's reason: `slidestream info --why`, Python `slidestream.format_verdicts`)", report.most_likely()),
+            ),
         });
     };
     let layout = driver.open(&probe)?;

@@ -17,7 +17,8 @@ Interface, zero-copy into PyTorch / CuPy); :func:`cuda_available`, :func:`gpu_pr
 :func:`gpu_stats`, :func:`gpu_reset_stats`, :func:`gpu_clear_cache`.
 
 Settings (``SLIDESTREAM_*``): :mod:`slidestream.config` (``get``, ``set``, ``scope``). Format
-detection without opening: :func:`detect_vendor`.
+detection without opening: :func:`detect_vendor` (and :func:`format_verdicts`, each format
+driver's reason).
 
 Drop-in for openslide-python: ``import slidestream.openslide as openslide`` (the namespace of
 openslide-python's ``openslide``, with ``openslide.deepzoom`` and ``openslide.lowlevel``);
@@ -58,6 +59,7 @@ from ._slidestream import (
     core_version,
     cuda_available,
     detect_vendor,
+    format_verdicts,
     gpu_clear_cache,
     gpu_probe,
     gpu_reset_stats,
@@ -95,6 +97,7 @@ __all__ = [
     "GpuForkError",
     "DeviceArray",
     "detect_vendor",
+    "format_verdicts",
     "config",
     "cuda_available",
     "gpu_probe",

@@ -384,6 +384,13 @@ def detect_vendor(path: _Path) -> Optional[str]:
     when the file is not a slide format slidestream knows or cannot be opened. Detection only:
     a detected file may still fail to open. TypeError for a bad path type."""
 
+def format_verdicts(path: _Path) -> Dict[str, str]:
+    """Why each format driver accepted or declined the file at ``path``, in the order they
+    are tried: driver name → ``"accepted"`` or the reason it declined (detection stops at the
+    first driver that accepts). What the "no format driver recognises this file" error
+    summarises in one line; the CLI's ``slidestream info --why``. Raises TypeError for a bad
+    path type, FileNotFoundError / PermissionError / OSError when the file cannot be read."""
+
 def _config_get(name: str) -> str:
     """The value of setting ``name`` (e.g. ``"SLIDESTREAM_CACHE_BYTES"``) in effect
     (override > environment > default), as text. ConfigError for a bad value in the

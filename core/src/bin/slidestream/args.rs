@@ -55,6 +55,23 @@ pub(crate) fn parse_size(s: &str) -> Result<(u64, u64), String> {
     Ok((w, h))
 }
 
+/// A bounding size: "W,H" (as [`parse_size`], at most 65536 a side) or one number N for N,N.
+pub(crate) fn parse_bound(s: &str) -> Result<(u64, u64), String> {
+    let (w, h) = if s.contains(',') {
+        parse_size(s)?
+    } else {
+        let n: u64 = s.trim().parse().map_err(|_| format!("{s:?}: expected W,H or one number of 1 or more pixels"))?;
+        if n == 0 {
+            return Err("0: expected 1 or more pixels".into());
+        }
+        (n, n)
+    };
+    if w > 65536 || h > 65536 {
+        return Err(format!("{w}x{h}: at most 65536 pixels a side"));
+    }
+    Ok((w, h))
+}
+
 /// `bytes` (`None` = overflowed) as a `usize` when at most `max` (the slide's
 /// `max_region_bytes`), else the library's limits error for `what` at `at`: every buffer the
 /// CLI sizes from an argument is checked with it before it is allocated.

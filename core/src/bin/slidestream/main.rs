@@ -1,4 +1,5 @@
-//! `slidestream`: command-line front end (info, region, associated, tiles, bench, GPU probes).
+//! `slidestream`: command-line front end (info, region, associated, thumbnail, tiles, bench,
+//! GPU probes).
 //!
 //! Exit status 0 on success (and for `--help`, `--version`), 1 for every error: a bad
 //! argument, a bad setting, an unreadable or damaged slide, a failed write. Every error is one
@@ -8,7 +9,7 @@
 //!
 //! `args.rs` holds the argument parsers and the one-line rendering of clap's errors. One file
 //! per group of commands: `info.rs` (info, `--io-stats`), `region.rs` (region,
-//! associated), `tiles.rs` (tiles, CPU and device), `bench.rs` (random patches), `gpu.rs`
+//! associated, thumbnail), `tiles.rs` (tiles, CPU and device), `bench.rs` (random patches), `gpu.rs`
 //! (gpu-probe, gpu-region); `output.rs` holds what several print (PNG writing, GPU stats).
 
 mod args;
@@ -26,7 +27,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use slidestream::Error;
 
-use args::{parse_count, parse_pair_i64, parse_positive, parse_positive_usize, parse_size};
+use args::{parse_bound, parse_count, parse_pair_i64, parse_positive, parse_positive_usize, parse_size};
 
 #[derive(Parser)]
 #[command(name = "slidestream", version, about = "Whole-slide image loader: slide info, regions, tile throughput")]
@@ -82,6 +83,17 @@ enum Cmd {
         name: String,
         /// Output file: .png (or no extension) = RGBA PNG, .jpg / .jpeg = RGB JPEG, - = PNG on
         /// stdout.
+        #[arg(long, short, allow_hyphen_values = true)]
+        output: PathBuf,
+    },
+    /// Write a thumbnail of the whole slide (fitting in --size, aspect ratio kept, over white).
+    Thumbnail {
+        /// Slide file.
+        path: PathBuf,
+        /// Largest width and height, "W,H", or one number for both.
+        #[arg(long, value_name = "W,H", default_value = "1024", value_parser = parse_bound, allow_hyphen_values = true)]
+        size: (u64, u64),
+        /// Output file: .png (or no extension) = PNG, .jpg / .jpeg = JPEG, - = PNG on stdout.
         #[arg(long, short, allow_hyphen_values = true)]
         output: PathBuf,
     },
@@ -230,6 +242,7 @@ fn run(cmd: Cmd) -> Result<(), Error> {
         Cmd::Info { path, json, why, io_stats } => info::info(&path, json, why, io_stats),
         Cmd::Region { path, location, level, size, output } => region::region(&path, location, level, size, &output),
         Cmd::Associated { path, name, output } => region::associated(&path, &name, &output),
+        Cmd::Thumbnail { path, size, output } => region::thumbnail(&path, size, &output),
         Cmd::Tiles { path, level, batch, json, device } => match tiles::parse_device(&device)? {
             None => tiles::tiles(&path, level, batch.max(1), json),
             Some(d) => tiles::tiles_device(&path, level, batch.max(1), json, d),

@@ -33,10 +33,14 @@ pub(crate) fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Resu
     let io = slide.io_counters();
     let cs = slide.cache_stats();
     let threads = rayon::current_num_threads();
+    // Rates count decoded tiles only: a missing tile (a sparse TIFF's, an NDPI's empty
+    // cell) costs nothing, and a level with none decoded has no rate to report.
+    let rate = |n: f64| if decoded == 0 { None } else { Some(n / secs) };
+    let decoded_px = if coords.is_empty() { 0.0 } else { px as f64 * decoded as f64 / coords.len() as f64 };
     if json {
         let v = serde_json::json!({
-            "level": level, "tiles": coords.len(), "decoded_tiles": decoded, "seconds": secs,
-            "tiles_per_s": coords.len() as f64 / secs, "megapixels_per_s": px as f64 / 1e6 / secs,
+            "level": level, "tiles": coords.len(), "decoded_tiles": decoded, "missing_tiles": coords.len() - decoded, "seconds": secs,
+            "tiles_per_s": rate(decoded as f64), "megapixels_per_s": rate(decoded_px / 1e6),
             "bytes_read": io.bytes, "requests": io.requests, "threads": threads,
             "cache": {"hits": cs.hits, "misses": cs.misses, "evictions": cs.evictions, "resident_bytes": cs.resident_bytes, "capacity_bytes": cs.capacity_bytes},
         });
@@ -44,7 +48,10 @@ pub(crate) fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Resu
     } else {
         println!("level {level}: {} tiles ({} decoded, {} missing) of {}x{} px in {:.3} s with {threads} threads",
             coords.len(), decoded, coords.len() - decoded, img.tile_width, img.tile_height, secs);
-        println!("throughput: {:.0} tiles/s, {:.1} MP/s", coords.len() as f64 / secs, px as f64 / 1e6 / secs);
+        match (rate(decoded as f64), rate(decoded_px / 1e6)) {
+            (Some(t), Some(mp)) => println!("throughput: {t:.0} decoded tiles/s, {mp:.1} MP/s"),
+            _ => println!("throughput: none: no tile of level {level} is stored (all {} are missing), nothing was decoded", coords.len()),
+        }
         println!("io: {} bytes in {} requests ({:.1} MB/s)", io.bytes, io.requests, io.bytes as f64 / 1e6 / secs);
         println!("cache: {} hits, {} misses, {} evictions, {} of {} bytes resident", cs.hits, cs.misses, cs.evictions, cs.resident_bytes, cs.capacity_bytes);
     }
