@@ -400,3 +400,21 @@ def test_non_slide_errors_are_short_and_every_reason_is_one_call_away():
         slidestream.format_verdicts(td / "no-such-file.svs")
     with pytest.raises(TypeError):
         slidestream.format_verdicts(3.5)
+
+
+def test_native_thumbnail_has_openslides_size_and_pixels():
+    """Slide.get_thumbnail gives openslide-python's size (Pillow's thumbnail of the best level;
+    a DICOM series at (512, 512) was 511 px tall before) and its pixels within 2 levels."""
+    openslide = pytest.importorskip("openslide")
+    pytest.importorskip("PIL")
+    from _parity_helpers import locate_testdata
+
+    td = locate_testdata()
+    dicom = sorted((td / "CMU-1-Small-Region-dicom").glob("*.dcm"))
+    cases = [(td / "CMU-1-Small-Region-dicom", dicom[0]), (CMU, CMU), (td / "tcga-cr-7395-01a-01-ts1.svs",) * 2]
+    for ours, theirs in cases:
+        for size in ((512, 512), (300, 100), (64, 64)):
+            a = Slide(ours).get_thumbnail(size)
+            b = np.asarray(openslide.OpenSlide(str(theirs)).get_thumbnail(size))
+            assert a.shape == b.shape, (ours, size)
+            assert np.abs(a.astype(int) - b).max() <= 2, (ours, size)

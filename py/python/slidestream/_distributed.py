@@ -1,4 +1,4 @@
-"""The rank split of :class:`slidestream.PatchBatches` under ``torch.distributed`` (issue 18):
+"""The rank split of :class:`slidestream.PatchBatches` under ``torch.distributed``:
 which rank this process is, and which rows of an epoch it reads. Internal; documented in
 docs/python.md, "Several GPUs and torch.distributed".
 

@@ -1,4 +1,4 @@
-"""``slidestream.read_patches``: one batch of patches drawn from many slides (issue 14)."""
+"""``slidestream.read_patches``: one batch of patches drawn from many slides."""
 
 from __future__ import annotations
 

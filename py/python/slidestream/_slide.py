@@ -125,23 +125,25 @@ class Slide(_CoreSlide):
         downsample = max(w0 / size[0], h0 / size[1])
         level = self.get_best_level_for_downsample(downsample)
         lw, lh = self.level_dimensions[level]
-        tw = max(1, min(size[0], round(w0 / downsample)))
-        th = max(1, min(size[1], round(h0 / downsample)))
+        # The size openslide-python's get_thumbnail gives: Pillow's thumbnail(size) of the
+        # level (its aspect ratio, rounded as Pillow rounds), or the level itself if it fits.
+        final = _thumbnail.pil_thumbnail_size(lw, lh, size) or (lw, lh)
         if _thumbnail.is_large((lw, lh)):
             # Bounded memory: reduced while read, to at least twice the thumbnail.
-            region = _thumbnail.reduced_level(self, level, (lw, lh), (tw, th), background)
-            lh, lw = region.shape[:2]
+            region = _thumbnail.reduced_level(self, level, (lw, lh), final, background)
         else:
             region = self.read_regions([(0, 0)], level, (lw, lh), background=background)[0]
+        rh, rw = region.shape[:2]
+        if (rw, rh) == final:
+            return region
         try:
             from PIL import Image
 
-            img = Image.fromarray(region)
-            img.thumbnail((tw, th), Image.Resampling.LANCZOS)
-            return np.asarray(img)
+            return np.asarray(Image.fromarray(region).resize(final, Image.Resampling.LANCZOS, reducing_gap=2.0))
         except ImportError:
-            ys = (np.arange(th + 1) * lh / th).astype(int)
-            xs = (np.arange(tw + 1) * lw / tw).astype(int)
+            tw, th = final
+            ys = (np.arange(th + 1) * rh / th).astype(int)
+            xs = (np.arange(tw + 1) * rw / tw).astype(int)
             acc = np.add.reduceat(np.add.reduceat(region.astype(np.uint32), ys[:-1], axis=0), xs[:-1], axis=1)
             counts = np.outer(np.diff(ys), np.diff(xs))[..., None]
             return (acc / counts + 0.5).astype(np.uint8)

@@ -1,4 +1,4 @@
-"""A prefetching batch iterator over slides (issue 14): :class:`PatchBatches`, usable without
+"""A prefetching batch iterator over slides: :class:`PatchBatches`, usable without
 any framework; :class:`slidestream.torch.PatchLoader` is the same yielding torch tensors.
 
 Example::
