@@ -846,6 +846,31 @@ fn cli_tiles_prints_throughput() {
     assert_eq!(v["decoded_tiles"], 0, "sparse.tiff has only missing tiles");
     assert_eq!(v["bytes_read"], 0);
     assert_eq!(v["requests"], 0);
+    // No rate for nothing decoded (it used to print millions of tiles/s for 0 tiles).
+    assert!(v["tiles_per_s"].is_null() && v["megapixels_per_s"].is_null(), "{v}");
+    assert_eq!(v["missing_tiles"], v["tiles"]);
+    let (code, out, err) = cli(&["tiles", td.join("sparse.tiff").to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l.starts_with("throughput: none: no tile of level 0 is stored")), "{out}");
+}
+
+#[test]
+fn cli_non_slide_error_is_one_short_line_with_the_likeliest_reason() {
+    let Some(td) = testdata() else { return };
+    // Not TIFF at all: says so, not nine drivers' reasons.
+    let broken = td.join("broken.svs");
+    let (code, _, err) = cli(&["info", broken.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("not a TIFF, DICOM or MIRAX (.mrxs) slide file") && err.contains("info --why"), "{err}");
+    // Short: the nine drivers' reasons took ~650 characters besides the path.
+    let without_path = err.len() - broken.to_str().unwrap().len();
+    assert!(!err.contains("aperio:") && !err.contains("dicom:") && without_path < 250, "{err}");
+    // A TIFF no driver takes: the general TIFF driver's reason.
+    let (code, _, err) = cli(&["info", td.join("zero_gi.tif").to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("a TIFF file no slide format takes: IFD 0 is not tiled"), "{err}");
+    assert!(!err.contains("Dual-personality"), "{err}");
 }
 
 #[test]
@@ -862,4 +887,29 @@ fn cli_info_why_lists_every_driver() {
     let (code, out, _) = cli(&["info", "--why", td.join("boxes.tiff").to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(out.contains("aperio: declined: ") && out.contains("generic-tiff: accepted"), "{out}");
+}
+
+#[test]
+fn cli_thumbnail_fits_the_bound_and_keeps_the_colours() {
+    let Some(td) = testdata() else { return };
+    let p = td.join("CMU-1-Small-Region.svs");
+    let png = TempPath::new("thumbnail.png");
+    let (code, _, err) = cli(&["thumbnail", p.to_str().unwrap(), "--size", "256", "-o", png.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (w, h, data) = common::decode_png(png.path());
+    // 2220 x 2967 in 256 x 256: downsample 2967 / 256, width round(2220 / that) = 192.
+    assert_eq!((w, h), (192, 256));
+    // Its mean colour is the slide's (a resize keeps means to within rounding and ringing).
+    let slide = Slide::open(&p).unwrap();
+    let full = slide.read_region((0, 0), 0, slide.dimensions()).unwrap();
+    let mean = |d: &[u8], c: usize| d.chunks(4).map(|px| px[c] as f64).sum::<f64>() / (d.len() / 4) as f64;
+    for c in 0..3 {
+        assert!((mean(&data, c) - mean(&full.data, c)).abs() < 2.0, "channel {c}: {} vs {}", mean(&data, c), mean(&full.data, c));
+    }
+    let png = TempPath::new("thumbnail2.png");
+    let (code, _, err) = cli(&["thumbnail", p.to_str().unwrap(), "--size", "300,100", "-o", png.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (w, h, _) = common::decode_png(png.path());
+    assert_eq!((w, h), (75, 100));
+    assert_cli_error(&["thumbnail", p.to_str().unwrap(), "--size", "0", "-o", png.path().to_str().unwrap()], std::path::Path::new("--size"));
 }

@@ -389,7 +389,7 @@ def test_non_slide_errors_are_short_and_every_reason_is_one_call_away():
         Slide(td / "broken.svs")
     msg = str(e.value)
     assert "not a TIFF, DICOM or MIRAX (.mrxs) slide file" in msg and "format_verdicts" in msg
-    assert "aperio:" not in msg and "Dual-personality" not in msg and len(msg) < 300
+    assert "aperio:" not in msg and "Dual-personality" not in msg and len(msg) - len(str(td / "broken.svs")) < 250
     with pytest.raises(slidestream.UnsupportedFormatError, match="a TIFF file no slide format takes: IFD 0 is not tiled"):
         Slide(td / "zero_gi.tif")
     v = slidestream.format_verdicts(td / "broken.svs")
