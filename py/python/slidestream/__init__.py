@@ -127,6 +127,10 @@ _COMPAT_NAMES = (
 )
 
 
+# Pure-Python submodules, importable as attributes (slidestream.sampling.GridSampler, ...).
+from . import progress, resolution, sampling  # noqa: E402
+
+
 def __getattr__(name: str) -> Any:
     # The OpenSlide-compatible layer imports Pillow lazily; load it on first use.
     if name in _COMPAT_NAMES or name.startswith("PROPERTY_NAME_"):

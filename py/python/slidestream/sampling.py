@@ -351,6 +351,30 @@ def _patch_level0(slide: Slide, level: int, size: Tuple[int, int]) -> Tuple[floa
     return size[0] * d, size[1] * d
 
 
+def _resolutions(slides: List[Slide], level: int, mpp: Any, magnification: Any, fallback_mpp: Any, fallback_magnification: Any) -> Optional[list]:
+    """Per-slide :class:`~slidestream.resolution.Resolution` for ``mpp=`` / ``magnification=``,
+    or None when reading by ``level`` (then the fallbacks must not be given)."""
+    if mpp is None and magnification is None:
+        if fallback_mpp is not None or fallback_magnification is not None:
+            raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
+        return None
+    if level != 0:
+        raise InvalidArgumentError("give a level or mpp= / magnification=, not both (the resolution chooses each slide's level)")
+    from .resolution import _resolve_all
+
+    return _resolve_all(slides, mpp=mpp, magnification=magnification, fallback_mpp=fallback_mpp, fallback_magnification=fallback_magnification)
+
+
+def _footprint(slide: Slide, level: int, size: Tuple[int, int], res: Any) -> Tuple[float, float]:
+    """Level-0 width and height a patch of ``size`` covers: ``size`` pixels of ``level``, or,
+    at a resolution, the level pixels read for it (:meth:`Resolution.read_size`)."""
+    if res is None:
+        return _patch_level0(slide, level, size)
+    rw, rh = res.read_size(size)
+    d = float(slide.level_downsamples[res.level])
+    return rw * d, rh * d
+
+
 def _check_level_in(slide: Slide, level: int) -> None:
     if level >= slide.level_count:
         raise InvalidArgumentError(f"level {level} does not exist in {_slide_name(slide)} (level count {slide.level_count})")
@@ -371,6 +395,13 @@ class RandomPatchSampler:
     slide has any, when ``max_tries`` candidates in a row miss ``min_tissue``, or for a mask
     that cannot be used.
 
+    Physical resolution: ``mpp=`` (µm per pixel) or ``magnification=`` instead of ``level``
+    (with ``fallback_mpp=`` / ``fallback_magnification=`` for slides without the property):
+    ``size`` is then in pixels at that resolution, each slide's rows carry the level
+    :mod:`slidestream.resolution` chooses for it (:attr:`resolutions`), and the footprint is
+    the level pixels read for it; read them with
+    ``read_patches(slides, rows, size, mpp=...)`` (the same resolution).
+
     Several processes (``torch.distributed`` ranks): :meth:`split` gives rank ``r`` its own
     stream, ``SeedSequence(seed, spawn_key=(r, epoch))``, over the same slides and masks;
     :class:`slidestream.PatchBatches` calls it per epoch when ``world_size > 1``. Give the
@@ -389,13 +420,23 @@ class RandomPatchSampler:
         masks: Any = None,
         seed: Optional[int] = None,
         max_tries: int = 1000,
+        mpp: Optional[float] = None,
+        magnification: Optional[float] = None,
+        fallback_mpp: Optional[float] = None,
+        fallback_magnification: Optional[float] = None,
     ) -> None:
         #: The slides, in the order of the rows' slide indices.
         self.slides: List[Slide] = _as_slide_list(slides)[0]
         self.size = normalize_size(size)
         self.level = check_int(level, "level", min_value=0)
-        for s in self.slides:
-            _check_level_in(s, self.level)
+        #: Per slide, the :class:`slidestream.resolution.Resolution` read for ``mpp=`` /
+        #: ``magnification=``; None when reading by level.
+        self.resolutions = _resolutions(self.slides, self.level, mpp, magnification, fallback_mpp, fallback_magnification)
+        if self.resolutions is None:
+            for s in self.slides:
+                _check_level_in(s, self.level)
+        self._levels = [r.level for r in self.resolutions] if self.resolutions else [self.level] * len(self.slides)
+        self._footprints = [_footprint(s, self.level, self.size, r) for s, r in zip(self.slides, self.resolutions or [None] * len(self.slides))]
         self.min_tissue = _check_min_tissue(min_tissue)
         if weighting not in ("slide", "area"):
             raise InvalidArgumentError(f"weighting must be 'slide' or 'area', not {weighting!r}")
@@ -446,13 +487,13 @@ class RandomPatchSampler:
         rows = np.zeros((k, 4), dtype=np.int64)
         ok = np.zeros(k, dtype=bool)
         rows[:, 0] = slide_of
-        rows[:, 1] = self.level
+        rows[:, 1] = np.asarray(self._levels, np.int64)[slide_of]
         for i in np.unique(slide_of):
             sel = np.flatnonzero(slide_of == i)
             m, cells = self.masks[int(i)], self._cells[int(i)]
             cell = cells[self._rng.integers(cells.size, size=sel.size)]
             cy, cx = np.divmod(cell, m.mask.shape[1])
-            pw, ph = _patch_level0(self.slides[int(i)], self.level, self.size)
+            pw, ph = self._footprints[int(i)]
             px = (cx + self._rng.random(sel.size)) * m.downsample - pw / 2
             py = (cy + self._rng.random(sel.size)) * m.downsample - ph / 2
             w0, h0 = self.slides[int(i)].dimensions
@@ -519,6 +560,11 @@ class GridSampler:
     :func:`tissue_mask`). ``min_tissue=0`` without a mask keeps every patch and reads no mask;
     with a mask it keeps every patch and measures their tissue.
 
+    ``mpp=`` / ``magnification=`` (with ``fallback_mpp=`` / ``fallback_magnification=``) lay
+    the grid at a physical resolution instead of a level: ``size`` and ``stride`` in pixels at
+    that resolution over the whole slide, rows at the level :mod:`slidestream.resolution`
+    chooses (:attr:`resolutions`), read with ``read_patches(..., mpp=...)``.
+
     :attr:`patches` is the int64 array (n, 4) of rows (slide_index, level, x, y), row-major
     per slide; :attr:`grid` the (column, row) of each patch in its slide's grid, for stitching
     predictions into a (rows, cols) map of :attr:`shape` (one slide) or ``shapes[i]``;
@@ -538,12 +584,19 @@ class GridSampler:
         min_tissue: float = DEFAULT_MIN_TISSUE,
         mask: Any = None,
         slide_index: int = 0,
+        mpp: Optional[float] = None,
+        magnification: Optional[float] = None,
+        fallback_mpp: Optional[float] = None,
+        fallback_magnification: Optional[float] = None,
     ) -> None:
         slides, _single = _as_slide_list(slide, "slide")
         size = normalize_size(size)
         level = check_int(level, "level", min_value=0)
-        for s in slides:
-            _check_level_in(s, level)
+        #: Per slide, the resolution read for ``mpp=`` / ``magnification=`` (None: by level).
+        self.resolutions = _resolutions(slides, level, mpp, magnification, fallback_mpp, fallback_magnification)
+        if self.resolutions is None:
+            for s in slides:
+                _check_level_in(s, level)
         if overlap is not None:
             if stride is not None:
                 raise InvalidArgumentError("give stride or overlap, not both")
@@ -564,8 +617,17 @@ class GridSampler:
         self.shapes: List[Tuple[int, int]] = []
         parts, grids, tissue = [], [], []
         for k, s in enumerate(slides):
-            lw, lh = s.level_dimensions[level]
-            d = float(s.level_downsamples[level])
+            res = self.resolutions[k] if self.resolutions else None
+            if res is None:
+                lw, lh = s.level_dimensions[level]
+                d = float(s.level_downsamples[level])
+                row_level = level
+            else:
+                # The grid is laid in output pixels: the slide at the target downsample.
+                d = res.downsample
+                lw, lh = (math.ceil(v / d) for v in s.dimensions)
+                row_level = res.level
+            fw, fh = _footprint(s, level, size, res)
             cols = max(1, -(-(lw - size[0]) // stride[0]) + 1) if lw > size[0] else 1
             rows = max(1, -(-(lh - size[1]) // stride[1]) + 1) if lh > size[1] else 1
             mesh_x, mesh_y = np.meshgrid(np.arange(cols, dtype=np.int64), np.arange(rows, dtype=np.int64))
@@ -577,12 +639,12 @@ class GridSampler:
             frac = None
             if self.min_tissue > 0 or masks is not None:
                 m = masks[k] if masks is not None else _tissue_mask_one(s, 1024, "saturation")
-                frac = m._fractions(np.stack([x0, y0], axis=1).astype(np.float64), size[0] * d, size[1] * d)
+                frac = m._fractions(np.stack([x0, y0], axis=1).astype(np.float64), fw, fh)
                 keep = frac >= self.min_tissue
             self.shapes.append((rows, cols))
             grids.append(np.stack([gx[keep], gy[keep]], axis=1))
             n = int(keep.sum())
-            parts.append(np.stack([np.full(n, first + k), np.full(n, level), x0[keep], y0[keep]], axis=1).astype(np.int64))
+            parts.append(np.stack([np.full(n, first + k), np.full(n, row_level), x0[keep], y0[keep]], axis=1).astype(np.int64))
             if frac is not None:
                 tissue.append(frac[keep])
         self.patches: np.ndarray = np.concatenate(parts) if len(parts) > 1 else parts[0]
@@ -659,15 +721,20 @@ def preview(
     if not 0.0 <= float(mask_alpha) <= 1.0:
         raise InvalidArgumentError(f"mask_alpha must be in [0, 1], not {mask_alpha!r}")
     rows: Optional[np.ndarray] = None
+    res = None  # the sampler's resolution of this slide, for its patches' footprints
     if isinstance(patches, GridSampler):
         size = patches.size if size is None else size
         rows = patches.patches
         if len(patches.slides) == 1 and rows.shape[0]:
             slide_index = int(rows[0, 0])  # a one-slide grid: its own slide index
+        if patches.resolutions and len(patches.slides) == 1:
+            res = patches.resolutions[0]
     elif isinstance(patches, RandomPatchSampler):
         size = patches.size if size is None else size
         if mask is None:
             mask = patches.masks[slide_index] if slide_index < len(patches.masks) else None
+        if patches.resolutions and slide_index < len(patches.resolutions):
+            res = patches.resolutions[slide_index]
         drawn = copy.copy(patches)
         drawn._rng = np.random.default_rng(np.random.SeedSequence(patches.seed, spawn_key=(2**31 - 1,)))
         rows = drawn.sample(check_int(n, "n", min_value=0))
@@ -699,9 +766,9 @@ def preview(
         draw = ImageDraw.Draw(img)
         for _, lv, x, y in rows[rows[:, 0] == slide_index]:
             _check_level_in(s, int(lv))
-            d = float(s.level_downsamples[int(lv)])
+            fw, fh = _footprint(s, int(lv), (pw, ph), res)
             x0, y0 = x * sx, y * sy
-            draw.rectangle([x0, y0, x0 + max(1.0, pw * d * sx) - 1, y0 + max(1.0, ph * d * sy) - 1], outline=tuple(patch_color))
+            draw.rectangle([x0, y0, x0 + max(1.0, fw * sx) - 1, y0 + max(1.0, fh * sy) - 1], outline=tuple(patch_color))
     return img
 
 

@@ -1,0 +1,145 @@
+"""Reading at a physical resolution: the level chosen, the scale, errors, and patches equal to
+an independent resize of OpenSlide's region (the oracle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slidestream
+from slidestream import InvalidArgumentError, Slide
+from slidestream.resolution import Resolution, resize_patches, resolve
+from slidestream.sampling import GridSampler, RandomPatchSampler
+
+from _parity_helpers import locate_testdata
+
+REPO = Path(__file__).resolve().parents[2]
+CMU = REPO / "assets" / "CMU-1-Small-Region.svs"  # mpp 0.499, objective 20, one level
+
+
+def _tcga():
+    return Slide(locate_testdata() / "tcga-cr-7395-01a-01-ts1.svs")  # two levels (1, 2.0005), no mpp
+
+
+def test_the_coarsest_level_at_or_below_the_target_is_read():
+    with Slide(CMU) as s:
+        r = resolve(s, mpp=1.0)
+        assert r.level == 0 and abs(r.scale - 1.0 / 0.499) < 1e-9 and r.mpp == 1.0
+        assert resolve(s, magnification=10) == Resolution(level=0, scale=2.0, downsample=2.0, mpp=pytest.approx(0.998))
+        assert resolve(s, mpp=0.499).scale == 1.0  # level 0 itself: no resize
+        with pytest.raises(InvalidArgumentError, match="finer than level 0"):
+            resolve(s, mpp=0.25)
+        with pytest.raises(InvalidArgumentError, match="exactly one"):
+            resolve(s, mpp=1.0, magnification=10)
+        with pytest.raises(InvalidArgumentError, match="exactly one"):
+            resolve(s)
+        with pytest.raises(InvalidArgumentError):
+            resolve(s, mpp=-1)
+        with pytest.raises(TypeError):
+            resolve(s, mpp="1")
+    t = _tcga()
+    with pytest.raises(InvalidArgumentError, match="no mpp"):
+        resolve(t, mpp=1.0)
+    with pytest.raises(InvalidArgumentError, match="no objective power"):
+        resolve(t, magnification=10)
+    # Downsample 2.4: level 1 (2.0005) is the coarsest at or below it.
+    r = resolve(t, mpp=0.6, fallback_mpp=0.25)
+    assert r.level == 1 and abs(r.scale - 2.4 / t.level_downsamples[1]) < 1e-9
+    # Downsample 1.5: only level 0 is at or below.
+    assert resolve(t, mpp=0.375, fallback_mpp=0.25).level == 0
+    # Exactly a level's downsample (within the tolerance): that level, no resize.
+    r = resolve(t, mpp=0.25 * t.level_downsamples[1], fallback_mpp=0.25)
+    assert (r.level, r.scale) == (1, 1.0)
+
+
+def _oracle(path, x, y, level, read_size, out):
+    """OpenSlide's region over white, resized with Pillow's Lanczos: computed independently."""
+    openslide = pytest.importorskip("openslide")
+    from PIL import Image
+
+    reg = openslide.OpenSlide(str(path)).read_region((int(x), int(y)), int(level), read_size)
+    bg = Image.new("RGB", reg.size, (255, 255, 255))
+    bg.paste(reg, mask=reg.split()[3])
+    return np.asarray(bg.resize(out, Image.Resampling.LANCZOS))
+
+
+def test_mpp_batches_equal_an_independent_resize_of_openslides_region():
+    pytest.importorskip("PIL")
+    tcga_path = locate_testdata() / "tcga-cr-7395-01a-01-ts1.svs"
+    with Slide(CMU) as s, Slide(tcga_path) as t:
+        # Level-0 reads of both slides (the fallback 0.6 µm puts the TCGA slide's target
+        # downsample at 1.67), and, with a fallback of 0.25 µm (downsample 4), level 1 of it
+        # read at the origin: where OpenSlide's region is exactly the level's pixels (reads of
+        # levels > 0 off their pixel grid are resampled by OpenSlide, README "accuracy").
+        for kw, rows in (
+            (dict(mpp=1.0, fallback_mpp=0.6), np.array([(0, 100, 200), (1, 0, 0), (0, 1500, 2000), (1, 2000, 1500), (1, -50, 30)], np.int64)),
+            (dict(mpp=1.0, fallback_mpp=0.25), np.array([(1, 0, 0), (0, 7, 9)], np.int64)),
+        ):
+            got = slidestream.read_patches([s, t], rows, 224, **kw)
+            assert got.shape == (len(rows), 224, 224, 3) and got.dtype == np.uint8
+            res = [resolve(s, **kw), resolve(t, **kw)]
+            assert res[1].level == (0 if kw["fallback_mpp"] == 0.6 else 1) and res[1].scale > 1
+            for k, (i, x, y) in enumerate(rows):
+                r = res[int(i)]
+                want = _oracle(CMU if i == 0 else tcga_path, x, y, r.level, r.read_size((224, 224)), (224, 224))
+                # The filter's tolerance: the same resize of pixels within 0-2 of OpenSlide's.
+                assert np.abs(want.astype(int) - got[k]).max() <= 3, (kw, k)
+        kw = dict(mpp=1.0, fallback_mpp=0.25)
+        rows = np.array([(0, 100, 200), (1, 0, 0), (1, 2000, 1500)], np.int64)
+        got = slidestream.read_patches([s, t], rows, 224, **kw)
+        res = [resolve(s, **kw), resolve(t, **kw)]
+        # The same rows with their levels (as a sampler gives them) read the same.
+        with_levels = np.insert(rows, 1, [res[int(i)].level for i in rows[:, 0]], axis=1)
+        assert np.array_equal(slidestream.read_patches([s, t], with_levels, 224, **kw), got)
+        bad = with_levels.copy()
+        bad[1, 1] = 0
+        with pytest.raises(InvalidArgumentError, match="reads slide 1 from level 1"):
+            slidestream.read_patches([s, t], bad, 224, **kw)
+        with pytest.raises(InvalidArgumentError, match="no mpp"):
+            slidestream.read_patches([s, t], rows, 224, mpp=1.0)
+        with pytest.raises(InvalidArgumentError, match="CPU only"):
+            slidestream.read_patches([s], rows[:1], 224, mpp=1.0, device="cuda")
+        with pytest.raises(InvalidArgumentError, match="only with mpp"):
+            slidestream.read_patches([s], [(0, 0, 0, 0)], 224, fallback_mpp=0.5)
+
+
+def test_samplers_at_a_resolution_give_rows_read_patches_takes():
+    with Slide(CMU) as s:
+        d = 1.0 / 0.499
+        g = GridSampler(s, 224, mpp=1.0, min_tissue=0)
+        w0, h0 = s.dimensions
+        cols, rows = -(-(int(np.ceil(w0 / d)) - 224) // 224) + 1, -(-(int(np.ceil(h0 / d)) - 224) // 224) + 1
+        assert g.shape == (rows, cols) and g.resolutions[0].level == 0
+        assert np.array_equal(g.patches[:, 2][: cols], np.ceil(np.arange(cols) * 224 * d).astype(np.int64))
+        batch = slidestream.read_patches([s], g.patches[:6], 224, mpp=1.0)
+        assert batch.shape == (6, 224, 224, 3)
+        r = RandomPatchSampler(s, 112, magnification=5, seed=1)
+        rows4 = r.sample(10)
+        assert (rows4[:, 1] == 0).all() and r.resolutions[0].scale == 4.0
+        assert slidestream.read_patches([s], rows4, 112, magnification=5).shape == (10, 112, 112, 3)
+        # The footprint at 5x is 448 level-0 pixels: patches stay inside the slide.
+        assert (rows4[:, 2] + 448 <= w0).all() and (rows4[:, 3] + 448 <= h0).all()
+        with pytest.raises(InvalidArgumentError, match="not both"):
+            GridSampler(s, 224, level=1, mpp=1.0)
+        with pytest.raises(InvalidArgumentError, match="only with mpp"):
+            RandomPatchSampler(s, 224, fallback_mpp=0.5)
+
+
+def test_resize_without_pillow_is_area_averaging(monkeypatch):
+    a = np.arange(4 * 4 * 3, dtype=np.uint8).reshape(1, 4, 4, 3)
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pil(name, *args, **kw):
+        if name == "PIL" or name.startswith("PIL."):
+            raise ImportError(name)
+        return real(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_pil)
+    out = resize_patches(a, (2, 2))
+    want = (a[0].reshape(2, 2, 2, 2, 3).astype(float).mean(axis=(1, 3)) + 0.5).astype(np.uint8)
+    assert np.array_equal(out[0], want)
+    assert resize_patches(a, (4, 4)) is a
