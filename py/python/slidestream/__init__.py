@@ -128,7 +128,7 @@ _COMPAT_NAMES = (
 
 
 # Pure-Python submodules, importable as attributes (slidestream.sampling.GridSampler, ...).
-from . import progress, resolution, sampling  # noqa: E402
+from . import annotations, progress, resolution, sampling  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -21,7 +21,9 @@ list of either; paths are opened on first read.
 
 **Masks.** Wherever a mask is taken (``mask=``, ``masks=``) it may be
 
-* a :class:`TissueMask` (from :func:`tissue_mask`, or :meth:`TissueMask.from_array`);
+* a :class:`TissueMask` (from :func:`tissue_mask`, :meth:`TissueMask.from_array` or
+  :func:`slidestream.annotations.rasterize`), or a :class:`slidestream.annotations.LabelMask`
+  (its labelled pixels);
 * a 2-d numpy array (or anything ``numpy.asarray`` turns into one: a PIL image in mode
   ``"1"``/``"L"``, a CPU tensor) of dtype bool or uint8 — nonzero is tissue — at any scale:
   the array covers the whole slide, so its downsample is ``slide width / array width``, and
@@ -251,6 +253,10 @@ def _as_mask(mask: Any, slide: Slide, what: str, _depth: int = 0) -> TissueMask:
     """A :class:`TissueMask` for ``slide`` from any accepted mask form (module docs), or
     InvalidArgumentError / TypeError saying why it cannot be used."""
     w0, h0 = slide.dimensions
+    from .annotations import LabelMask
+
+    if isinstance(mask, LabelMask):
+        mask = mask.mask()  # every labelled pixel
     if isinstance(mask, TissueMask):
         h, w = mask.mask.shape
         covers = w * mask.downsample
