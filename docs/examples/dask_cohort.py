@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 import slidestream.dask as ssd
+from slidestream import progress
 from slidestream.sampling import GridSampler, tissue_mask
 
 
@@ -83,7 +84,8 @@ def run(paths: Sequence[str], out: str, *, patch: int = 256, level: int = 0, min
     t0 = time.perf_counter()
     part = functools.partial(slide_summary, out=out, patch=patch, level=level, min_tissue=min_tissue, thumbnail=thumbnail)
     # A slide that fails (a damaged file) is reported, not fatal: the others go on.
-    results = ssd.map_slides(paths, part, with_index=True, errors="return").compute()
+    with progress.dask_bar():  # dask's progress bar on a local scheduler (slidestream.progress)
+        results = ssd.map_slides(paths, part, with_index=True, errors="return").compute()
     failed = [{"index": r.index, "path": os.fspath(r.path), "error": f"{type(r.error).__name__}: {r.error}"} for r in results if isinstance(r, ssd.SlideFailure)]
     summaries: List[Dict[str, Any]] = [r for r in results if not isinstance(r, ssd.SlideFailure)]
     for f in failed:
@@ -98,7 +100,8 @@ def run(paths: Sequence[str], out: str, *, patch: int = 256, level: int = 0, min
     target = stats.create_array("values", shape=(rows.shape[0], len(COLUMNS)), chunks=(chunk, len(COLUMNS)), dtype="f4", overwrite=True)
     target.attrs["columns"] = COLUMNS
     if rows.shape[0]:
-        values.rechunk((chunk, len(COLUMNS))).to_zarr(target)
+        with progress.dask_bar():
+            values.rechunk((chunk, len(COLUMNS))).to_zarr(target)
     t2 = time.perf_counter()
     return {"slides": len(paths), "failed": failed, "patches": int(rows.shape[0]), "summary_s": t1 - t0, "patches_s": t2 - t1, "total_s": time.perf_counter() - t0}
 

@@ -312,3 +312,40 @@ def test_slide_repr_html_shows_the_slide(tmp_path):
     assert "data:image/png;base64," in h and "a.tif" in h and "4,096 × 3,072" in h and "downsample" in h
     s.close()
     assert "a.tif" in s._repr_html_() and "<img" not in s._repr_html_()
+
+
+def test_progress_bars_over_slides_show_with_tqdm_and_stay_silent_when_off(tmp_path, monkeypatch):
+    """With tqdm importable and progress on, GridSampler and RandomPatchSampler over several
+    slides and tissue_mask over a list draw a bar (a stand-in tqdm records them); off: none."""
+    import sys
+    import types
+
+    from slidestream import progress
+
+    made = []
+
+    class FakeTqdm:
+        def __init__(self, it, **kw):
+            made.append(kw["desc"])
+            self.it = it
+
+        def __iter__(self):
+            return iter(self.it)
+
+    auto = types.ModuleType("tqdm.auto")
+    auto.tqdm = FakeTqdm
+    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
+    monkeypatch.setitem(sys.modules, "tqdm.auto", auto)
+    s = _slide(tmp_path, "a.tif")
+    t = _slide(tmp_path, "b.tif")
+    GridSampler([s, t], 512, progress=True)
+    RandomPatchSampler([s, t], 256, progress=True)
+    tissue_mask([s, t], progress=True)
+    assert made == ["grid", "tissue masks", "tissue masks"]
+    made.clear()
+    monkeypatch.setenv("SLIDESTREAM_PROGRESS", "0")
+    GridSampler([s, t], 512)
+    RandomPatchSampler([s, t], 256)
+    assert made == []
+    with progress.dask_bar():
+        pass  # off: a no-op context

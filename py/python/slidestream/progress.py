@@ -1,6 +1,7 @@
 """Progress bars for long work (tissue masks over a cohort, grid sampling, the Dask cohort
 functions): drawn with ``tqdm`` when it is installed, never otherwise (slidestream does not
-depend on it).
+depend on it). Dask computations (``map_slides(...).compute()``, ``read_patches`` arrays) show
+theirs through :func:`dask_bar`, dask's own progress bar under the same switch.
 
 Whether a bar is drawn, in order of precedence:
 
@@ -20,7 +21,7 @@ from typing import Any, Iterable, Iterator, Optional, TypeVar
 
 from ._errors import InvalidArgumentError
 
-__all__ = ["bar", "set_enabled", "enabled"]
+__all__ = ["bar", "dask_bar", "set_enabled", "enabled"]
 
 T = TypeVar("T")
 
@@ -86,3 +87,26 @@ def bar(iterable: Iterable[T], *, desc: str, unit: str = "it", total: Optional[i
         total = len(iterable)  # type: ignore[arg-type]
     return iter(tqdm(iterable, desc=desc, unit=unit, total=total, leave=False))
 
+
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def dask_bar(enable: Optional[bool] = None) -> Any:
+    """A context manager showing the progress of the dask computations run inside it on a
+    local scheduler (``dask.diagnostics.ProgressBar``) when :func:`enabled` says so and dask
+    is installed; doing nothing otherwise. (A ``distributed`` client has its own dashboard and
+    ``distributed.progress``.) Example: ``with slidestream.progress.dask_bar():
+    results = ssd.map_slides(paths, fn).compute()``."""
+    if not enabled(enable):
+        return _Nothing()
+    try:
+        from dask.diagnostics import ProgressBar
+    except ImportError:
+        return _Nothing()
+    return ProgressBar()

@@ -408,6 +408,9 @@ class RandomPatchSampler:
     the level pixels read for it; read them with
     ``read_patches(slides, rows, size, mpp=...)`` (the same resolution).
 
+    ``progress``: a progress bar over the slides' tissue masks (several slides; see
+    :mod:`slidestream.progress` for the default).
+
     Several processes (``torch.distributed`` ranks): :meth:`split` gives rank ``r`` its own
     stream, ``SeedSequence(seed, spawn_key=(r, epoch))``, over the same slides and masks;
     :class:`slidestream.PatchBatches` calls it per epoch when ``world_size > 1``. Give the
@@ -430,6 +433,7 @@ class RandomPatchSampler:
         magnification: Optional[float] = None,
         fallback_mpp: Optional[float] = None,
         fallback_magnification: Optional[float] = None,
+        progress: Optional[bool] = None,
     ) -> None:
         #: The slides, in the order of the rows' slide indices.
         self.slides: List[Slide] = _as_slide_list(slides)[0]
@@ -449,7 +453,11 @@ class RandomPatchSampler:
         self.weighting = weighting
         given = _masks_for(masks, self.slides, "masks")
         #: One :class:`TissueMask` per slide.
-        self.masks: List[TissueMask] = given if given is not None else [_tissue_mask_one(s, 1024, "saturation") for s in self.slides]
+        if given is None:
+            from .progress import bar
+
+            given = [_tissue_mask_one(s, 1024, "saturation") for s in bar(self.slides, desc="tissue masks", unit="slide", enable=progress if len(self.slides) > 1 else False)]
+        self.masks: List[TissueMask] = given
         self.max_tries = check_int(max_tries, "max_tries", min_value=1)
         if seed is not None:
             seed = check_int(seed, "seed", min_value=0, allow_bool=False)
@@ -571,6 +579,8 @@ class GridSampler:
     that resolution over the whole slide, rows at the level :mod:`slidestream.resolution`
     chooses (:attr:`resolutions`), read with ``read_patches(..., mpp=...)``.
 
+    ``progress``: a progress bar over the slides (several slides; :mod:`slidestream.progress`).
+
     :attr:`patches` is the int64 array (n, 4) of rows (slide_index, level, x, y), row-major
     per slide; :attr:`grid` the (column, row) of each patch in its slide's grid, for stitching
     predictions into a (rows, cols) map of :attr:`shape` (one slide) or ``shapes[i]``;
@@ -594,6 +604,7 @@ class GridSampler:
         magnification: Optional[float] = None,
         fallback_mpp: Optional[float] = None,
         fallback_magnification: Optional[float] = None,
+        progress: Optional[bool] = None,
     ) -> None:
         slides, _single = _as_slide_list(slide, "slide")
         size = normalize_size(size)
@@ -622,7 +633,9 @@ class GridSampler:
         self.size, self.level, self.stride = size, level, stride
         self.shapes: List[Tuple[int, int]] = []
         parts, grids, tissue = [], [], []
-        for k, s in enumerate(slides):
+        from .progress import bar
+
+        for k, s in enumerate(bar(slides, desc="grid", unit="slide", enable=progress if len(slides) > 1 else False)):
             res = self.resolutions[k] if self.resolutions else None
             if res is None:
                 lw, lh = s.level_dimensions[level]
