@@ -323,12 +323,28 @@ impl DetectionReport {
         self.verdicts.iter().find(|(_, v)| v.is_ok()).map(|(n, _)| *n)
     }
 
-    /// The most likely reason no driver took the file, in a few words: the most general
-    /// driver's (the last one tried, generic TIFF), which names what the file lacks for any
-    /// TIFF-based slide ("IFD 0 is not tiled"), or, for a file that is not TIFF at all, that it
-    /// is neither TIFF, DICOM nor MIRAX with the TIFF parser's reason. [`Self::one_line`] and
+    /// The most likely reason no driver took the file, in a few words: the reason of the
+    /// first driver that recognised the file as its kind and declined it (not a "not mine"
+    /// answer), else the most general driver's (generic TIFF: what the file lacks for any
+    /// TIFF-based slide, "IFD 0 is not tiled"), or, for a file that is not TIFF at all, that
+    /// it is neither TIFF, DICOM nor MIRAX with the TIFF parser's reason. [`Self::one_line`] and
     /// `slidestream info --why` give every driver's.
     pub fn most_likely(&self) -> String {
+        // A driver that recognised its own kind of file and then declined it says the most
+        // ("ventana: XMLPacket of IFD 0: broken XML", "mirax: Slidedat.ini line 7: ..."); the
+        // usual "not mine" answers of the drivers' detection are the weak ones below.
+        const WEAK: &[&str] = &[
+            "has no ", "does not start with", "is not tiled", "not a TIFF file", "does not have .mrxs", "not DICOM", "Is a TIFF file",
+            "Dual-personality", "is not OME-XML", "does not name the Leica", "is not XML", "XML default namespace is not", "XML root",
+            "iScan not in",
+        ];
+        for (name, v) in &self.verdicts {
+            if let Err(r) = v {
+                if !WEAK.iter().any(|w| r.contains(w)) {
+                    return format!("{name}: {}", r.strip_prefix("unsupported: ").unwrap_or(r));
+                }
+            }
+        }
         let Some((_, Err(last))) = self.verdicts.last() else {
             return "no format driver took it".into();
         };

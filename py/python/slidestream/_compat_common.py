@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional, Tuple, TypeVar, Union
 
 import numpy as np
 
-from ._batch import check_int, check_pair
+from ._args import check_int, check_pair
 from ._errors import InvalidArgumentError, SlideError, UnsupportedFormatError
 from ._slide import _check_thumbnail_size
 

@@ -22,7 +22,7 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
-from ._batch import check_int
+from ._args import check_int
 
 __all__ = ["resolve_rank", "rank_share", "share_size"]
 

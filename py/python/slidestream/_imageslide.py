@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
-from ._batch import check_int
+from ._args import check_int
 from ._compat_common import AbstractSlide, Filename, _check_location, _check_size, _pil_image
 from ._errors import InvalidArgumentError
 

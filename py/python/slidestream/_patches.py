@@ -6,7 +6,7 @@ from typing import Any, Sequence, Tuple, Union
 
 import numpy as np
 
-from ._batch import normalize_size
+from ._args import normalize_size
 from ._errors import InvalidArgumentError
 from ._slide import Slide
 from ._slidestream import DeviceArray, _read_patches

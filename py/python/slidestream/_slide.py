@@ -24,8 +24,8 @@ def _rebuild(
 
 def _check_thumbnail_size(size: Any) -> Tuple[int, int]:
     """A thumbnail ``size`` (max_width, max_height): a pair of positive ints (see
-    :func:`slidestream._batch.check_positive_size`)."""
-    from ._batch import check_positive_size
+    :func:`slidestream._args.check_positive_size`)."""
+    from ._args import check_positive_size
 
     return check_positive_size(size)
 
@@ -118,7 +118,7 @@ class Slide(_CoreSlide):
         :class:`~slidestream.InvalidArgumentError` (a ValueError) when the width or height is
         not positive."""
         # Checked first, whatever reads the thumbnail below.
-        from ._batch import normalize_size
+        from ._args import normalize_size
 
         size = normalize_size(size)
         w0, h0 = self.dimensions

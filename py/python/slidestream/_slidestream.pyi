@@ -21,6 +21,7 @@ __all__ = [
     "DeviceArray",
     "core_version",
     "detect_vendor",
+    "format_verdicts",
     "cuda_available",
     "gpu_probe",
     "gpu_stats",
@@ -36,10 +37,10 @@ __all__ = [
     "_test_hooks",
 ]
 
-_Path = Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]
-_Background = Union[int, Tuple[int, int, int]]
-#: A size argument: (width, height), or one int n for (n, n).
-_Size = Union[int, Tuple[int, int]]
+# One spelling of these arguments for the stub and the Python modules (slidestream._typing).
+from ._typing import Background as _Background
+from ._typing import PathLike as _Path
+from ._typing import Size as _Size
 
 class _TorchDeviceLike(Protocol):
     """Anything with ``type`` and ``index`` attributes, such as ``torch.device``."""

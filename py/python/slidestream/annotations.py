@@ -42,7 +42,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ._batch import check_int
+from ._args import check_int
 from ._errors import InvalidArgumentError
 
 __all__ = ["Annotation", "LabelMask", "read_geojson", "polygons", "rasterize", "label_mask"]

@@ -33,14 +33,14 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Uni
 
 import numpy as np
 
-from ._batch import check_int, normalize_size
+from ._args import check_int, normalize_size
 from ._errors import GpuUnavailableError, InvalidArgumentError
 from ._distributed import rank_share, resolve_rank, share_size
 from ._producer import BatchMeta, _Closing, _EpochIterator, _NativeEpochIterator, _Reader, read_device_batch
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
 
-__all__ = ["PatchBatches", "BatchMeta", "read_device_batch"]
+__all__ = ["PatchBatches", "BatchMeta"]
 
 def _device_arg(device: Any) -> Optional[int]:
     """The CUDA ordinal of a ``device=`` argument (None: the CPU path). Raises

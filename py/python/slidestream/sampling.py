@@ -54,13 +54,14 @@ import copy
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from ._batch import check_int, check_positive_size, normalize_size
+from ._args import check_int, check_positive_size, normalize_size
 from ._errors import InvalidArgumentError
 from ._slide import Slide
+from ._typing import PathLike
 
 __all__ = [
     "DEFAULT_MIN_TISSUE",
@@ -78,7 +79,7 @@ __all__ = [
 DEFAULT_MIN_TISSUE = 0.5
 
 #: What a slide argument may be: a path, a URL, or an open :class:`Slide`.
-SlideLike = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", Slide]
+SlideLike = Union[PathLike, Slide]
 #: What a mask argument may be (see the module docs).
 MaskLike = Union["TissueMask", np.ndarray, Callable[[Slide], Any]]
 
@@ -253,10 +254,10 @@ def _as_mask(mask: Any, slide: Slide, what: str, _depth: int = 0) -> TissueMask:
     """A :class:`TissueMask` for ``slide`` from any accepted mask form (module docs), or
     InvalidArgumentError / TypeError saying why it cannot be used."""
     w0, h0 = slide.dimensions
-    from .annotations import LabelMask
-
-    if isinstance(mask, LabelMask):
-        mask = mask.mask()  # every labelled pixel
+    # A slidestream.annotations.LabelMask (which imports this module, not the reverse): its
+    # labelled pixels.
+    if type(mask).__name__ == "LabelMask" and callable(getattr(mask, "mask", None)) and hasattr(mask, "classes"):
+        mask = mask.mask()
     if isinstance(mask, TissueMask):
         h, w = mask.mask.shape
         covers = w * mask.downsample

@@ -57,7 +57,8 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
-from ._batch import as_slides, check_level, normalize_locations, normalize_size, read_patch_batch
+from ._args import check_level, normalize_locations, normalize_size
+from ._batch import as_slides, read_patch_batch
 from ._errors import InvalidArgumentError
 from .loader import BatchMeta, PatchBatches, _rows_array, read_device_batch
 from ._slidestream import _parse_device

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, Tuple
 
 import numpy as np
 
-from .._batch import check_int, check_level, level0_origin
+from .._args import check_int, check_level
+from .._batch import level0_origin
 from .._errors import InvalidArgumentError
 from .._slide import Slide
 from ._common import SLIDES, fspath, stat_token, storage_of

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._batch import check_int, normalize_size
+from .._args import check_int, normalize_size
 from .._slide import Slide
 from ._common import SLIDES, fspath, stat_token, storage_of
 from ._plan import SlideGeometry, locality_order, partition, patch_rows, tile_ranges

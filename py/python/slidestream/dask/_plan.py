@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .._batch import check_int, check_level, normalize_locations
+from .._args import check_int, check_level, normalize_locations
 from .._errors import InvalidArgumentError
 from .._slide import Slide
 

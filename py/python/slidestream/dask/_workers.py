@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from .. import config
-from .._batch import check_int
+from .._args import check_int
 from .._errors import InvalidArgumentError
 
 __all__ = ["setup_workers", "worker_device", "resolve_device"]
