@@ -431,3 +431,21 @@ def test_dask_errors():
     with pytest.raises(FileNotFoundError):
         lazy.compute(scheduler="sync")
     assert ssd.read_patches([BOXES], np.zeros((0, 3), np.int64), 8, 0).shape == (0, 8, 8, 3)
+
+
+@needs_data
+def test_patch_dataset_at_a_resolution(patch_dataset_cls):
+    from slidestream.sampling import GridSampler
+
+    with Slide(CMU) as s:
+        grid = GridSampler(s, 96, mpp=1.0, min_tissue=0)
+        ref = slidestream.read_patches([s], grid.patches[:5], 96, mpp=1.0)
+    ds = patch_dataset_cls(CMU, grid, 96, mpp=1.0)
+    assert np.array_equal(ds.read_arrays(range(5)), ref)
+    xy = patch_dataset_cls(CMU, grid.patches[:5, [0, 2, 3]], 96, mpp=1.0)
+    assert np.array_equal(xy.read_arrays(range(5)), ref)
+    assert np.array_equal(to_np(ds[0]), ref[0].transpose(2, 0, 1))
+    with pytest.raises(slidestream.InvalidArgumentError, match="not both"):
+        patch_dataset_cls(CMU, grid.patches[:5, [0, 2, 3]], 0, 96, mpp=1.0)
+    with pytest.raises(slidestream.InvalidArgumentError, match="CPU only"):
+        patch_dataset_cls(CMU, grid, 96, mpp=1.0, device="cuda")

@@ -143,3 +143,17 @@ def test_resize_without_pillow_is_area_averaging(monkeypatch):
     want = (a[0].reshape(2, 2, 2, 2, 3).astype(float).mean(axis=(1, 3)) + 0.5).astype(np.uint8)
     assert np.array_equal(out[0], want)
     assert resize_patches(a, (4, 4)) is a
+
+
+def test_patch_batches_at_a_resolution_equal_read_patches():
+    with Slide(CMU) as s:
+        grid = GridSampler(s, 128, mpp=1.0, min_tissue=0)
+        got = np.concatenate([b for b, _ in slidestream.PatchBatches([s], grid, 128, batch_size=16, mpp=1.0)])
+        assert np.array_equal(got, slidestream.read_patches([s], grid.patches, 128, mpp=1.0))
+        r = RandomPatchSampler(s, 64, magnification=5, seed=2)
+        batches = [b for b, _ in slidestream.PatchBatches([s], r, 64, batch_size=8, num_batches=2, magnification=5)]
+        assert len(batches) == 2 and batches[0].shape == (8, 64, 64, 3)
+        with pytest.raises(InvalidArgumentError, match="CPU only"):
+            slidestream.PatchBatches([s], grid, 128, mpp=1.0, device="cuda")
+        with pytest.raises(InvalidArgumentError, match="only with mpp"):
+            slidestream.PatchBatches([s], grid, 128, fallback_mpp=0.5)

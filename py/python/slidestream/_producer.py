@@ -73,8 +73,9 @@ class _Reader:
     dropped iterator is collected and stops its producer)."""
 
     def __init__(self, slides: List[Slide], size: Tuple[int, int], background: Any, device: Optional[int],
-                 convert: Callable[[Any], Any], transform: Optional[Callable[[Any], Any]]) -> None:
+                 convert: Callable[[Any], Any], transform: Optional[Callable[[Any], Any]], resolution: Optional[dict] = None) -> None:
         self.slides = slides
+        self.resolution = dict(resolution or {})
         self.size = size
         self.background = background
         self.device = device
@@ -83,7 +84,7 @@ class _Reader:
 
     def __call__(self, rows: np.ndarray) -> Any:
         if self.device is None:
-            batch: Any = read_patches(self.slides, rows, self.size, background=self.background)
+            batch: Any = read_patches(self.slides, rows, self.size, background=self.background, **self.resolution)
         else:
             batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
         batch = self.convert(batch)

@@ -140,6 +140,11 @@ class PatchBatches(_Closing):
       uses every decode thread (and on a GPU every lane and CPU decode worker); a second one
       in flight fills the tail of the first (docs/benchmarks.md measures both).
     * ``background``: int or (r, g, b) outside the image and on missing tiles (white by default).
+    * ``mpp`` / ``magnification`` (with ``fallback_mpp`` / ``fallback_magnification``): read at
+      a physical resolution, as :func:`slidestream.read_patches` (``size`` in pixels at that
+      resolution; rows ``(slide_index, x, y)`` or a sampler made with the same resolution).
+      CPU only (InvalidArgumentError with a ``device``); the batches are read and resized on
+      the producer thread.
     * ``timeout``: seconds to wait for one batch before raising TimeoutError (default: wait as
       long as the read takes).
     * ``storage_options``: for paths that are URLs (``s3://``, ``gs://``, ``az://``,
@@ -180,9 +185,20 @@ class PatchBatches(_Closing):
         storage_options: Optional[dict] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        mpp: Optional[float] = None,
+        magnification: Optional[float] = None,
+        fallback_mpp: Optional[float] = None,
+        fallback_magnification: Optional[float] = None,
     ) -> None:
         #: This process's rank and the number of ranks sharing the samples (0 and 1: no split).
         self.rank, self.world_size = resolve_rank(rank, world_size)
+        #: The physical resolution of the reads (``read_patches``' ``mpp=`` / ``magnification=``
+        #: and fallbacks), empty when reading by level.
+        self.resolution: dict = {k: v for k, v in (("mpp", mpp), ("magnification", magnification), ("fallback_mpp", fallback_mpp), ("fallback_magnification", fallback_magnification)) if v is not None}
+        if self.resolution and mpp is None and magnification is None:
+            raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
+        if self.resolution and device is not None and device != "cpu":
+            raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for device batches")
         self.size = normalize_size(size)
         self.batch_size = check_int(batch_size, "batch_size", min_value=1, allow_bool=False)
         self.prefetch = check_int(prefetch, "prefetch", min_value=1, allow_bool=False)
@@ -324,11 +340,12 @@ class PatchBatches(_Closing):
             prev.close()
         epoch = self._epoch
         self._epoch += 1
-        read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform)
+        read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform, self.resolution)
         # Device batches, and host batches without a transform, are read ahead on native
         # threads that never need the GIL (a training loop holds it nearly all the time); a
-        # host transform runs on a producer thread, overlapped with the consumer.
-        native = self.device is not None or self.transform is None
+        # host transform, or a resize to a physical resolution, runs on a producer thread,
+        # overlapped with the consumer.
+        native = (self.device is not None or self.transform is None) and not self.resolution
         it: Union[_EpochIterator, _NativeEpochIterator]
         if native:
             it = _NativeEpochIterator(self._plan(epoch), epoch, len(self), read, self.prefetch, self.timeout, self.readers)

@@ -93,9 +93,30 @@ class _PatchSource:
         cache_bytes: Optional[int] = None,
         device: Any = None,
         storage_options: Optional[dict] = None,
+        mpp: Optional[float] = None,
+        magnification: Optional[float] = None,
+        fallback_mpp: Optional[float] = None,
+        fallback_magnification: Optional[float] = None,
     ) -> None:
         self.slides, single = as_slides(paths_or_slides, cache_bytes, storage_options)
+        #: The physical resolution of the reads (read_patches' mpp= / magnification= and
+        #: fallbacks), empty when reading by level.
+        self.resolution: dict = {k: v for k, v in (("mpp", mpp), ("magnification", magnification), ("fallback_mpp", fallback_mpp), ("fallback_magnification", fallback_magnification)) if v is not None}
+        if self.resolution:
+            if mpp is None and magnification is None:
+                raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
+            if device is not None and device != "cpu":
+                raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for device batches")
+            if level is not None or len(args) > 1:
+                raise InvalidArgumentError("give a level or mpp= / magnification=, not both (the resolution chooses each slide's level)")
         src = getattr(locations, "patches", locations)  # a GridSampler gives its rows
+        if self.resolution and not _is_rows4(src):
+            # (slide_index, x, y) rows at a resolution: each slide's level is the one chosen.
+            from .resolution import resolve
+
+            locs = normalize_locations(src, len(self.slides), allow_xy=single)
+            levels = {int(k): resolve(self.slides[int(k)], **self.resolution).level for k in np.unique(locs[:, 0])}
+            src = np.stack([locs[:, 0], np.array([levels[int(k)] for k in locs[:, 0]], np.int64), locs[:, 1], locs[:, 2]], axis=1) if locs.size else np.zeros((0, 4), np.int64)
         if len(args) > 2:
             raise TypeError(f"PatchDataset takes at most 4 positional arguments, got {2 + len(args)}")
         if _is_rows4(src):
@@ -185,14 +206,23 @@ class _PatchSource:
         """Patch ``i`` as numpy uint8 (height, width, 3), RGB, HWC, composited over the
         background; no transform applied. Always read on the CPU, whatever ``device``."""
         j = self._index(i)
-        return read_patch_batch(self.slides.__getitem__, self.rows[j : j + 1], self.size, self.background)[0]
+        return self._read(self.rows[j : j + 1])[0]
 
     def read_arrays(self, indices: Sequence[int]) -> np.ndarray:
         """Patches ``indices`` as numpy uint8 (n, height, width, 3), RGB, NHWC, in the order
         given; one ``read_regions`` call per distinct slide; no transform applied. Always read
         on the CPU, whatever ``device``."""
         idx = self._indices(indices)
-        return read_patch_batch(self.slides.__getitem__, self.rows[idx], self.size, self.background)
+        return self._read(self.rows[idx])
+
+    def _read(self, rows: np.ndarray) -> np.ndarray:
+        """Rows (slide_index, level, x, y) read on the CPU: one read_regions / read_patches call,
+        at the physical resolution when one is set."""
+        if self.resolution:
+            from ._patches import read_patches
+
+            return read_patches(list(self.slides), rows, self.size, background=self.background, **self.resolution)
+        return read_patch_batch(self.slides.__getitem__, rows, self.size, self.background)
 
     def __repr__(self) -> str:
         w, h = self.size
@@ -237,6 +267,10 @@ class _TorchPatches(_PatchSource):
       here, a non-int (a bool included) :class:`TypeError`. Giving a level with 4-column rows
       is an InvalidArgumentError (the rows carry their levels).
     * ``size``: patch (width, height) in pixels of each row's level, or an int for a square.
+    * ``mpp`` / ``magnification`` (with ``fallback_mpp`` / ``fallback_magnification``): read
+      at a physical resolution instead (:func:`slidestream.read_patches`): ``size`` in pixels
+      at that resolution, rows ``(slide_index, x, y)`` or a sampler's made with the same
+      resolution; CPU only.
     * ``background``: int or (r, g, b) written outside the image and on missing tiles; partly
       transparent pixels are composited over it.
     * ``transform``: optional callable applied to each patch as a numpy uint8 array
@@ -377,12 +411,17 @@ class PatchLoader(PatchBatches):
         storage_options: Optional[dict] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        mpp: Optional[float] = None,
+        magnification: Optional[float] = None,
+        fallback_mpp: Optional[float] = None,
+        fallback_magnification: Optional[float] = None,
     ) -> None:
         _torch()
         super().__init__(
             slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
             drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, readers=readers, background=background,
-            timeout=timeout, storage_options=storage_options, rank=rank, world_size=world_size,
+            timeout=timeout, storage_options=storage_options, rank=rank, world_size=world_size, mpp=mpp,
+            magnification=magnification, fallback_mpp=fallback_mpp, fallback_magnification=fallback_magnification,
         )
 
     def _convert(self, batch: Any) -> Any:
