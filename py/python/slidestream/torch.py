@@ -221,7 +221,9 @@ class _PatchSource:
         if self.resolution:
             from ._patches import read_patches
 
-            return read_patches(list(self.slides), rows, self.size, background=self.background, **self.resolution)
+            out = read_patches(list(self.slides), rows, self.size, background=self.background, **self.resolution)
+            assert isinstance(out, np.ndarray)  # the CPU form (no device at a resolution)
+            return out
         return read_patch_batch(self.slides.__getitem__, rows, self.size, self.background)
 
     def __repr__(self) -> str:
