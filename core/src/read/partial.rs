@@ -68,7 +68,7 @@ pub fn partial_part(max_fraction: f64, valid: (u32, u32), (x0, y0, x1, y1): Tile
 /// Estimated CPU (libjpeg-turbo) cost of decoding `part` of a tile of valid size `valid`, as a
 /// fraction of a whole-tile decode (1.0 for `None`, the whole tile).
 ///
-/// libjpeg-turbo entropy-decodes every row of the tile (issue 13: the rows below a part too,
+/// libjpeg-turbo entropy-decodes every row of the tile (the rows below a part too,
 /// so that damage anywhere fails the part as it fails the whole tile) and runs the inverse DCT
 /// only inside the part. From the split measured on CMU-1's 240² tiles (GPU engine,
 /// docs/gpu.md: 0.05 fixed, 0.5 entropy decoding, 0.45 inverse DCT and colour conversion):

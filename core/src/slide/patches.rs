@@ -1,5 +1,5 @@
 //! One batch of patches across many slides and levels ([`read_patches`]): the CPU form of the
-//! cross-slide batch a training loop draws (issue 14). One [`BatchPlan`] holds every patch (its
+//! cross-slide batch a training loop draws. One [`BatchPlan`] holds every patch (its
 //! tiles keyed by slide, level, column, row); the tiles of all slides are cut into one sequence
 //! of waves within the working set, and each wave's tiles are read and decoded for all slides at
 //! once (the slides' fetches run side by side on the decode pool), then placed into their
