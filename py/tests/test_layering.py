@@ -47,7 +47,7 @@ def test_leaf_modules_import_no_reader():
 
 def test_no_import_cycles_among_the_reading_modules():
     g = _graph()
-    mods = ["slidestream._args", "slidestream._slide", "slidestream._patches", "slidestream._batch", "slidestream.loader", "slidestream.sampling", "slidestream.resolution", "slidestream.annotations"]
+    mods = ["slidestream._args", "slidestream._slide", "slidestream._patches", "slidestream._batch", "slidestream.loader", "slidestream.sampling", "slidestream._masks", "slidestream._preview", "slidestream.resolution", "slidestream.annotations"]
 
     def reach(start: str) -> set:
         seen, todo = set(), [start]

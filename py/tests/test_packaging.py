@@ -17,10 +17,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_openslide_shim_installs_and_is_the_drop_in(tmp_path):
-    # pip builds it in an isolated environment with setuptools from the package index.
+    # pip builds it in an isolated environment with setuptools from the package index, from a
+    # copy (setuptools writes build/ and *.egg-info beside the sources it builds).
+    import shutil
+
+    src = tmp_path / "shim"
+    shutil.copytree(REPO / "py" / "openslide-shim", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     target = tmp_path / "site"
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(REPO / "py" / "openslide-shim")],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(src)],
         capture_output=True, text=True, timeout=300,
     )
     assert out.returncode == 0, out.stderr

@@ -258,6 +258,13 @@ def _grid(slide: Any, level: Optional[int], downsample: Optional[float], max_siz
     return (h, w), d
 
 
+def _prepare(annotations: Any, slide: Any, level: Any, downsample: Any, max_size: int) -> Tuple[List[Annotation], Tuple[int, int], float]:
+    """The annotations as a list, and the mask grid (shape, downsample) over ``slide``."""
+    from ._masks import _open_one
+
+    return _as_annotations(annotations), *_grid(_open_one(slide, "slide"), level, downsample, max_size)
+
+
 def _as_annotations(annotations: Any) -> List[Annotation]:
     if isinstance(annotations, Annotation):
         return [annotations]
@@ -288,12 +295,10 @@ def rasterize(
 
     Raises InvalidArgumentError for bad annotations, an unknown level, both ``level`` and
     ``downsample``, or a mask above 2**30 pixels; TypeError for arguments of the wrong type."""
-    from .sampling import TissueMask, _open_one
+    from ._masks import TissueMask
 
-    s = _open_one(slide, "slide")
-    anns = _as_annotations(annotations)
+    anns, shape, d = _prepare(annotations, slide, level, downsample, max_size)
     wanted = None if labels is None else set(labels)
-    shape, d = _grid(s, level, downsample, max_size)
     mask = np.zeros(shape, dtype=bool)
     for a in anns:
         if wanted is not None and a.label not in wanted:
@@ -317,7 +322,7 @@ class LabelMask:
         """The pixels of class ``cls`` (every labelled pixel when None) as a
         :class:`~slidestream.sampling.TissueMask`, for the samplers. InvalidArgumentError for a
         class not in :attr:`classes`."""
-        from .sampling import TissueMask
+        from ._masks import TissueMask
 
         if cls is None:
             m = self.labels > 0
@@ -358,10 +363,7 @@ def label_mask(
     appearance; unclassified annotations and those of other classes are not painted); later
     annotations are painted over earlier ones. InvalidArgumentError as :func:`rasterize`, or
     for more than 65535 classes."""
-    from .sampling import _open_one
-
-    s = _open_one(slide, "slide")
-    anns = _as_annotations(annotations)
+    anns, shape, d = _prepare(annotations, slide, level, downsample, max_size)
     if classes is None:
         seen: Dict[str, None] = {}
         for a in anns:
@@ -372,7 +374,6 @@ def label_mask(
     if len(classes) > 65535:
         raise InvalidArgumentError(f"{len(classes)} classes: at most 65535")
     index = {c: k + 1 for k, c in enumerate(classes)}
-    shape, d = _grid(s, level, downsample, max_size)
     labels = np.zeros(shape, dtype=np.uint16)
     for a in anns:
         k = index.get(a.label) if a.label is not None else None
