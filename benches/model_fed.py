@@ -25,7 +25,12 @@ and warms it up on a fixed device tensor (--warmup steps), then starts the feede
 --warmup untimed steps on its batches (at least 2 × workers for the DataLoader rows, so the
 batches the workers read ahead while starting are not counted), then times --steps steps
 ending with one device synchronisation: images/s = steps × batch / seconds. The fed rows also
-report ``wait_s``, the time the training loop spent waiting for its next batch.
+report ``wait_s``, the time the training loop spent waiting for its next batch, and where the
+window went: ``device_step_s`` / ``device_gap_s`` (CUDA events around every step on the model's
+stream: device time from a step's start to its end, and the idle time between steps, when the
+device waited for the loop to launch the next one), ``process_cores`` (the process's CPU time
+over the window: cores in use) and ``loop_thread_cpu_share`` (the loop thread's CPU time over
+the window).
 
 Rows, per model M (in --models order), in this order:
   M-synthetic            the model on one fixed device tensor: its ceiling
@@ -224,6 +229,10 @@ def markdown(results, args) -> str:
         notes = []
         if r.get("wait_s") is not None:
             notes.append(f"waited {r['wait_s']:.2f} of {r['seconds']:.2f} s")
+        if r.get("device_step_s") is not None:
+            notes.append(f"device in steps {r['device_step_s']:.2f} s, idle between steps {r['device_gap_s']:.2f} s")
+        if r.get("process_cores") is not None:
+            notes.append(f"process used {r['process_cores']:.1f} cores, the loop thread ran {100 * r['loop_thread_cpu_share']:.0f} % of the window")
         for k in ("workers", "version", "taskset", "pinned", "trace_file"):
             if r.get(k):
                 notes.append(f"{k}: {os.path.basename(str(r[k])) if k == 'trace_file' else r[k]}")

@@ -312,18 +312,38 @@ def fed_row(spec, res):
             step(next(it))
         sync(torch, device)
         wait = 0.0
+        # Where a slow step goes: CUDA events around each step on the model's stream give the
+        # device time of the steps and the gaps between them (a gap = the device waited for the
+        # host: the loop was late launching); the process's and the loop thread's CPU time say
+        # how many cores the process used and how much of the window the loop thread ran.
+        marks = [] if device == "cuda" else None
+        cpu0, thr0 = os.times(), time.thread_time()
         t0 = time.perf_counter()
         for _ in range(n):
             tw = time.perf_counter()
             x = next(it)
             wait += time.perf_counter() - tw
+            if marks is not None:
+                a = torch.cuda.Event(enable_timing=True)
+                a.record()
             step(x)
+            if marks is not None:
+                b = torch.cuda.Event(enable_timing=True)
+                b.record()
+                marks.append((a, b))
             del x
         sync(torch, device)
         dt = time.perf_counter() - t0
+        cpu1, thr1 = os.times(), time.thread_time()
     finally:
         close()
     res.update(seconds=dt, images_per_s=n * spec["batch"] / dt, wait_s=wait, device=device)
+    res["process_cores"] = round((cpu1.user + cpu1.system - cpu0.user - cpu0.system) / dt, 2)
+    res["loop_thread_cpu_share"] = round((thr1 - thr0) / dt, 3)
+    if marks:
+        busy = sum(a.elapsed_time(b) for a, b in marks) / 1e3
+        gaps = sum(marks[i][1].elapsed_time(marks[i + 1][0]) for i in range(len(marks) - 1)) / 1e3
+        res.update(device_step_s=round(busy, 4), device_gap_s=round(gaps, 4))
     return res
 
 

@@ -74,6 +74,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod gpu;
 pub mod interrupt;
+pub mod threads;
 
 internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
 

@@ -165,6 +165,8 @@ impl PyPrefetcher {
             let alive = Alive::new(); // counted from before the spawn, so a test never misses it
             let spawned = std::thread::Builder::new().name(format!("slidestream-prefetch-{i}")).spawn(move || {
                 let _alive = alive;
+                // SLIDESTREAM_THREAD_NICE (fixed at the first open; raising cannot fail).
+                drop(slidestream::threads::lower_this_thread());
                 loop {
                 // One job at a time per thread; the lock is held only to receive.
                 let job = match jobs.lock() {

@@ -54,7 +54,11 @@ pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>
         let chosen = slidestream::config::consume_decode_threads().map_err(|e| to_py(py, e))?;
         let threads = chosen.or(rayon_env);
         *SEEN_RAYON.lock().unwrap_or_else(|p| p.into_inner()) = std::env::var("RAYON_NUM_THREADS").ok();
-        let mut builder = rayon::ThreadPoolBuilder::new().thread_name(|i| format!("slidestream-{i}"));
+        // SLIDESTREAM_THREAD_NICE, fixed for the process here too (a bad value is a ConfigError).
+        let nice = slidestream::threads::configure().map_err(|e| to_py(py, e))?;
+        let mut builder = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("slidestream-{i}"))
+            .start_handler(move |_| drop(slidestream::threads::lower_this_thread_by(nice)));
         if let Some(n) = threads {
             builder = builder.num_threads(n);
         }

@@ -83,6 +83,8 @@ pub(crate) fn gpu_dict<'py>(py: Python<'py>, s: &GpuStats) -> PyResult<Bound<'py
     d.set_item("warmup", &s.warmup)?;
     d.set_item("stream_priority", s.stream_priority)?;
     d.set_item("cuda_connections", s.cuda_connections)?;
+    d.set_item("gpu_wait", &s.gpu_wait)?;
+    d.set_item("thread_nice", s.thread_nice)?;
     put_cache(&d, "cache_", &s.cache)?;
     d.set_item("device_tile_bytes", s.device_tile_bytes)?;
     Ok(d)

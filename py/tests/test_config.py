@@ -253,3 +253,82 @@ def test_decode_threads_is_fixed_at_first_read_and_changes_are_not_silent(tmp_pa
         slidestream.config.set("decode_threads", 0)
     with pytest.raises(slidestream.ConfigError):
         slidestream.config.set("decode_threads", 2000)
+
+
+_NICE_CODE = """
+import glob, json, os, re, sys
+import numpy as np
+import slidestream
+from slidestream.torch import PatchLoader
+s = slidestream.Slide(sys.argv[1])
+# A read of many patches builds the decode pool and the I/O pool; a PatchLoader starts its
+# read-ahead threads (kept until closed).
+s.read_regions([(x, y) for x in range(0, 1800, 300) for y in range(0, 1800, 300)], 0, (256, 256))
+class Rows:
+    def sample(self, n):
+        return np.array([[0, 0, 64 * i, 64 * i] for i in range(n)], dtype=np.int64)
+try:
+    ld = PatchLoader([s], Rows(), (64, 64), batch_size=4, num_batches=50, prefetch=2, readers=2)
+    next(iter(ld))
+except ImportError:  # no torch: the pools' threads are still checked
+    ld = None
+def nice(task):
+    with open(task + "/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19 of proc(5): nice
+got = {}
+for t in glob.glob("/proc/self/task/*"):
+    try:
+        comm = open(t + "/comm").read().strip()
+        got.setdefault(re.sub(r"\\d+$", "N", comm), set()).add(nice(t))
+    except OSError:
+        pass  # a thread that ended meanwhile
+main = nice("/proc/self/task/%d" % os.getpid())
+print(json.dumps({"main": main, "threads": {k: sorted(v) for k, v in got.items()}, "set": slidestream.config.get("thread_nice")}))
+try:
+    slidestream.config.set("thread_nice", 3)
+    print("set: accepted")
+except slidestream.InvalidArgumentError as e:
+    print("set: refused", "SLIDESTREAM_THREAD_NICE" in str(e))
+if ld is not None:
+    ld.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+@pytest.mark.parametrize("value", [None, "7"])
+def test_thread_nice_lowers_only_slidestreams_own_threads(value):
+    """SLIDESTREAM_THREAD_NICE raises the nice value of the decode pool, the I/O pool and
+    PatchLoader's read-ahead threads by the increment, never the caller's thread; fixed for the
+    process at the first open (config.set to another value is refused)."""
+    import json
+    from pathlib import Path
+
+    cmu = Path(__file__).resolve().parents[2] / "assets" / "CMU-1-Small-Region.svs"
+    env = _clean_env(**({"SLIDESTREAM_THREAD_NICE": value} if value else {}), SLIDESTREAM_DECODE_THREADS="2", SLIDESTREAM_IO_DEPTH="4")
+    out = subprocess.run([sys.executable, "-c", _NICE_CODE, str(cmu)], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    got = json.loads(lines[0])
+    base, inc = got["main"], int(value or 0)
+    want = min(19, base + inc)
+    threads = got["threads"]
+    assert threads.get("slidestream-N") == [want], threads  # the decode pool
+    # The I/O pool exists only once a read went past the page cache; PatchLoader needs torch.
+    for name in ("slidestream-io-N", "slidestream-prefetch-N"):
+        assert threads.get(name, [want]) == [want], threads
+    others = {k: v for k, v in threads.items() if not k.startswith("slidestream-")}
+    assert all(v == [base] for v in others.values()), others  # the caller's threads keep theirs
+    assert got["set"] == (value or "0")
+    assert "set: refused True" in lines, lines
+
+
+@pytest.mark.parametrize("bad", ["20", "-1", "high"])
+def test_thread_nice_rejects_bad_values(bad):
+    with pytest.raises(slidestream.ConfigError, match="SLIDESTREAM_THREAD_NICE"):
+        config.set("thread_nice", bad)
+    from pathlib import Path
+
+    cmu = Path(__file__).resolve().parents[2] / "assets" / "CMU-1-Small-Region.svs"
+    out = subprocess.run([sys.executable, "-c", "import sys, slidestream\ntry:\n    slidestream.Slide(sys.argv[1])\nexcept slidestream.ConfigError as e:\n    print('ConfigError', e)\n", str(cmu)],
+                         capture_output=True, text=True, timeout=120, env=_clean_env(SLIDESTREAM_THREAD_NICE=bad))
+    assert out.returncode == 0 and out.stdout.startswith("ConfigError") and "SLIDESTREAM_THREAD_NICE" in out.stdout, (out.stdout, out.stderr[-2000:])

@@ -17,6 +17,10 @@ streams are busy return the same pixels as the CPU path.
   batches, checked on the consumer's stream through PyTorch.
 * ``test_stream_priority_setting``: the engine's streams get the device's greatest priority by
   default, 0 with ``normal``; a bad value fails the engine's start with ConfigError.
+* ``test_gpu_wait_and_thread_nice_settings``: with blocking waits (the default) or spinning
+  ones, and with the engine's threads at a raised nice value, a batch large enough for the
+  lanes and the CPU workers equals the CPU path; ``gpu_stats()`` reports both settings; bad
+  values fail the engine's start with ConfigError.
 
 GPU only (skipped without ``slidestream.cuda_available()`` or PyTorch with CUDA). No timing
 threshold: the probe's length is calibrated from the reads' own duration, and the assertion is
@@ -220,10 +224,17 @@ def test_stream_priority_setting():
     assert got[None] == got["high"] == _greatest_stream_priority(), got
     assert got["normal"] == got["NORMAL"] == 0, got
     env = dict(os.environ, SLIDESTREAM_GPU_STREAM_PRIORITY="urgent")
-    bad = _START + "try:\n    s.read_region((0, 0), 0, (16, 16), device='cuda')\nexcept slidestream.ConfigError as e:\n    print('ConfigError', e)\n"
+    bad = _BAD_START
     out = subprocess.run([sys.executable, "-c", bad, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0 and out.stdout.startswith("ConfigError") and "SLIDESTREAM_GPU_STREAM_PRIORITY" in out.stdout, (out.stdout, out.stderr[-2000:])
 
+
+# A bad engine setting fails the first open (every setting is checked there) or, when set after
+# it, the engine's start: either way a ConfigError naming the variable.
+_BAD_START = (
+    "import sys, slidestream\ntry:\n    s = slidestream.Slide(sys.argv[1])\n    s.read_region((0, 0), 0, (16, 16), device='cuda')\n"
+    "except slidestream.ConfigError as e:\n    print('ConfigError', e)\n"
+)
 
 _CONNECTIONS = _START + "s.read_region((0, 0), 0, (16, 16), device='cuda')\nprint(json.dumps(slidestream.gpu_stats()['cuda_connections']))\n"
 
@@ -239,3 +250,42 @@ def test_engine_reports_cuda_connections(preset):
     out = subprocess.run([sys.executable, "-c", _CONNECTIONS, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == int(preset or 32)
+
+
+_WAIT = _START + textwrap.dedent(
+    """
+    import numpy as np
+    locs = [(x, y) for x in range(0, 1900, 150) for y in range(0, 2600, 170)]
+    cpu = s.read_regions(locs, 0, (256, 256))
+    for _ in range(3):
+        dev = s.read_regions(locs, 0, (256, 256), device="cuda").to_host()
+        d = np.abs(dev.astype(np.int16) - cpu.astype(np.int16)).max()
+        assert d <= 2, d  # nvJPEG's tiles: within JPEG decoders' rounding of the CPU path
+    st = slidestream.gpu_stats()
+    print(json.dumps({"wait": st["gpu_wait"], "nice": st["thread_nice"], "cpu": st["decoded_cpu"], "hw": st["decoded_hardware"] + st["decoded_hybrid"]}))
+    """
+)
+
+
+@requires_gpu
+def test_gpu_wait_and_thread_nice_settings():
+    got = {}
+    for wait, nice in ((None, None), ("block", "5"), ("SPIN", None)):
+        env = {k: v for k, v in os.environ.items() if k not in ("SLIDESTREAM_GPU_WAIT", "SLIDESTREAM_THREAD_NICE")}
+        env["SLIDESTREAM_GPU_WARMUP"] = "full"  # lanes warm: the batch goes to nvJPEG and the CPU workers
+        if wait is not None:
+            env["SLIDESTREAM_GPU_WAIT"] = wait
+        if nice is not None:
+            env["SLIDESTREAM_THREAD_NICE"] = nice
+        out = subprocess.run([sys.executable, "-c", _WAIT, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        got[(wait, nice)] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got[(None, None)]["wait"] == got[("block", "5")]["wait"] == "block", got
+    assert got[("SPIN", None)]["wait"] == "spin", got
+    assert got[("block", "5")]["nice"] == 5 and got[(None, None)]["nice"] == 0, got
+    for v in got.values():
+        assert v["cpu"] > 0 and v["hw"] > 0, got  # both kinds of decoder took part
+    for var, bad in (("SLIDESTREAM_GPU_WAIT", "sleep"), ("SLIDESTREAM_THREAD_NICE", "20")):
+        env = dict(os.environ, **{var: bad})
+        out = subprocess.run([sys.executable, "-c", _BAD_START, str(CMU)], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0 and out.stdout.startswith("ConfigError") and var in out.stdout, (var, out.stdout, out.stderr[-2000:])

@@ -24,7 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 pub use host::Config;
 pub use table::{Settings, Spec, TABLE};
 pub use threads::{check_threads, rayon_num_threads, MAX_THREADS};
-pub use values::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWarmup, IndexCache, KernelCache, NvjpegOutput};
+pub use values::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, IndexCache, KernelCache, NvjpegOutput};
 
 use crate::error::{Error, Result};
 
@@ -150,6 +150,8 @@ pub const GPU_ENGINE_SETTINGS: &[&str] = &[
     "SLIDESTREAM_GPU_SPLIT",
     "SLIDESTREAM_GPU_SYNC",
     "SLIDESTREAM_GPU_STREAM_PRIORITY",
+    "SLIDESTREAM_GPU_WAIT",
+    "SLIDESTREAM_THREAD_NICE",
     "SLIDESTREAM_NVJPEG_OUTPUT",
     "SLIDESTREAM_GPU_MIN_CHUNK",
     "SLIDESTREAM_GPU_TRACE",

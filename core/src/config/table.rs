@@ -142,6 +142,16 @@ settings! {
         accepted: "high or normal", per_process: true,
         parse: parse_stream_priority,
         doc: "priority of the GPU engine's CUDA streams (cuStreamCreateWithPriority): high = the device's greatest, so the engine's short kernels and copies are scheduled between the thread blocks of a model's kernels on normal-priority streams (PyTorch's default) instead of queueing behind them; normal = the default priority; read when the GPU engine starts" }
+    /// How the GPU engine's threads wait for its streams.
+    gpu_wait: GpuWait = { name: "SLIDESTREAM_GPU_WAIT", default: "block", unit: "—",
+        accepted: "block or spin", per_process: true,
+        parse: parse_gpu_wait,
+        doc: "how the GPU engine's threads wait for their own streams (a decode, an upload, an assembly): block = sleep on a blocking-sync CUDA event (CU_EVENT_BLOCKING_SYNC) until the device signals it, whatever scheduling flag the context has, so waiting threads leave their cores to the caller's threads (a training loop); spin = cuStreamSynchronize, which spins or yields as the context's flag (SLIDESTREAM_GPU_SYNC or the driver's default) says; read when the GPU engine starts" }
+    /// Nice increment of slidestream's background threads.
+    thread_nice: u8 = { name: "SLIDESTREAM_THREAD_NICE", default: "0", unit: "nice",
+        accepted: "an integer from 0 to 19 (0 only where threads have no nice value of their own, i.e. outside Linux)", per_process: true,
+        parse: parse_thread_nice,
+        doc: "added to the nice value (Linux scheduling priority, setpriority) of slidestream's own background threads: the Python decode pool, the I/O pool, the GPU engine's lanes, CPU decode workers and warm-up thread, and PatchLoader's read-ahead threads; never the caller's thread. A higher value lets a training loop's threads take a contended core first; 0 = unchanged; read once per process, at the first open" }
     /// nvJPEG output format.
     nvjpeg_output: NvjpegOutput = { name: "SLIDESTREAM_NVJPEG_OUTPUT", default: "unchanged", unit: "—",
         accepted: "unchanged or yuv", per_process: true,

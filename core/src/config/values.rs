@@ -89,6 +89,16 @@ pub enum GpuStreamPriority {
     Normal,
 }
 
+/// How the GPU engine's threads wait for their streams (`SLIDESTREAM_GPU_WAIT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuWait {
+    /// Sleep on a blocking-sync event (`CU_EVENT_BLOCKING_SYNC`, CUDA driver API) (default).
+    #[default]
+    Block,
+    /// `cuStreamSynchronize`, as the context's scheduling flag says.
+    Spin,
+}
+
 /// nvJPEG output format of the GPU decode lanes (`SLIDESTREAM_NVJPEG_OUTPUT`): both give the
 /// planes as coded; slidestream converts colour itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -250,6 +260,20 @@ pub(super) fn parse_stream_priority(s: &str) -> Option<GpuStreamPriority> {
         "normal" => Some(GpuStreamPriority::Normal),
         _ => None,
     }
+}
+
+pub(super) fn parse_gpu_wait(s: &str) -> Option<GpuWait> {
+    match s.to_ascii_lowercase().as_str() {
+        "block" => Some(GpuWait::Block),
+        "spin" => Some(GpuWait::Spin),
+        _ => None,
+    }
+}
+
+/// `SLIDESTREAM_THREAD_NICE`: 0..=19 on Linux (per-thread nice values), only 0 elsewhere.
+pub(super) fn parse_thread_nice(s: &str) -> Option<u8> {
+    let max = if cfg!(target_os = "linux") { 19 } else { 0 };
+    parse_usize(s, 0, max).map(|v| v as u8)
 }
 
 pub(super) fn parse_nvjpeg_output(s: &str) -> Option<NvjpegOutput> {

@@ -111,6 +111,12 @@ pub struct GpuStats {
     /// of 8; see [`crate::gpu::raise_cuda_connections`]). The driver read it when the process's
     /// first context was made, which may be earlier. 0 before the engine starts.
     pub cuda_connections: u32,
+    /// How the engine's threads wait for their streams (`SLIDESTREAM_GPU_WAIT`: `"block"` or
+    /// `"spin"`); empty before the engine starts.
+    pub gpu_wait: String,
+    /// The nice increment of slidestream's background threads (`SLIDESTREAM_THREAD_NICE`;
+    /// Linux scheduling priority, 0 = unchanged); 0 before the engine starts.
+    pub thread_nice: u8,
 }
 
 impl GpuStats {

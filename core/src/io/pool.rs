@@ -66,5 +66,12 @@ pub fn io_pool() -> Option<Arc<rayon::ThreadPool>> {
 
 /// A pool of `depth` read threads (also used by the `cold_read` benchmark to compare depths).
 pub fn build(depth: usize) -> Option<Arc<rayon::ThreadPool>> {
-    rayon::ThreadPoolBuilder::new().num_threads(depth).thread_name(|i| format!("slidestream-io-{i}")).build().ok().map(Arc::new)
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(depth)
+        .thread_name(|i| format!("slidestream-io-{i}"))
+        // SLIDESTREAM_THREAD_NICE (cannot fail: raising one's own nice value).
+        .start_handler(|_| drop(crate::threads::lower_this_thread()))
+        .build()
+        .ok()
+        .map(Arc::new)
 }

@@ -169,6 +169,8 @@ impl Slide {
         crate::config::rayon_num_threads()?;
         // The I/O pool's depth, fixed at the first open (the pool is built at the first read).
         crate::io::pool::configure()?;
+        // The background threads' nice increment, fixed at the first open.
+        crate::threads::configure()?;
         let index = format::open(&src, &Location::file(path), identity, files)?;
         let open_io = src.counters();
         src.reset();

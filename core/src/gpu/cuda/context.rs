@@ -5,10 +5,10 @@
 
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-use super::sys::{cu, cuda, CUcontext, CUdevice, CUstream, Res, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_STREAM_NON_BLOCKING};
+use super::sys::{cu, cuda, CUcontext, CUdevice, CUevent, CUstream, Res, CU_EVENT_BLOCKING_SYNC_NO_TIMING, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_STREAM_NON_BLOCKING};
 use crate::error::GpuError;
 
 /// The compute capability (major, minor) of `device`, asked of the driver without making any
@@ -181,12 +181,25 @@ pub(crate) fn set_stream_priority(high: bool) -> Res<c_int> {
     Ok(p)
 }
 
+/// How [`Stream::sync`] waits (`SLIDESTREAM_GPU_WAIT`, set by [`set_blocking_waits`] when an
+/// engine starts): `true` = sleep on a blocking-sync event, `false` = `cuStreamSynchronize`
+/// (which spins, yields or blocks as the context's scheduling flag says).
+static BLOCKING_WAITS: AtomicBool = AtomicBool::new(true);
+
+/// Fix how the engine's threads wait for their streams from now on (see [`Stream::sync`]).
+pub(crate) fn set_blocking_waits(blocking: bool) {
+    BLOCKING_WAITS.store(blocking, Relaxed);
+}
+
 /// A non-blocking CUDA stream (`cuStreamCreateWithPriority(CU_STREAM_NON_BLOCKING, p)`, `p`
 /// from [`set_stream_priority`]): it never synchronises with the legacy default stream (and so
 /// never waits for a PyTorch model's work there). Destroyed when dropped (`cuStreamDestroy`:
-/// work still queued on it completes first, on the device).
+/// work still queued on it completes first, on the device), with its wait event.
 pub(crate) struct Stream {
     raw: CUstream,
+    /// A blocking-sync event (`CU_EVENT_BLOCKING_SYNC`, no timing) that [`sync`](Self::sync)
+    /// records and waits on.
+    event: CUevent,
     pid: u32,
 }
 
@@ -201,8 +214,15 @@ impl Stream {
         let p = STREAM_PRIORITY.load(Relaxed);
         // SAFETY: out-pointer to a local; the caller made the context current.
         cu(unsafe { cuda()?.cuStreamCreateWithPriority(&mut raw, CU_STREAM_NON_BLOCKING, p) }, "cuStreamCreateWithPriority")?;
+        let mut event = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the caller made the context current.
+        if let Err(e) = cu(unsafe { cuda()?.cuEventCreate(&mut event, CU_EVENT_BLOCKING_SYNC_NO_TIMING) }, "cuEventCreate") {
+            // SAFETY: created above, destroyed once (no work was queued on it).
+            unsafe { cuda()?.cuStreamDestroy(raw) };
+            return Err(e);
+        }
         LIVE_STREAMS.fetch_add(1, Relaxed);
-        Ok(Stream { raw, pid: pid() })
+        Ok(Stream { raw, event, pid: pid() })
     }
 
     /// The raw handle.
@@ -218,10 +238,23 @@ impl Stream {
         Ok(p)
     }
 
-    /// Wait until every operation queued on the stream has completed.
+    /// Wait until every operation queued on the stream has completed. With blocking waits
+    /// (`SLIDESTREAM_GPU_WAIT=block`, the default) the thread records the stream's event and
+    /// sleeps in `cuEventSynchronize` until the device signals it (a blocking-sync event
+    /// blocks whatever the context's scheduling flag, which PyTorch has usually fixed before
+    /// the engine starts), so a thread waiting for a decode leaves its core to the caller's
+    /// threads instead of spinning on it; else `cuStreamSynchronize`. Concurrent callers on one
+    /// stream may wait for each other's later work too, never for less than their own.
     pub(crate) fn sync(&self) -> Res<()> {
+        let cuda = cuda()?;
+        if BLOCKING_WAITS.load(Relaxed) {
+            // SAFETY: a live stream and its live event; the event is re-recorded by each wait.
+            cu(unsafe { cuda.cuEventRecord(self.event, self.raw) }, "cuEventRecord")?;
+            // SAFETY: as above.
+            return cu(unsafe { cuda.cuEventSynchronize(self.event) }, "cuEventSynchronize");
+        }
         // SAFETY: a live stream.
-        cu(unsafe { cuda()?.cuStreamSynchronize(self.raw) }, "cuStreamSynchronize")
+        cu(unsafe { cuda.cuStreamSynchronize(self.raw) }, "cuStreamSynchronize")
     }
 
     /// Streams alive in this process now.
@@ -238,8 +271,12 @@ impl Drop for Stream {
             return;
         }
         if let Ok(cuda) = cuda() {
-            // SAFETY: created in `new`, destroyed once.
-            unsafe { cuda.cuStreamDestroy(self.raw) };
+            // SAFETY: created in `new`, destroyed once (an event may be destroyed while work
+            // recorded on it is pending: its resources are released when that completes).
+            unsafe {
+                cuda.cuEventDestroy(self.event);
+                cuda.cuStreamDestroy(self.raw);
+            }
         }
     }
 }

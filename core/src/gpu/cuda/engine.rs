@@ -14,7 +14,7 @@ use std::ffi::c_int;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use super::context::{device_arch, pid, set_stream_priority, Context, Stream};
+use super::context::{device_arch, pid, set_blocking_waits, set_stream_priority, Context, Stream};
 use super::decode::cpu_worker::CpuWorkers;
 use super::decode::nvjpeg::Decoders;
 use super::device_cache::DeviceCache;
@@ -63,6 +63,10 @@ pub(crate) struct Engine {
     pub(crate) stream_priority: c_int,
     /// `CUDA_DEVICE_MAX_CONNECTIONS` when the engine started (0: unset).
     pub(crate) cuda_connections: u32,
+    /// `SLIDESTREAM_GPU_WAIT`: blocking-sync events (true) or `cuStreamSynchronize`.
+    pub(crate) blocking_waits: bool,
+    /// `SLIDESTREAM_THREAD_NICE` as the engine read it.
+    pub(crate) thread_nice: u8,
     pub(crate) ctx: Context,
 }
 
@@ -182,6 +186,8 @@ impl Engine {
             ph.lap("context retain");
             // Every stream made from here on gets this priority.
             set_stream_priority(set.high_priority)?;
+            // How the engine's threads wait for their streams (`SLIDESTREAM_GPU_WAIT`).
+            set_blocking_waits(set.blocking_waits);
             let free_stream = Stream::new()?;
             let stream_priority = free_stream.priority()?;
             let output_pool = OutputPool::new(ctx.device())?;
@@ -237,6 +243,8 @@ impl Engine {
                 output_pool,
                 stream_priority,
                 cuda_connections: std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
+                blocking_waits: set.blocking_waits,
+                thread_nice: set.thread_nice,
                 ctx,
             })
         })

@@ -176,6 +176,9 @@ impl Engine {
                 .map(|l| {
                     let q = &q;
                     s.spawn(move || {
+                        // SLIDESTREAM_THREAD_NICE: the engine's own threads yield a contended
+                        // core to the caller's (raising one's nice value cannot fail).
+                        drop(crate::threads::lower_this_thread());
                         self.make_current()?;
                         let r = self.gpu_decode(l, srcs, q, chunk, 2 * lanes_n);
                         done_at(t_start, "lane");
@@ -188,6 +191,7 @@ impl Engine {
                 .map(|cs| {
                     let q = &q;
                     s.spawn(move || {
+                        drop(crate::threads::lower_this_thread());
                         let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, srcs, q));
                         done_at(t_start, "cpu");
                         r

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_uint};
 
 use super::sys::{CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, NVJPEG_OUTPUT_UNCHANGED, NVJPEG_OUTPUT_YUV};
-use crate::config::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
+use crate::config::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
 use crate::error::Result;
 
 /// The engine's settings as read (ranges are applied by the parts that use them).
@@ -18,6 +18,10 @@ pub(crate) struct EngineSettings {
     pub sync: Option<c_uint>,
     /// `SLIDESTREAM_GPU_STREAM_PRIORITY`: true = the device's greatest stream priority.
     pub high_priority: bool,
+    /// `SLIDESTREAM_GPU_WAIT`: true = blocking-sync events, false = `cuStreamSynchronize`.
+    pub blocking_waits: bool,
+    /// `SLIDESTREAM_THREAD_NICE` (applied by the engine's threads through `crate::threads`).
+    pub thread_nice: u8,
     /// `SLIDESTREAM_DEVICE_CACHE_BYTES`.
     pub device_cache_bytes: usize,
     /// `SLIDESTREAM_GPU_WORKERS` (clamped to 1..=`MAX_LANES` by the lanes).
@@ -51,6 +55,8 @@ pub(crate) fn settings() -> Result<EngineSettings> {
             GpuSync::Auto => None,
         },
         high_priority: cfg.gpu_stream_priority == GpuStreamPriority::High,
+        blocking_waits: cfg.gpu_wait == GpuWait::Block,
+        thread_nice: cfg.thread_nice,
         device_cache_bytes: usize::try_from(cfg.device_cache_bytes).unwrap_or(usize::MAX),
         gpu_workers: cfg.gpu_workers,
         cpu_workers: cfg.gpu_cpu_workers,

@@ -129,6 +129,8 @@ impl Engine {
             warmup: self.warm.status(),
             stream_priority: self.stream_priority,
             cuda_connections: self.cuda_connections,
+            gpu_wait: if self.blocking_waits { "block" } else { "spin" }.into(),
+            thread_nice: self.thread_nice,
         }
     }
 }

@@ -184,6 +184,7 @@ impl Engine {
         RUNNING_PID.store(std::process::id(), SeqCst);
         let e = self.clone();
         let spawned = std::thread::Builder::new().name("slidestream-warmup".into()).spawn(move || {
+            drop(crate::threads::lower_this_thread());
             let _running = Running(&e.warm);
             // However the thread ends (done, failed, stopped, a panic), reads use the lanes from
             // then on, making what they need.

@@ -15,6 +15,12 @@ pub type CUcontext = *mut c_void;
 pub type CUstream = *mut c_void;
 /// `CUdeviceptr`.
 pub type CUdeviceptr = u64;
+/// `CUevent`.
+pub type CUevent = *mut c_void;
+/// `CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING` (cuda.h `CUevent_flags`): a thread waiting
+/// in `cuEventSynchronize` sleeps on a synchronisation primitive (whatever the context's
+/// scheduling flag), and the event records no time.
+pub const CU_EVENT_BLOCKING_SYNC_NO_TIMING: c_uint = 1 | 2;
 
 /// `CU_STREAM_NON_BLOCKING`.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
@@ -68,6 +74,10 @@ impl Cuda {
         cuCtxGetStreamPriorityRange(least: *mut c_int, greatest: *mut c_int) -> c_int = cuCtxGetStreamPriorityRange, rc;
         cuStreamGetPriority(s: CUstream, priority: *mut c_int) -> c_int = cuStreamGetPriority, rc;
         cuStreamSynchronize(s: CUstream) -> c_int = cuStreamSynchronize, rc;
+        cuEventCreate(e: *mut CUevent, flags: c_uint) -> c_int = cuEventCreate, rc;
+        cuEventRecord(e: CUevent, s: CUstream) -> c_int = cuEventRecord, rc;
+        cuEventSynchronize(e: CUevent) -> c_int = cuEventSynchronize, rc;
+        cuEventDestroy(e: CUevent) -> c_int = cuEventDestroy_v2, rc;
         cuMemcpyHtoDAsync(dst: CUdeviceptr, src: *const c_void, n: usize, s: CUstream) -> c_int = cuMemcpyHtoDAsync_v2, rc;
         cuMemcpyDtoHAsync(dst: *mut c_void, src: CUdeviceptr, n: usize, s: CUstream) -> c_int = cuMemcpyDtoHAsync_v2, rc;
         cuMemAllocHost(p: *mut *mut c_void, n: usize) -> c_int = cuMemAllocHost_v2, rc;

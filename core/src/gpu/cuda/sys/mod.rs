@@ -276,13 +276,14 @@ mod tests {
     fn the_symbol_lists_name_the_versioned_entry_points() {
         // cuda.h maps these to their `_v2` symbols in CUDA 12 and 13; the unversioned names
         // are the CUDA 3.x ABI.
-        for s in ["cuMemAlloc_v2", "cuMemFree_v2", "cuStreamDestroy_v2", "cuDevicePrimaryCtxRelease_v2", "cuMemcpyHtoDAsync_v2"] {
+        for s in ["cuMemAlloc_v2", "cuMemFree_v2", "cuStreamDestroy_v2", "cuEventDestroy_v2", "cuDevicePrimaryCtxRelease_v2", "cuMemcpyHtoDAsync_v2"] {
             assert!(Cuda::SYMBOLS.contains(&s), "{s}");
         }
         // 28, + cuCtxGetCurrent (CurrentGuard), − cuStreamCreate + cuStreamCreateWithPriority,
         // cuCtxGetStreamPriorityRange, cuStreamGetPriority (stream priorities), + cuMemPoolCreate,
-        // cuMemPoolDestroy, cuMemAllocFromPoolAsync (the output pool).
-        assert_eq!(Cuda::SYMBOLS.len(), 34);
+        // cuMemPoolDestroy, cuMemAllocFromPoolAsync (the output pool), + cuEventCreate,
+        // cuEventRecord, cuEventSynchronize, cuEventDestroy_v2 (blocking waits).
+        assert_eq!(Cuda::SYMBOLS.len(), 38);
         assert_eq!(Nvrtc::SYMBOLS.len(), 10);
         assert_eq!(CuFile::SYMBOLS.len(), 6);
     }
