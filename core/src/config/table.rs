@@ -118,7 +118,7 @@ settings! {
         parse: |s: &str| parse_u64(s, 0, u64::MAX),
         doc: "device tile cache capacity (0 disables it); read when the GPU engine starts" }
     /// nvJPEG decode lanes of the GPU engine.
-    gpu_workers: usize = { name: "SLIDESTREAM_GPU_WORKERS", default: "4", unit: "lanes",
+    gpu_workers: usize = { name: "SLIDESTREAM_GPU_WORKERS", default: "2", unit: "lanes",
         accepted: "an integer from 1 to 8", per_process: true,
         parse: |s: &str| parse_usize(s, 1, 8),
         doc: "nvJPEG decode lanes, made and warmed by the warm-up (see SLIDESTREAM_GPU_WARMUP); one large batch is spread over all of them, callers beyond them wait; read when the GPU engine starts" }

@@ -16,11 +16,13 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(s.partial_decode_max_fraction, 0.5);
     assert_eq!(s.compat_mode, CompatMode::Auto);
     assert_eq!(s.device_cache_bytes, 2 << 30);
-    assert_eq!(s.gpu_workers, 4);
+    assert_eq!(s.gpu_workers, 2);
     assert_eq!(s.gpu_cpu_workers, None);
     assert_eq!(s.gpu_split, GpuSplit::Cost);
     assert_eq!(s.gpu_sync, GpuSync::Auto);
     assert_eq!(s.gpu_stream_priority, GpuStreamPriority::High);
+    assert_eq!(s.gpu_wait, GpuWait::Block);
+    assert_eq!(s.thread_nice, 0);
     assert_eq!(s.nvjpeg_output, NvjpegOutput::Unchanged);
     assert_eq!(s.gpu_min_chunk, 64);
     assert!(!s.gpu_trace);
@@ -82,6 +84,11 @@ fn bad_values_are_errors_naming_the_variable() {
         ("SLIDESTREAM_GPU_STREAM_PRIORITY", "low"),
         ("SLIDESTREAM_GPU_STREAM_PRIORITY", "-5"),
         ("SLIDESTREAM_GPU_STREAM_PRIORITY", ""),
+        ("SLIDESTREAM_GPU_WAIT", "sleep"),
+        ("SLIDESTREAM_GPU_WAIT", ""),
+        ("SLIDESTREAM_THREAD_NICE", "20"),
+        ("SLIDESTREAM_THREAD_NICE", "-1"),
+        ("SLIDESTREAM_THREAD_NICE", "low"),
         ("SLIDESTREAM_NVJPEG_OUTPUT", "rgb"),
         ("SLIDESTREAM_GPU_MIN_CHUNK", "1000"),
         ("SLIDESTREAM_GPU_TRACE", "maybe"),
