@@ -6,6 +6,9 @@ readers alternating, so the per-thread rate and how it scales are measured side 
 
 usage: batch_scaling.py SLIDE [--patches 4096] [--threads 1,4,8,16] [--rounds 3] [--readers slidestream,cucim]
 
+A reader `slidestream@DIR` is slidestream imported from DIR (put first on PYTHONPATH), to compare
+two builds side by side: `--readers slidestream@/tmp/base,slidestream@/tmp/new,cucim`.
+
 Method: locations from numpy's default_rng(seed = round) over the level-0 area (the same for both
 readers in a round); the slide is opened and one patch read before the timer; the timed call is
 one batch ending in a host array (n, 256, 256, 3) uint8; page cache warm (the file is read once
@@ -69,8 +72,11 @@ def main() -> int:
                 if reader in dead:
                     continue
                 env = dict(os.environ, SLIDESTREAM_DECODE_THREADS=str(t), RAYON_NUM_THREADS=str(t))
+                kind, _, where = reader.partition("@")
+                if where:
+                    env["PYTHONPATH"] = os.pathsep.join([where] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
                 try:
-                    p = subprocess.run([sys.executable, "-c", CHILD, a.slide, reader, str(a.patches), str(t), str(r)],
+                    p = subprocess.run([sys.executable, "-c", CHILD, a.slide, kind, str(a.patches), str(t), str(r)],
                                        capture_output=True, text=True, timeout=a.timeout, env=env)
                 except subprocess.TimeoutExpired:
                     print(f"{reader} threads={t} round={r}: timed out", flush=True)
@@ -83,8 +89,10 @@ def main() -> int:
                 got.setdefault((reader, t), []).append(rate)
                 print(f"{reader} threads={t} round={r}: {rate:.0f} patches/s", flush=True)
     print(f"\nmedians of {a.rounds} rounds, one batch of {a.patches} random 256² level-0 patches, patches/s (per thread)\n")
-    print("| threads | " + " | ".join(readers) + (" | slidestream ÷ cuCIM |" if set(readers) >= {"slidestream", "cucim"} else " |"))
-    print("|---:|" + "---:|" * len(readers) + ("---:|" if set(readers) >= {"slidestream", "cucim"} else ""))
+    ours = [r for r in readers if r.partition("@")[0] == "slidestream"]
+    ratios = [r for r in ours if "cucim" in readers]
+    print("| threads | " + " | ".join(readers) + " |" + "".join(f" {r} ÷ cuCIM |" for r in ratios))
+    print("|---:|" + "---:|" * (len(readers) + len(ratios)))
     for t in threads:
         cells, med = [], {}
         for reader in readers:
@@ -94,7 +102,7 @@ def main() -> int:
                 cells.append(f"{med[reader]:,.0f} ({med[reader] / t:,.0f})")
             else:
                 cells.append("—")
-        ratio = f" {med['slidestream'] / med['cucim']:.2f}× |" if "slidestream" in med and "cucim" in med else (" — |" if set(readers) >= {"slidestream", "cucim"} else "")
+        ratio = "".join(f" {med[r] / med['cucim']:.2f}× |" if r in med and "cucim" in med else " — |" for r in ratios)
         print(f"| {t} | " + " | ".join(cells) + " |" + ratio)
     return 0
 

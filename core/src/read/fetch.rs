@@ -67,10 +67,29 @@ pub(crate) struct Batch<'a> {
 /// naming the first tile of the first failed request; else, on a corrupt tile, the first error
 /// (naming file, level and tile); tiles that did decode are still cached.
 pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> Result<Vec<Option<Arc<DecodedTile>>>> {
+    fetch_tiles_with(b, coords, parts, None)
+}
+
+/// A consumer of decoded tiles: called with (index into the call's `coords`, tile) by the
+/// thread that decoded the tile (or found it cached), right after; from several threads at
+/// once. Lets a batch place each tile into its patches while its pixels are still in the
+/// core's cache, instead of in a pass of its own after the whole wave.
+pub(crate) type OnTile<'a> = &'a (dyn Fn(usize, &DecodedTile) + Sync);
+
+/// [`fetch_tiles`], handing every present tile to `on_tile` as soon as it is decoded or found
+/// in the cache (missing and failed tiles are not handed over). Errors as [`fetch_tiles`];
+/// tiles decoded before an error have been handed over.
+pub(crate) fn fetch_tiles_with(
+    b: &Batch<'_>,
+    coords: &[(u64, u64)],
+    parts: Option<&[Option<PartRect>]>,
+    on_tile: Option<OnTile<'_>>,
+) -> Result<Vec<Option<Arc<DecodedTile>>>> {
     for &(col, row) in coords {
         locate_tile(b.image, b.src, col, row, b.at)?;
     }
-    let outcomes = decode_tiles(b, coords, parts).tiles;
+    let mut read = (0, 0);
+    let outcomes = decode_tiles_counted(b, coords, parts, on_tile, &mut read);
     if let Some(e) = outcomes.iter().find_map(|o| o.as_ref().err().filter(|e| matches!(e, Error::Io { .. } | Error::Interrupted))) {
         return Err(e.clone());
     }
@@ -92,7 +111,7 @@ pub(crate) fn fetch_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[
 /// [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
 pub(crate) fn decode_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> DecodedTiles {
     let mut read = (0, 0);
-    let tiles = decode_tiles_counted(b, coords, parts, &mut read);
+    let tiles = decode_tiles_counted(b, coords, parts, None, &mut read);
     DecodedTiles { tiles, read_bytes: read.0, read_requests: read.1 }
 }
 
@@ -108,12 +127,19 @@ pub(crate) struct DecodedTiles {
     pub read_requests: u64,
 }
 
-fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>, read: &mut (u64, u64)) -> Vec<Result<Option<Arc<DecodedTile>>>> {
+fn decode_tiles_counted(
+    b: &Batch<'_>,
+    coords: &[(u64, u64)],
+    parts: Option<&[Option<PartRect>]>,
+    on_tile: Option<OnTile<'_>>,
+    read: &mut (u64, u64),
+) -> Vec<Result<Option<Arc<DecodedTile>>>> {
     let img = b.image;
     let planes = img.planes();
     let mut out: Vec<Result<Option<Arc<DecodedTile>>>> = (0..coords.len()).map(|_| Ok(None)).collect();
     let mut misses: Vec<usize> = Vec::new();
     let mut wants: Vec<Want> = Vec::new();
+    let mut hits: Vec<(usize, Arc<DecodedTile>)> = Vec::new();
     for (i, &(col, row)) in coords.iter().enumerate() {
         match locate_tile(img, b.src, col, row, b.at) {
             Ok(Some(_)) => {}
@@ -125,6 +151,9 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         }
         if let Some(slot) = b.cache.filter(|_| b.reduce.is_none()) {
             if let Some(t) = slot.cache.get(&TileKey { slide: slot.slide, level: slot.level, col, row }) {
+                if on_tile.is_some() {
+                    hits.push((i, t.clone()));
+                }
                 out[i] = Ok(Some(t));
                 continue;
             }
@@ -134,7 +163,19 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         }
         misses.push(i);
     }
+    // Cached tiles go to `on_tile` in parallel with the decodes below (as units of their own),
+    // or here when nothing is to be decoded.
+    let hand_over = |(i, t): &(usize, Arc<DecodedTile>)| {
+        if let Some(f) = on_tile {
+            f(*i, t);
+        }
+    };
     if misses.is_empty() {
+        if pool_threads(b.pool) > 1 && hits.len() > 1 {
+            shared_decode(b.pool, &hits, hand_over);
+        } else {
+            hits.iter().for_each(hand_over);
+        }
         return out;
     }
     let plan = plan_reads(&wants, b.plan);
@@ -209,18 +250,22 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         .flat_map(|u| if u.iter().any(|&m| unread[m]) { u.into_iter().filter(|&m| !unread[m]).map(|m| vec![m]).collect() } else { vec![u] })
         .collect();
     // Costliest units first (the read layer's decode cost model), so the workers' last units
-    // are the cheap ones and they finish together.
-    let mut units = units;
-    let unit_cost = |u: &Vec<usize>| -> f64 {
-        u.iter()
-            .map(|&m| {
-                let (col, row) = coords[misses[m]];
-                crate::read::partial::decode_cost(parts.and_then(|p| p[misses[m]]), img.valid_tile_size(col, row))
-            })
-            .sum()
+    // are the cheap ones and they finish together; cached tiles handed to `on_tile` last.
+    let mut units: Vec<Unit> = units.into_iter().map(Unit::Decode).chain((0..hits.len()).map(Unit::Hit)).collect();
+    let unit_cost = |u: &Unit| -> f64 {
+        match u {
+            Unit::Hit(_) => 0.0,
+            Unit::Decode(u) => u
+                .iter()
+                .map(|&m| {
+                    let (col, row) = coords[misses[m]];
+                    crate::read::partial::decode_cost(parts.and_then(|p| p[misses[m]]), img.valid_tile_size(col, row))
+                })
+                .sum(),
+        }
     };
     units.sort_by(|a, b| unit_cost(b).total_cmp(&unit_cost(a)));
-    let decode_unit = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
+    let decode_stack = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
         if unit.len() > 1 {
             let (col, row) = coords[misses[unit[0]]];
             let (vw, vh) = img.valid_tile_size(col, row);
@@ -234,6 +279,25 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         }
         unit.iter().map(|&m| (m, decode_one((m, &misses[m])))).collect()
     };
+    let decode_unit = |unit: &Unit| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
+        match unit {
+            Unit::Hit(k) => {
+                hand_over(&hits[*k]);
+                Vec::new()
+            }
+            Unit::Decode(u) => {
+                let done = decode_stack(u);
+                if let Some(f) = on_tile {
+                    for (m, r) in &done {
+                        if let Ok(t) = r {
+                            f(misses[*m], t);
+                        }
+                    }
+                }
+                done
+            }
+        }
+    };
     // Parallelism only pays with more than one unit of work and more than one worker.
     let done: Vec<Vec<(usize, Result<Arc<DecodedTile>>)>> = if pool_threads(b.pool) > 1 && units.len() > 1 {
         shared_decode(b.pool, &units, decode_unit)
@@ -244,6 +308,14 @@ fn decode_tiles_counted(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Op
         out[misses[m]] = r.map(Some);
     }
     out
+}
+
+/// One unit of [`decode_tiles_counted`]'s parallel work.
+enum Unit {
+    /// Misses (indices into its `misses`) decoded together: one tile, or an NDPI stack.
+    Decode(Vec<usize>),
+    /// A cached tile (index into its `hits`) handed to the `on_tile` consumer.
+    Hit(usize),
 }
 
 /// Run `f` over `units` on the calling thread and helper tasks of `pool` (rayon's global

@@ -6,18 +6,14 @@ use std::sync::Arc;
 use crate::codec::{DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::ImageIndex;
-use crate::read::assemble::{assemble_rgb, assemble_rgba, place_rgb, place_rgba};
+use crate::read::assemble::{assemble_rgba, place_rgba};
 use crate::read::batch_plan::{BatchPlan, LevelGeom, TileNeed};
 use crate::read::fetch::{dedup_coords, Batch, CacheSlot};
 use crate::read::waves::fetch_waves;
-use crate::read::{batch_bytes, in_pool, locate, partial_part, pool_threads, region_bytes};
+use crate::read::{batch_bytes, locate, partial_part, region_bytes};
 
+use super::patches::{read_patches_into, PatchRequest, ReadOptions};
 use super::{alloc_pixels, Rgba, Slide};
-
-/// Patches of a batch are processed in groups needing at most this many distinct tiles, which
-/// bounds the plan's size; within a group, tiles are fetched in waves bounded in bytes
-/// (`read_working_bytes`).
-const MAX_GROUP_TILES: usize = 512;
 
 impl Slide {
     /// Read a region as RGBA.
@@ -104,11 +100,11 @@ impl Slide {
     /// * `out`: `n × height × width × 3` bytes, row-major (n, height, width, 3), filled
     ///   completely.
     ///
-    /// Tiles shared by several patches are read and decoded once; patches are processed in
-    /// groups that need at most 512 distinct tiles; each group's tiles are read and decoded in
-    /// waves that hold at most `read_working_bytes` ([`crate::config::Config`]) and are placed
-    /// into the group's patches (in parallel) as each wave ends, so the call's memory is its
-    /// output plus one wave (plus what the shared tile cache holds).
+    /// The one-slide form of [`super::patches::read_patches_into`]: tiles shared by several
+    /// patches are read and decoded once, in file order, in waves that hold at most
+    /// `read_working_bytes` ([`crate::config::Config`]); each tile is placed into the patches
+    /// that use it by the thread that decoded it, so the call's memory is its output plus one
+    /// wave (plus what the shared tile cache holds).
     ///
     /// # Errors
     /// As [`read_region`](Self::read_region), except that the limit applies to the whole output
@@ -126,49 +122,13 @@ impl Slide {
                 size.1,
             )));
         }
-        let (img, ds, at) = locate::level(&self.index, level)?;
         if total == 0 {
+            // Still a typed error for a level the slide does not have.
+            locate::level(&self.index, level)?;
             return Ok(());
         }
-        let patch_bytes = total / locations.len();
-        let geom = LevelGeom { slide: self.id, level: level as u32, image: img, downsample: ds };
-        let tile_size = (img.tile_width, img.tile_height);
-        let batch = self.level_batch(img, &at, level);
-        let mut start = 0;
-        while start < locations.len() {
-            // Grow the group until it needs MAX_GROUP_TILES distinct tiles.
-            let mut plan = BatchPlan::new();
-            let mut end = start;
-            while end < locations.len() && (plan.tiles.len() < MAX_GROUP_TILES || end == start) {
-                plan.push(&geom, locations[end], size);
-                end += 1;
-            }
-            let group_out = &mut out[start * patch_bytes..end * patch_bytes];
-            let mut wave_tiles: Vec<Option<Arc<DecodedTile>>> = vec![None; plan.tiles.len()];
-            let mut first = true;
-            self.fetch_planned(&batch, img, &plan.tiles, |wave, tiles| {
-                set_wave(&mut wave_tiles, wave, tiles);
-                // The first wave fills each patch with the background as it places its tiles.
-                let fill = std::mem::take(&mut first);
-                let place = |(k, dst): (usize, &mut [u8])| {
-                    if fill {
-                        assemble_rgb(&plan, k, tile_size, &wave_tiles, background, dst)
-                    } else {
-                        place_rgb(&plan, k, tile_size, &wave_tiles, background, dst)
-                    }
-                };
-                if pool_threads(batch.pool) > 1 && end - start > 1 {
-                    use rayon::prelude::*;
-                    in_pool(batch.pool, || group_out.par_chunks_mut(patch_bytes).enumerate().for_each(place));
-                } else {
-                    group_out.chunks_mut(patch_bytes).enumerate().for_each(place);
-                }
-                clear_wave(&mut wave_tiles, wave);
-                Ok(())
-            })?;
-            start = end;
-        }
-        Ok(())
+        let requests: Vec<PatchRequest<'_>> = locations.iter().map(|&location| PatchRequest { slide: self, level, location }).collect();
+        read_patches_into(&requests, &ReadOptions { size, background }, out)
     }
 
     /// [`read_regions_rgb_into`](Self::read_regions_rgb_into) into a new buffer of
