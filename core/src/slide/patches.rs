@@ -2,9 +2,12 @@
 //! cross-slide batch a training loop draws. One [`BatchPlan`] holds every patch (its
 //! tiles keyed by slide, level, column, row); the tiles of all slides are cut into one sequence
 //! of waves within the working set, and each wave's tiles are read and decoded for all slides at
-//! once (the slides' fetches run side by side on the decode pool), then placed into their
-//! patches in parallel. A per-slide loop of `read_regions_rgb` calls waits for each slide's few
-//! tiles in turn; this keeps every decode thread busy across slides.
+//! once (the slides' fetches run side by side on the decode pool). Each tile is placed into
+//! every patch that uses it by the thread that decoded it, right away, while its pixels are
+//! still in that core's cache; only patches that present tiles do not wholly cover (outside the
+//! image, missing tiles) get the background first. A per-slide loop of `read_regions_rgb` calls
+//! waits for each slide's few tiles in turn; this keeps every decode thread busy across slides.
+//! [`Slide::read_regions_rgb_into`] is this with one slide.
 
 use rayon::prelude::*;
 
