@@ -4,7 +4,8 @@
 //!
 //! Checks, each a typed error naming the file (and level or associated image):
 //! * at least one level; every image 1..=[`MAX_IMAGE_EDGE`] pixels per edge, tiles
-//!   1..=[`MAX_TILE_EDGE`]; a regular or sparse grid has `ceil(width / tile_width)` ×
+//!   1..=[`MAX_TILE_EDGE`] (an untiled image's strips, as wide as the image, up to its
+//!   height: the read working set bounds them); a regular or sparse grid has `ceil(width / tile_width)` ×
 //!   `ceil(height / tile_height)` cells and one byte range per sample plane;
 //! * levels decrease in size (no level wider or taller than the one before) and their
 //!   downsamples (mean of the per-axis ratios, OpenSlide's rule) strictly increase;
@@ -228,7 +229,10 @@ fn check_image(img: &ImageIndex, at: &Location, sources: &[SourceFile]) -> Resul
     if tw == 0 || th == 0 {
         return Err(Error::format(at, format!("tile size {tw}x{th}")));
     }
-    if tw > MAX_TILE_EDGE || th > MAX_TILE_EDGE {
+    // Strips (untiled, one chunk as wide as the image: `tiff_strips`) may be wider or taller
+    // than a tile; the read working set bounds their decode.
+    let strip = !img.tiled && tw == w && th <= h;
+    if !strip && (tw > MAX_TILE_EDGE || th > MAX_TILE_EDGE) {
         return Err(Error::limits(at, format!("tile size {tw}x{th} exceeds {MAX_TILE_EDGE} pixels per edge")));
     }
     // A positioned grid's stored tiles cover the stored image, not the level.

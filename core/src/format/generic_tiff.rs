@@ -15,16 +15,77 @@
 //!   [`crate::codec::jpeg_raw`]), ImageDepth = TileDepth read as one slice;
 //! * properties: `tiff.*` from IFD 0, `openslide.comment` = ImageDescription, and
 //!   `openslide.mpp-x/-y` from X/YResolution when ResolutionUnit is inch or centimeter.
+//!
+//! **Stripped pyramids** (not read by OpenSlide 4.0.1, which refuses a TIFF whose IFD 0 is not
+//! tiled): when IFD 0 is stored in strips (StripOffsets, no TileWidth; TIFF 6.0 section 3),
+//! has a non-zero size, no tiled IFD of the main chain is wider (else IFD 0 is a vendor file's
+//! stripped associated image, e.g. a Ventana BIF's label) and the file is not NDPI, the file is
+//! taken too. Each strip is a tile of `ImageWidth ×
+//! RowsPerStrip` pixels ([`super::tiff_strips`]). Levels: IFD 0 and its SubIFDs (tag 330, TIFF
+//! Technical Note 1) when it has any, else IFD 0 and every main-chain IFD, tiled or stripped,
+//! whose NewSubfileType has the reduced-image bit (TIFF 6.0 section 8), ordered by decreasing
+//! width as above. Properties, mpp and quickhash are taken as for tiled files. Files whose IFD
+//! 0 is tiled keep OpenSlide's rules exactly (untiled IFDs are never levels).
 
 use std::collections::BTreeMap;
 
-use super::tiff_common::{icc_ref, is_tiled, levels_from_ifds, quickhash_input, tiff_properties};
+use super::tiff_common::{icc_ref, is_stripped, is_tiled, levels_from_ifds, quickhash_input, tiff_properties};
 use super::{FormatDriver, Probe, SlideLayout};
-use crate::error::{Error, Result};
-use crate::tiff::tags;
+use crate::error::{Error, Location, Result};
+use crate::io::ByteSource;
+use crate::tiff::{tags, TiffFile};
 
-/// The generic tiled-TIFF driver (tried last).
+/// The generic tiled-TIFF driver (tried last); also takes stripped pyramids (module docs).
 pub struct GenericTiff;
+
+/// Why the file is not one this driver takes, or `None`: IFD 0 must be tiled, or a stripped
+/// pyramid's level 0: stored in strips, of non-zero size, not in a file of a vendor recognised
+/// without a driver (NDPI: [`super::known`]), and with no wider tiled IFD in the main chain
+/// (a vendor file whose IFD 0 is a stripped associated image, such as a Ventana BIF's label,
+/// whose driver declined it). The message keeps "is not tiled" (the detection report's usual
+/// answer).
+fn not_an_image(probe: &Probe<'_>, tf: &TiffFile) -> Option<String> {
+    let (src, at) = (probe.src, probe.at);
+    if is_tiled(tf, 0) {
+        return None;
+    }
+    if !is_stripped(tf, 0) {
+        return Some("IFD 0 is not tiled".into());
+    }
+    if let Some(v) = super::known::vendor(probe) {
+        return Some(format!("IFD 0 is not tiled (a {v} file)"));
+    }
+    let width = |i: usize| tf.reader(src, at, i).uint(tags::IMAGE_WIDTH);
+    let r = tf.reader(src, at, 0);
+    let (w, h) = match (width(0), r.uint(tags::IMAGE_LENGTH)) {
+        (Ok(Some(w)), Ok(Some(h))) if w > 0 && h > 0 => (w, h),
+        (Ok(w), Ok(h)) => {
+            return Some(format!("IFD 0 is not tiled (its strips hold an image of {}x{} pixels)", w.unwrap_or(0), h.unwrap_or(0)))
+        }
+        _ => return Some("IFD 0 is not tiled (unreadable strip image size)".into()),
+    };
+    let wider_tiled = (1..tf.ifds.len()).find(|&i| is_tiled(tf, i) && width(i).ok().flatten().is_some_and(|wi| wi > w));
+    wider_tiled.map(|i| format!("IFD 0 is not tiled (a stripped {w}x{h} image before the wider tiled IFD {i})"))
+}
+
+/// The level IFDs of a file whose IFD 0 is stored in strips (module docs), in `flat` (the
+/// file with its SubIFDs appended, [`TiffFile::with_sub_ifds`]), unordered.
+fn stripped_level_ifds(tf: &TiffFile, src: &dyn ByteSource, at: &Location) -> Result<(TiffFile, Vec<usize>)> {
+    let subs = tf.sub_ifds(src, at)?;
+    let (flat, children) = tf.with_sub_ifds(&subs);
+    if !children[0].is_empty() {
+        let ifds = std::iter::once(0).chain(children[0].iter().copied()).collect();
+        return Ok((flat, ifds));
+    }
+    let mut ifds = vec![0];
+    for i in 1..tf.ifds.len() {
+        let reduced = tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)?.unwrap_or(0) & 1 == 1;
+        if reduced && (is_tiled(tf, i) || is_stripped(tf, i)) {
+            ifds.push(i);
+        }
+    }
+    Ok((flat, ifds))
+}
 
 impl FormatDriver for GenericTiff {
     fn name(&self) -> &'static str {
@@ -33,22 +94,32 @@ impl FormatDriver for GenericTiff {
 
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
         let tf = probe.tiff.map_err(|e| e.message())?;
-        if !is_tiled(tf, 0) {
-            return Err("IFD 0 is not tiled".into());
+        match not_an_image(probe, tf) {
+            Some(why) => Err(why),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
-        let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
-        let mut level_ifds = Vec::new();
-        for i in 0..tf.ifds.len() {
-            let reduced = tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)?.unwrap_or(0) & 1 == 1;
-            if is_tiled(tf, i) && (i == 0 || reduced) {
-                level_ifds.push(i);
-            }
+        let main = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
+        if let Some(why) = not_an_image(probe, main) {
+            return Err(Error::unsupported(at, why));
         }
+        let (flat, mut level_ifds);
+        let tf = if is_tiled(main, 0) {
+            level_ifds = Vec::new();
+            for i in 0..main.ifds.len() {
+                let reduced = main.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)?.unwrap_or(0) & 1 == 1;
+                if is_tiled(main, i) && (i == 0 || reduced) {
+                    level_ifds.push(i);
+                }
+            }
+            main
+        } else {
+            (flat, level_ifds) = stripped_level_ifds(main, src, at)?;
+            &flat
+        };
         // Order by decreasing width (stable: file order breaks ties).
         let mut widths = Vec::with_capacity(level_ifds.len());
         for &i in &level_ifds {
@@ -81,7 +152,7 @@ impl FormatDriver for GenericTiff {
             properties,
             mpp,
             comment,
-            quickhash: Some(quickhash_input(tf, src, at, 0)?),
+            quickhash: Some(quickhash_input(main, src, at, 0)?),
             ..SlideLayout::default()
         })
     }

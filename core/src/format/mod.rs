@@ -26,6 +26,7 @@ pub mod philips;
 mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
+pub(crate) mod tiff_strips;
 pub mod ventana;
 pub(crate) mod xml;
 
@@ -40,8 +41,9 @@ use crate::tiff::TiffFile;
 pub use finish::finish;
 pub use registry::DRIVERS;
 
-/// Largest tile (or strip chunk) edge accepted, in pixels: a decoded chunk must fit in memory
-/// many times over (16384² RGBA = 1 GiB).
+/// Largest tile edge accepted, in pixels: a decoded chunk must fit in memory many times over
+/// (16384² RGBA = 1 GiB). Not applied to TIFF strips (as wide as their image, see
+/// [`tiff_strips`]): their memory is bounded when read, by the read working set.
 pub const MAX_TILE_EDGE: u64 = 16_384;
 /// Largest image edge accepted, in pixels (2^31 - 1, as OpenSlide's int32 coordinates).
 pub const MAX_IMAGE_EDGE: u64 = (1 << 31) - 1;

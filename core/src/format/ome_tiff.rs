@@ -6,8 +6,11 @@
 //! keeps OpenSlide's level 0 (same pixels, same `tiff.*` properties, comment and quickhash)
 //! and adds what the OME-TIFF specification (docs.openmicroscopy.org, "OME-TIFF
 //! specification", 2016-06 schema) stores:
-//! * detection: IFD 0 is tiled and its ImageDescription parses as XML whose root element is
-//!   `OME` (any namespace);
+//! * detection: IFD 0 is tiled or stored in strips and its ImageDescription parses as XML
+//!   whose root element is `OME` (any namespace). Stripped planes and levels (StripOffsets,
+//!   RowsPerStrip: TIFF 6.0 section 3; the OME-TIFF specification allows either layout) are
+//!   read as grids one strip wide ([`super::tiff_strips`]); OpenSlide 4.0.1 refuses such files
+//!   (its generic-tiff driver needs a tiled IFD 0);
 //! * image 0's `Pixels` (SizeX/Y/C/Z/T, DimensionOrder, Type, PhysicalSizeX/Y and their
 //!   units) and `Channel`s (Name, SamplesPerPixel); `TiffData` (IFD, FirstC/Z/T, PlaneCount)
 //!   map planes to main-chain IFDs in DimensionOrder;
@@ -29,7 +32,7 @@
 
 use std::collections::BTreeMap;
 
-use super::tiff_common::{icc_ref, image_from_ifd, is_tiled, quickhash_input, tiff_properties};
+use super::tiff_common::{icc_ref, image_from_ifd, is_stripped, is_tiled, quickhash_input, tiff_properties};
 use super::generic_tiff::GenericTiff;
 use super::{format_double, FormatDriver, LayoutLevel, Probe, SlideLayout};
 use crate::error::{Error, ImageRef, Location, Result};
@@ -217,7 +220,7 @@ impl FormatDriver for OmeTiff {
 
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
         let tf = probe.tiff.map_err(|e| e.message())?;
-        if !is_tiled(tf, 0) {
+        if !is_tiled(tf, 0) && !is_stripped(tf, 0) {
             return Err("IFD 0 is not tiled".into());
         }
         let desc = description(probe, tf)?;
@@ -250,8 +253,8 @@ impl FormatDriver for OmeTiff {
             plane_ifds.push(ifd as usize);
         }
         let first = plane_ifds[0];
-        if !is_tiled(tf, first) {
-            return Err(Error::unsupported(at, format!("OME-TIFF plane 0 (IFD {first}) is not tiled")));
+        if !is_tiled(tf, first) && !is_stripped(tf, first) {
+            return Err(Error::unsupported(at, format!("OME-TIFF plane 0 (IFD {first}) is neither tiled nor stripped")));
         }
         // Without SubIFDs (older writers put reduced levels in the main chain), the levels are
         // exactly generic-tiff's, as OpenSlide reads the file.

@@ -1,5 +1,6 @@
 //! What the TIFF-based drivers share: an IFD as an [`ImageIndex`] (geometry, tile grid, byte
-//! ranges, codec, with every value that sizes memory checked), levels from a list of IFDs,
+//! ranges, codec, with every value that sizes memory checked; tiled or stripped, strips as
+//! [`super::tiff_strips`] describes), levels from a list of IFDs,
 //! `tiff.*` properties, the ICC profile's byte range and the quickhash strings, all as
 //! OpenSlide's `openslide-decode-tifflike.c` does.
 
@@ -15,6 +16,12 @@ use crate::tiff::{tags, ByteOrder, TiffFile, ValueRange};
 /// `true` when IFD `i` is tiled (has TileWidth).
 pub(crate) fn is_tiled(tf: &TiffFile, i: usize) -> bool {
     tf.ifds[i].get(tags::TILE_WIDTH).is_some()
+}
+
+/// `true` when IFD `i` is stored in strips: no TileWidth, and StripOffsets (tag 273; TIFF 6.0
+/// section 3). Read as a grid one strip wide ([`super::tiff_strips`]).
+pub(crate) fn is_stripped(tf: &TiffFile, i: usize) -> bool {
+    !is_tiled(tf, i) && tf.ifds[i].get(tags::STRIP_OFFSETS).is_some()
 }
 
 /// Build the [`ImageIndex`] of IFD `index`: geometry, chunk grid, byte ranges and codec.
@@ -186,13 +193,20 @@ pub(crate) fn image_from_ifd(
         let th = r.uint(tags::TILE_LENGTH)?.ok_or_else(|| Error::format(at, "TileWidth without TileLength"))?;
         (tw, th, tags::TILE_OFFSETS, tags::TILE_BYTE_COUNTS)
     } else {
-        let rps = r.uint(tags::ROWS_PER_STRIP)?.unwrap_or(u32::MAX as u64).min(height);
-        (width, rps, tags::STRIP_OFFSETS, tags::STRIP_BYTE_COUNTS)
+        // TIFF 6.0 section 8: RowsPerStrip defaults to 2^32 - 1, one strip for the image; a
+        // value above ImageLength also means one strip. 0 rows cannot hold the image.
+        let rps = r.uint(tags::ROWS_PER_STRIP)?.unwrap_or(u32::MAX as u64);
+        if rps == 0 {
+            return Err(Error::format(at, "RowsPerStrip 0"));
+        }
+        (width, rps.min(height), tags::STRIP_OFFSETS, tags::STRIP_BYTE_COUNTS)
     };
     if tile_width == 0 || tile_height == 0 {
         return Err(Error::format(at, format!("chunk size {tile_width}x{tile_height}")));
     }
-    if tile_width > MAX_TILE_EDGE || tile_height > MAX_TILE_EDGE {
+    // A strip is as wide as the image and at most as tall: its memory is bounded when it is
+    // read (the read working set, `SLIDESTREAM_READ_WORKING_BYTES`), not here.
+    if tiled && (tile_width > MAX_TILE_EDGE || tile_height > MAX_TILE_EDGE) {
         return Err(Error::limits(at, format!("chunk size {tile_width}x{tile_height} exceeds {MAX_TILE_EDGE} pixels per edge")));
     }
     let tiles_across = width.div_ceil(tile_width);
@@ -214,12 +228,20 @@ pub(crate) fn image_from_ifd(
             format!("{} offsets and {} byte counts for {expected} chunks", offsets.len(), counts.len()),
         ));
     }
-    let tiles = offsets
+    let mut tiles: Vec<TileLoc> = offsets
         .iter()
         .zip(counts.iter())
         .take(expected as usize)
         .map(|(&offset, &length)| TileLoc::primary(offset, length))
         .collect();
+    let (mut tile_height, mut tiles_down) = (tile_height, tiles_down);
+    if !tiled && compression == Compression::None {
+        let per_plane = if planar_separate { 1 } else { spp };
+        let row_bytes = width.saturating_mul(per_plane).saturating_mul(bits / 8);
+        if let Some((band, bands)) = super::tiff_strips::uncompressed_bands(width, height, tile_height, row_bytes, planes, &tiles) {
+            (tile_height, tiles_down, tiles) = (band, height.div_ceil(band), bands);
+        }
+    }
     let grid = Grid::regular(tiles_across, tiles_down, planes as usize, tiles)
         .ok_or_else(|| Error::format(at, "tile grid does not match the chunk count"))?;
     Ok(ImageIndex {
