@@ -2,18 +2,8 @@
 
 mod common;
 
-use common::testdata;
+use common::{composite, testdata};
 use slidestream::Slide;
-
-fn composite(rgba: &[u8], bg: [u8; 3]) -> Vec<u8> {
-    rgba.chunks_exact(4)
-        .flat_map(|p| {
-            let a = p[3] as u32;
-            let f = |c: usize| ((p[c] as u32 * a + bg[c] as u32 * (255 - a) + 127) / 255) as u8;
-            [f(0), f(1), f(2)]
-        })
-        .collect()
-}
 
 fn lcg(seed: &mut u64) -> u64 {
     *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);

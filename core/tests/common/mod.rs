@@ -96,3 +96,15 @@ fn wait_for_warm_lanes() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// RGBA pixels composited over `bg` as the RGB batch paths do: `(c·a + bg·(255 − a) + 127) / 255`
+/// per channel (the independent reference the batch tests compare with).
+pub fn composite(rgba: &[u8], bg: [u8; 3]) -> Vec<u8> {
+    rgba.chunks_exact(4)
+        .flat_map(|p| {
+            let a = p[3] as u32;
+            let f = |c: usize| ((p[c] as u32 * a + bg[c] as u32 * (255 - a) + 127) / 255) as u8;
+            [f(0), f(1), f(2)]
+        })
+        .collect()
+}
