@@ -23,6 +23,7 @@ pub(crate) mod known;
 pub mod leica;
 pub mod mirax;
 pub mod philips;
+pub mod qptiff;
 mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
