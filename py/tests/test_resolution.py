@@ -157,3 +157,78 @@ def test_patch_batches_at_a_resolution_equal_read_patches():
             slidestream.PatchBatches([s], grid, 128, mpp=1.0, device="cuda")
         with pytest.raises(InvalidArgumentError, match="only with mpp"):
             slidestream.PatchBatches([s], grid, 128, fallback_mpp=0.5)
+
+
+def test_dask_patches_at_a_resolution_equal_read_patches_and_openslide():
+    """slidestream.dask.read_patches / map_patches take mpp= like read_patches: the same
+    pixels (so the same independent resize of OpenSlide's region), on the planned path and
+    with batch= (where the levels are chosen in the tasks)."""
+    pytest.importorskip("dask")
+    pytest.importorskip("PIL")
+    import slidestream.dask as ssd
+
+    tcga_path = locate_testdata() / "tcga-cr-7395-01a-01-ts1.svs"
+    paths = [str(CMU), str(tcga_path)]
+    kw = dict(mpp=1.0, fallback_mpp=0.25)  # CMU: level 0, scale 2.004; TCGA: level 1, scale 2.0
+    rows3 = np.array([(0, 100, 200), (1, 0, 0), (0, 1500, 2000), (1, 2000, 1500)], np.int64)
+    slides = [Slide(p) for p in paths]
+    want = slidestream.read_patches(slides, rows3, 224, **kw)
+    for extra in ({}, {"batch": 3}, {"task_tiles": 4}):
+        arr = ssd.read_patches(paths, rows3, 224, **kw, **extra)
+        assert arr.shape == (4, 224, 224, 3) and arr.dtype == np.uint8
+        assert np.array_equal(arr.compute(scheduler="synchronous"), want), extra
+    res = [resolve(s, **kw) for s in slides]
+    for k in (0, 1):  # the oracle: OpenSlide's region of the level chosen, resized with Lanczos
+        i, x, y = rows3[k]
+        r = res[int(i)]
+        oracle = _oracle(paths[int(i)], x, y, r.level, r.read_size((224, 224)), (224, 224))
+        assert np.abs(oracle.astype(int) - want[k]).max() <= 3
+    # A sampler's rows at the same resolution (they carry the level) and map_patches' rows.
+    grid = GridSampler(paths[0], 112, mpp=2.0)
+    got = ssd.read_patches(paths[:1], grid, 112, mpp=2.0).compute(scheduler="synchronous")
+    assert np.array_equal(got, slidestream.read_patches(slides[:1], grid.patches, 112, mpp=2.0))
+    frame = ssd.map_patches(paths, rows3, lambda b, r: {"mean": b.reshape(len(b), -1).mean(axis=1)}, 224, **kw).compute(scheduler="synchronous")
+    frame = frame.sort_index()
+    assert frame["level"].tolist() == [res[int(i)].level for i in rows3[:, 0]]
+    assert np.allclose(frame["mean"].to_numpy(), want.reshape(4, -1).mean(axis=1))
+    # Errors are raised while building the graph, saying why.
+    with pytest.raises(InvalidArgumentError, match="no mpp"):
+        ssd.read_patches(paths, rows3, 224, mpp=1.0)
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        ssd.read_patches(paths, rows3, 224, level=0, **kw)
+    with pytest.raises(InvalidArgumentError, match="reads slide 1 from level 1"):
+        ssd.read_patches(paths, np.array([(1, 0, 0, 0)]), 224, **kw)
+    with pytest.raises(InvalidArgumentError, match="CPU only"):
+        ssd.map_patches(paths, rows3, lambda b, r: {}, 224, device="cuda", **kw)
+    with pytest.raises(InvalidArgumentError, match="only with mpp"):
+        ssd.read_patches(paths, rows3, 224, fallback_mpp=0.25)
+    with pytest.raises(InvalidArgumentError, match="no slides given"):
+        ssd.read_patches([], rows3, 224)
+
+
+def test_resolve_takes_a_path_and_reprs_name_the_resolution():
+    assert resolve(str(CMU), mpp=1.0) == resolve(Slide(CMU), mpp=1.0)
+    assert resolve(CMU, magnification=10).level == 0  # a pathlib.Path
+    with pytest.raises(TypeError, match="Slide or a path"):
+        resolve(3, mpp=1.0)
+    g = GridSampler(CMU, 64, mpp=2.0)
+    assert "mpp=2," in repr(g) and "level=" not in repr(g)
+    r = RandomPatchSampler(CMU, 64, magnification=5, seed=1)
+    assert "magnification=5," in repr(r) and "level=" not in repr(r)
+    assert "level=0," in repr(GridSampler(CMU, 64))
+
+
+def test_preview_of_a_grid_over_slides_at_a_resolution_outlines_each_slides_footprint():
+    pytest.importorskip("PIL")
+    from slidestream.sampling import preview
+
+    one = GridSampler(CMU, 64, mpp=2.0, slide_index=1)
+    two = GridSampler([CMU, CMU], 64, mpp=2.0)
+    assert one.slide_index == 1 and two.slide_index == 0
+    # Slide 1 of the two-slide grid has the same rows as the one-slide grid: the same picture
+    # (patches 64 px at 2 µm/px cover ~256 level-0 pixels, not 64).
+    a = np.asarray(preview(CMU, patches=two, slide_index=1))
+    b = np.asarray(preview(CMU, patches=one))
+    assert np.array_equal(a, b)
+    rows_only = np.asarray(preview(CMU, patches=two.patches[two.patches[:, 0] == 1], size=64))
+    assert not np.array_equal(a, rows_only)  # plain rows: 64 level pixels each

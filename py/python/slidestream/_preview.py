@@ -62,10 +62,11 @@ def preview(
     if hasattr(patches, "grid") and hasattr(patches, "patches") and hasattr(patches, "shapes"):  # a GridSampler
         size = patches.size if size is None else size
         rows = patches.patches
-        if len(patches.slides) == 1 and rows.shape[0]:
-            slide_index = int(rows[0, 0])  # a one-slide grid: its own slide index
-        if patches.resolutions and len(patches.slides) == 1:
-            res = patches.resolutions[0]
+        first = int(getattr(patches, "slide_index", 0))
+        if len(patches.slides) == 1:
+            slide_index = first  # a one-slide grid: its own slide index
+        if patches.resolutions and 0 <= slide_index - first < len(patches.resolutions):
+            res = patches.resolutions[slide_index - first]  # that slide's footprint at the resolution
     elif callable(getattr(patches, "sample", None)) and hasattr(patches, "masks"):  # a RandomPatchSampler
         size = patches.size if size is None else size
         if mask is None:

@@ -30,6 +30,7 @@ less than one level pixel). See :func:`slidestream.read_patches` and the sampler
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence, Tuple
 
@@ -80,13 +81,20 @@ def resolve(
     fallback_mpp: Optional[float] = None,
     fallback_magnification: Optional[float] = None,
 ) -> Resolution:
-    """The :class:`Resolution` (level, scale) that reads ``slide`` (a :class:`Slide`) at
-    ``mpp`` µm per pixel or at objective ``magnification`` (exactly one of them; see the module
-    docs). Raises InvalidArgumentError when both or neither are given, when the slide lacks the
-    property needed and no fallback is given, or when the target is finer than level 0;
-    TypeError for non-numbers."""
+    """The :class:`Resolution` (level, scale) that reads ``slide`` (a :class:`Slide`, or a path
+    or URL, opened lazily) at ``mpp`` µm per pixel or at objective ``magnification`` (exactly
+    one of them; see the module docs). Raises InvalidArgumentError when both or neither are
+    given, when the slide lacks the property needed and no fallback is given, or when the
+    target is finer than level 0; TypeError for non-numbers or a ``slide`` that is neither a
+    slide nor a path."""
     if (mpp is None) == (magnification is None):
         raise InvalidArgumentError("give exactly one of mpp= and magnification=")
+    if isinstance(slide, (str, bytes, os.PathLike)):
+        from ._slide import Slide
+
+        slide = Slide(slide, lazy=True)
+    elif not hasattr(slide, "level_downsamples"):
+        raise TypeError(f"slide must be a slidestream.Slide or a path, got {type(slide).__name__}")
     name = getattr(slide, "path", "slide")
     if mpp is not None:
         target = _positive(mpp, "mpp")

@@ -99,6 +99,15 @@ def _check_min_tissue(min_tissue: Any) -> float:
     return v
 
 
+def _target_text(mpp: Any, magnification: Any, level: int) -> str:
+    """How a sampler's repr names what it reads: ``mpp=…`` / ``magnification=…`` or ``level=…``."""
+    if mpp is not None:
+        return f"mpp={mpp:g}"
+    if magnification is not None:
+        return f"magnification={magnification:g}"
+    return f"level={level}"
+
+
 def _resolutions(slides: List[Slide], level: int, mpp: Any, magnification: Any, fallback_mpp: Any, fallback_magnification: Any) -> Optional[list]:
     """Per-slide :class:`~slidestream.resolution.Resolution` for ``mpp=`` / ``magnification=``,
     or None when reading by ``level`` (then the fallbacks must not be given)."""
@@ -169,6 +178,7 @@ class RandomPatchSampler:
         #: Per slide, the :class:`slidestream.resolution.Resolution` read for ``mpp=`` /
         #: ``magnification=``; None when reading by level.
         self.resolutions = _resolutions(self.slides, self.level, mpp, magnification, fallback_mpp, fallback_magnification)
+        self._target = _target_text(mpp, magnification, self.level)
         if self.resolutions is None:
             for s in self.slides:
                 _check_level_in(s, self.level)
@@ -283,7 +293,7 @@ class RandomPatchSampler:
         which = _slide_name(self.slides[0]) if n == 1 else f"{n} slides"
         split = "" if self.split_of is None else f", split_of={self.split_of}"
         return (
-            f"RandomPatchSampler({which}, size={self.size}, level={self.level}, min_tissue={self.min_tissue:g}, "
+            f"RandomPatchSampler({which}, size={self.size}, {self._target}, min_tissue={self.min_tissue:g}, "
             f"weighting={self.weighting!r}, seed={self.seed}{split})"
         )
 
@@ -338,6 +348,7 @@ class GridSampler:
         level = check_int(level, "level", min_value=0)
         #: Per slide, the resolution read for ``mpp=`` / ``magnification=`` (None: by level).
         self.resolutions = _resolutions(slides, level, mpp, magnification, fallback_mpp, fallback_magnification)
+        self._target = _target_text(mpp, magnification, level)
         if self.resolutions is None:
             for s in slides:
                 _check_level_in(s, level)
@@ -355,6 +366,9 @@ class GridSampler:
         stride = normalize_size(stride) if isinstance(stride, (int, np.integer)) else check_positive_size(stride, "stride")
         self.min_tissue = _check_min_tissue(min_tissue)
         first = check_int(slide_index, "slide_index", min_value=0)
+        #: The slide index of the first slide's rows (``slide_index``; slide ``k`` of
+        #: :attr:`slides` has rows of index ``slide_index + k``).
+        self.slide_index = first
         masks = _masks_for(mask, slides, "mask")
         self.slides: List[Slide] = slides
         self.size, self.level, self.stride = size, level, stride
@@ -418,6 +432,6 @@ class GridSampler:
         total = sum(r * c for r, c in self.shapes)
         grid = f"grid {self.shapes[0][0]}x{self.shapes[0][1]}" if n == 1 else f"{n} grids"
         return (
-            f"GridSampler({which}, size={self.size}, level={self.level}, stride={self.stride}, "
+            f"GridSampler({which}, size={self.size}, {self._target}, stride={self.stride}, "
             f"min_tissue={self.min_tissue:g}: {len(self)} of {total} patches, {grid})"
         )

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .._args import check_int, normalize_size
+from .._errors import InvalidArgumentError
 from .._slide import Slide
 from ._common import SLIDES, fspath, stat_token, storage_of
 from ._plan import SlideGeometry, locality_order, partition, patch_rows, tile_ranges
+from ._resolution import fill_levels, read_ranges, read_rows, resolutions, target_of
 from ._workers import resolve_device
 
 if TYPE_CHECKING:  # dask is optional and imported lazily at run time.
@@ -30,7 +32,7 @@ def _slide_lists(paths: Any, storage_options: Any) -> Tuple[List[Any], List[Any]
     single = isinstance(paths, (str, bytes, os.PathLike, Slide))
     given = [paths] if single else list(paths)
     if not given:
-        raise ValueError("no slides given")
+        raise InvalidArgumentError("no slides given (paths is empty)")
     for p in given:
         if not isinstance(p, (str, bytes, os.PathLike, Slide)):
             raise TypeError(f"paths must be slide paths (str, bytes, os.PathLike) or slidestream.Slide, got {type(p).__name__}")
@@ -69,20 +71,25 @@ def _geometries(plist: List[Any], slist: List[Any], slides: List[Optional[Slide]
     return geos, versions
 
 
-def _read(paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, size: Tuple[int, int], background: Any, device: Any) -> Any:
+def _read(paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, size: Tuple[int, int], background: Any, device: Any,
+          target: Optional[dict] = None) -> Any:
     """One task's patches: rows (n, 4) with slide indices into ``paths``; one read call (a
-    single slide and level on the CPU: ``read_regions``; else one cross-slide batch)."""
+    single slide and level on the CPU: ``read_regions``; else one cross-slide batch; at a
+    resolution, ``target``, one :func:`slidestream.read_patches` call with it)."""
     from .._patches import read_patches as read_batch
 
     slides = [SLIDES.get(p, storage_options=st) for p, st in zip(paths, storages)]
+    if target is not None:
+        return read_batch(slides, read_rows(rows), size, background=background, **target)
     ordinal = resolve_device(device)
     if ordinal is None and rows.shape[0] and np.all(rows[:, :2] == rows[0, :2]):
         return slides[int(rows[0, 0])].read_regions(np.ascontiguousarray(rows[:, 2:]), int(rows[0, 1]), size, background=background)
     return read_batch(slides, rows, size, background=background, device=None if ordinal is None else f"cuda:{ordinal}")
 
 
-def _read_patches_task(paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, size: Tuple[int, int], background: Any) -> np.ndarray:
-    out = _read(paths, storages, rows, size, background, None)
+def _read_patches_task(paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, size: Tuple[int, int], background: Any,
+                       target: Optional[dict] = None) -> np.ndarray:
+    out = _read(paths, storages, rows, size, background, None, target)
     assert isinstance(out, np.ndarray)
     return out
 
@@ -103,7 +110,7 @@ def _check_task_size(task_tiles: Any, batch: Any) -> Tuple[int, Optional[int]]:
     TypeError for a non-int)."""
     for name, v in (("task_tiles", task_tiles), ("batch", batch)):
         if isinstance(v, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+            raise InvalidArgumentError(f"{name} must be a positive int, got {v!r}")
     task_tiles = check_int(task_tiles, "task_tiles", min_value=1, allow_bool=False)
     if batch is not None:
         batch = check_int(batch, "batch", min_value=1, allow_bool=False)
@@ -130,6 +137,10 @@ def read_patches(
     task_tiles: int = TASK_TILES,
     batch: Optional[int] = None,
     storage_options: Any = None,
+    mpp: Optional[float] = None,
+    magnification: Optional[float] = None,
+    fallback_mpp: Optional[float] = None,
+    fallback_magnification: Optional[float] = None,
 ) -> "dask.array.Array":
     """Patches of many slides as a lazy dask array, in the order of the sampler's rows.
 
@@ -155,6 +166,15 @@ def read_patches(
       when a chunk is computed).
     * ``background``: int or (r, g, b) for pixels outside the image and missing tiles.
     * ``storage_options``: for URLs, the store's options as :class:`slidestream.Slide`'s.
+    * ``mpp`` (µm per output pixel) or ``magnification`` (objective power), with
+      ``fallback_mpp`` / ``fallback_magnification`` for slides without the property: read at a
+      physical resolution instead of a level (:mod:`slidestream.resolution`: each slide from
+      the coarsest level at or below the target, reduced with its documented filter), exactly as
+      :func:`slidestream.read_patches` with the same arguments. ``size`` is then in output
+      pixels, ``level`` must be None, and rows are ``(slide_index, x, y)`` (level-0 pixels) or
+      ``(slide_index, level, x, y)`` carrying the level chosen for that slide (the rows of a
+      sampler made with the same ``mpp=``). The slides are opened here for their mpp (also
+      with ``batch``), so a slide without it and no fallback raises InvalidArgumentError here.
 
     Returns a ``dask.array.Array`` (n, height, width, 3) ``uint8``, RGB, chunk ``k`` one task
     (one :meth:`Slide.read_regions` call, or one cross-slide :func:`slidestream.read_patches`
@@ -167,20 +187,25 @@ def read_patches(
     plist, slist, given, single = _slide_lists(paths, storage_options)
     w, h = normalize_size(size)
     task_tiles, batch = _check_task_size(task_tiles, batch)
-    rows = patch_rows(sampler, len(plist), level, single=single, n=n)
+    target = target_of(level, None, mpp, magnification, fallback_mpp, fallback_magnification)
+    rows = patch_rows(sampler, len(plist), level, single=single, n=n, unknown_level=target is not None)
     meta = np.empty((0, 0, 0, 0), np.uint8)
     if rows.shape[0] == 0:
         return da.from_array(np.empty((0, h, w, 3), np.uint8), chunks=(1, h, w, 3))
+    res = resolutions(plist, slist, given, np.unique(rows[:, 0]), target) if target is not None else None
+    if res is not None:
+        rows = fill_levels(rows, res)
     if batch is not None:
         bounds = [(s, min(s + batch, rows.shape[0])) for s in range(0, rows.shape[0], batch)]
         versions = [stat_token(p) for p in plist]
     else:
         geos, versions = _geometries(plist, slist, given, np.unique(rows[:, 0]))
-        bounds = partition(rows, tile_ranges(rows, geos, (w, h)), task_tiles, _max_patches((w, h)))
+        ranges = tile_ranges(rows, geos, (w, h)) if res is None else read_ranges(rows, geos, res, (w, h))
+        bounds = partition(rows, ranges, task_tiles, _max_patches((w, h)))
     parts = []
     for _s, _e, sub_paths, sub_storage, sub, used in _tasks(plist, slist, rows, bounds):
-        token = tokenize([os.fsencode(p) for p in sub_paths], [versions[int(k)] for k in used], sub_storage, sub, (w, h), background)
-        d = dask.delayed(_read_patches_task, pure=True)(sub_paths, sub_storage, sub, (w, h), background, dask_key_name=f"slidestream-read_patches-{token}")
+        token = tokenize([os.fsencode(p) for p in sub_paths], [versions[int(k)] for k in used], sub_storage, sub, (w, h), background, target)
+        d = dask.delayed(_read_patches_task, pure=True)(sub_paths, sub_storage, sub, (w, h), background, target, dask_key_name=f"slidestream-read_patches-{token}")
         parts.append(da.from_delayed(d, shape=(sub.shape[0], h, w, 3), dtype=np.uint8, meta=meta))
     return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)
 
@@ -189,10 +214,10 @@ _BASE_COLUMNS = ("slide", "level", "x", "y")
 
 
 def _map_task(fn: Callable[..., Any], paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, used: np.ndarray,
-              positions: np.ndarray, size: Tuple[int, int], background: Any, device: Any) -> Any:
+              positions: np.ndarray, size: Tuple[int, int], background: Any, device: Any, target: Optional[dict] = None) -> Any:
     import pandas as pd  # type: ignore[import-untyped]
 
-    batch = _read(paths, storages, rows, size, background, device)
+    batch = _read(paths, storages, rows, size, background, device, target)
     glob = rows.copy()
     glob[:, 0] = used[rows[:, 0]]
     values = fn(batch, glob)
@@ -233,11 +258,16 @@ def map_patches(
     background: Any = 255,
     device: Any = None,
     storage_options: Any = None,
+    mpp: Optional[float] = None,
+    magnification: Optional[float] = None,
+    fallback_mpp: Optional[float] = None,
+    fallback_magnification: Optional[float] = None,
 ) -> "dask.dataframe.DataFrame":
     """Per-patch values of ``fn`` over many slides as a lazy dask dataframe (one row per patch).
 
     ``paths``, ``sampler``, ``size``, ``level``, ``n``, ``task_tiles``, ``background``,
-    ``storage_options`` as :func:`read_patches`. Each task reads its patches as one batch and
+    ``storage_options`` and ``mpp`` / ``magnification`` (with their fallbacks; CPU only) as
+    :func:`read_patches`; at a resolution ``rows`` carry the level each slide is read from. Each task reads its patches as one batch and
     calls ``fn(batch, rows)``: ``batch`` uint8 (k, height, width, 3) RGB — a numpy array on the
     CPU, a :class:`slidestream.DeviceArray` (``torch.from_dlpack`` / ``cupy.from_dlpack``) on
     a GPU — and ``rows`` int64 (k, 4) ``(slide_index, level, x, y)`` of those patches (indices
@@ -264,18 +294,22 @@ def map_patches(
     plist, slist, given, single = _slide_lists(paths, storage_options)
     w, h = normalize_size(size)
     task_tiles, _ = _check_task_size(task_tiles, None)
-    rows = patch_rows(sampler, len(plist), level, single=single, n=n)
+    target = target_of(level, device, mpp, magnification, fallback_mpp, fallback_magnification)
+    rows = patch_rows(sampler, len(plist), level, single=single, n=n, unknown_level=target is not None)
     if device not in (None, "cpu", "worker"):
         resolve_device(device)  # a bad device raises here, not in every task
+    res = resolutions(plist, slist, given, np.unique(rows[:, 0]), target) if target is not None and rows.shape[0] else None
+    if res is not None:
+        rows = fill_levels(rows, res)
     geos, versions = _geometries(plist, slist, given, np.unique(rows[:, 0])) if rows.shape[0] else ([], [])
-    ranges = tile_ranges(rows, geos, (w, h))
+    ranges = tile_ranges(rows, geos, (w, h)) if res is None else read_ranges(rows, geos, res, (w, h))
     order = locality_order(rows, ranges) if sort else np.arange(rows.shape[0], dtype=np.int64)
     rows, ranges = rows[order], ranges[order]
     bounds = partition(rows, ranges, task_tiles, _max_patches((w, h)))
     parts = []
     for s, e, sub_paths, sub_storage, sub, used in _tasks(plist, slist, rows, bounds):
-        key = dask.base.tokenize(fn, [os.fsencode(p) for p in sub_paths], [versions[int(k)] for k in used], sub_storage, sub, order[s:e], (w, h), background, device)
-        parts.append(dask.delayed(_map_task, pure=True)(fn, sub_paths, sub_storage, sub, used, order[s:e], (w, h), background, device, dask_key_name=f"slidestream-map_patches-{key}"))
+        key = dask.base.tokenize(fn, [os.fsencode(p) for p in sub_paths], [versions[int(k)] for k in used], sub_storage, sub, order[s:e], (w, h), background, device, target)
+        parts.append(dask.delayed(_map_task, pure=True)(fn, sub_paths, sub_storage, sub, used, order[s:e], (w, h), background, device, target, dask_key_name=f"slidestream-map_patches-{key}"))
     frame_meta = _meta_frame(meta)
     if not parts:
         import pandas as pd  # type: ignore[import-untyped]

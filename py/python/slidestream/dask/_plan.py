@@ -39,12 +39,14 @@ class SlideGeometry:
         )
 
 
-def patch_rows(patches: Any, n_slides: int, level: Optional[int], *, single: bool, n: Optional[int] = None) -> np.ndarray:
+def patch_rows(patches: Any, n_slides: int, level: Optional[int], *, single: bool, n: Optional[int] = None,
+               unknown_level: bool = False) -> np.ndarray:
     """The patches of a call as int64 rows (n, 4) ``(slide_index, level, x, y)``, C-contiguous.
 
     ``patches`` is an integer array / sequence of rows ``(slide_index, level, x, y)`` (then
     ``level`` must be None or equal every row's), of ``(slide_index, x, y)`` (``level``, default
-    0, applies), of ``(x, y)`` with a single slide; an object with a ``patches`` array (e.g.
+    0, applies; with ``unknown_level`` the level is -1, chosen later by a resolution), of
+    ``(x, y)`` with a single slide; an object with a ``patches`` array (e.g.
     :class:`slidestream.sampling.GridSampler`); or one with ``sample(n)`` (e.g.
     :class:`~slidestream.sampling.RandomPatchSampler`; ``n`` required). Raises TypeError /
     ValueError for other shapes, dtypes or a missing ``n``, IndexError or InvalidArgumentError
@@ -79,7 +81,7 @@ def patch_rows(patches: Any, n_slides: int, level: Optional[int], *, single: boo
     locs = normalize_locations(patches, n_slides, allow_xy=single)
     rows = np.empty((locs.shape[0], 4), dtype=np.int64)
     rows[:, 0] = locs[:, 0]
-    rows[:, 1] = 0 if level is None else level
+    rows[:, 1] = -1 if unknown_level else (0 if level is None else level)
     rows[:, 2:] = locs[:, 1:]
     return rows
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, List
 
+from .._errors import InvalidArgumentError
 from ._common import SLIDES
 from ._patches import _slide_lists
 
@@ -57,7 +58,7 @@ def map_slides(paths: Any, fn: Callable[..., Any], *, with_index: bool = False, 
     * ``storage_options``: for URLs, the store's options as :class:`slidestream.Slide`'s.
 
     Call :func:`slidestream.dask.worker_device` inside ``fn`` for the GPU the worker was given.
-    Raises ValueError for no slides or a bad ``errors``, TypeError for a non-callable ``fn``."""
+    Raises InvalidArgumentError (a ValueError) for no slides or a bad ``errors``, TypeError for a non-callable ``fn``."""
     import dask
     import dask.bag as db
     from dask.base import tokenize
@@ -65,7 +66,7 @@ def map_slides(paths: Any, fn: Callable[..., Any], *, with_index: bool = False, 
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
     if errors not in ("raise", "return"):
-        raise ValueError(f"errors must be 'raise' or 'return', not {errors!r}")
+        raise InvalidArgumentError(f"errors must be 'raise' or 'return', not {errors!r}")
     plist, slist, _given, _single = _slide_lists(paths, storage_options)
     parts = [
         dask.delayed(_slide_task, pure=True)(fn, k, p, st, bool(with_index), errors, dask_key_name=f"slidestream-map_slides-{tokenize(fn, k, p, st, with_index, errors)}")
