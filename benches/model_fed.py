@@ -51,8 +51,8 @@ Rows, per model M (in --models order), in this order:
 then, with --taskset CPUS, M0-loader-device-taskset (the first model's loader-device row under
 ``taskset -c CPUS``), then the extra rows (only with --extras or named by --only):
   M-loader-bg-sync       M-loader-bg with a device synchronisation after every model step
-  M-loader-cpu-pin       M-loader-cpu with the batch copied into pinned memory in the loader's
-                         producer thread (transform=Tensor.pin_memory)
+  M-loader-cpu-pin       M-loader-cpu with PatchLoader(pin_memory=True): each batch decoded
+                         straight into page-locked memory, so the copy to the GPU is asynchronous
 Derived: ``of_synthetic`` (a fed row's images/s ÷ M-synthetic's; for the loader-under-model
 rows the model's share of its ceiling), ``of_loader_alone`` (the loader-under-model rows' loader
 rate ÷ loader-alone's; the fed loader-device rows' images/s ÷ loader-alone's).

@@ -149,8 +149,8 @@ def loader(spec, res, device_path: bool, num_batches: int):
     if not device_path and spec.get("pin"):
         if not torch.cuda.is_available():
             raise Skip("pinned memory needs CUDA (torch.cuda.is_available() is False)")
-        kw["transform"] = lambda t: t.pin_memory()  # in the producer thread: a host copy into pinned memory
-        res["pinned"] = "transform=Tensor.pin_memory in the loader's producer thread"
+        kw["pin_memory"] = True  # each batch decoded straight into page-locked memory
+        res["pinned"] = "PatchLoader(pin_memory=True)"
     res["prefetch"], res["readers"] = spec["prefetch"], spec["readers"]
     return torch, PatchLoader(slides, Replay(batches), (spec["size"],) * 2, batch_size=spec["batch"], num_batches=num_batches,
                               device="cuda" if device_path else None, prefetch=spec["prefetch"], readers=spec["readers"], **kw)

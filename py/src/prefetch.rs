@@ -11,6 +11,13 @@
 //! A submitted batch is read exactly as `_read_patches` reads it (same checks, same result:
 //! a numpy uint8 (n, h, w, 3) array or a `DeviceArray`), by [`slidestream::read_patches`] or
 //! [`slidestream::read_patches_device`]; its error is raised when it is taken.
+//!
+//! A host batch may be read into a destination the caller gives (`submit(rows, out=array)`):
+//! `PatchLoader(pin_memory=True)` passes the numpy view of a page-locked tensor from PyTorch's
+//! host allocator, so the batch is decoded straight into pinned memory (no copy, and the
+//! caller's `.to("cuda", non_blocking=True)` is asynchronous). The job holds a reference to the
+//! array until its read has returned, so dropping the prefetcher mid-read frees nothing that a
+//! read thread still writes.
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -20,11 +27,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use numpy::{PyArray4, PyReadonlyArray2};
+use numpy::{PyArray4, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use slidestream::gpu::DeviceArray;
-use slidestream::{read_patches, read_patches_device, Error, PatchRequest, ReadOptions, Slide};
+use slidestream::{read_patches, read_patches_device, read_patches_into, Error, PatchRequest, ReadOptions, Slide};
 
 use crate::args;
 use crate::device_array::PyDeviceArray;
@@ -88,15 +95,27 @@ fn stall_due() -> u64 {
     std::mem::replace(&mut s.1, 0)
 }
 
-/// One submitted batch: its sequence number and (slide, level, location) rows.
+/// One submitted batch: its sequence number, (slide, level, location) rows and, for a host
+/// batch, the caller's destination if one was given.
 struct Job {
     seq: u64,
     reqs: Vec<(usize, usize, (i64, i64))>,
+    out: Option<Dest>,
 }
 
-/// A batch read: host pixels or a device array.
+/// A caller's destination: a C-contiguous, writeable numpy uint8 array of exactly the batch's
+/// `n × h × w × 3` bytes (checked by `submit`), kept alive by `owner` while a read thread writes
+/// through `ptr`.
+struct Dest {
+    owner: Py<PyAny>,
+    ptr: usize,
+    len: usize,
+}
+
+/// A batch read: host pixels, the caller's destination filled, or a device array.
 enum Out {
     Host(Vec<u8>, usize),
+    Into(Py<PyAny>),
     Device(DeviceArray),
 }
 
@@ -131,11 +150,48 @@ pub(crate) struct PyPrefetcher {
     done: Mutex<Receiver<Done>>,
 }
 
-fn read_one(slides: &[Arc<Slide>], job: &Job, opts: &ReadOptions, device: Option<usize>) -> Result<Out, Error> {
+fn read_one(slides: &[Arc<Slide>], job: Job, opts: &ReadOptions, device: Option<usize>) -> Result<Out, Error> {
     let batch: Vec<PatchRequest<'_>> = job.reqs.iter().map(|&(s, level, location)| PatchRequest { slide: &slides[s], level, location }).collect();
-    match device {
-        Some(dev) => Ok(Out::Device(read_patches_device(&batch, opts, dev)?.into_result()?)),
-        None => Ok(Out::Host(read_patches(&batch, opts)?, job.reqs.len())),
+    match (device, job.out) {
+        (Some(dev), _) => Ok(Out::Device(read_patches_device(&batch, opts, dev)?.into_result()?)),
+        (None, Some(dest)) => {
+            // SAFETY: `submit` checked that `ptr` starts a C-contiguous, writeable uint8 array
+            // of `len` bytes; `dest.owner` keeps that array (and so its memory) alive until this
+            // returns, and no other thread of this module touches it meanwhile (the consumer
+            // gets it back only through `take`, after this read).
+            let out = unsafe { std::slice::from_raw_parts_mut(dest.ptr as *mut u8, dest.len) };
+            read_patches_into(&batch, opts, out)?;
+            Ok(Out::Into(dest.owner))
+        }
+        (None, None) => Ok(Out::Host(read_patches(&batch, opts)?, job.reqs.len())),
+    }
+}
+
+impl PyPrefetcher {
+    /// `out` checked as a destination for a batch of `n` patches: a numpy uint8 array of shape
+    /// (n, height, width, 3), C-contiguous and writeable (ValueError naming what is wrong).
+    fn destination(&self, out: &Bound<'_, PyAny>, n: usize) -> PyResult<Dest> {
+        let arr = out.cast::<PyArray4<u8>>().map_err(|_| PyValueError::new_err(format!("out must be a 4-D numpy uint8 array, got {}", describe(out))))?;
+        let want = [n, self.size.1 as usize, self.size.0 as usize, 3];
+        if arr.shape() != want {
+            return Err(PyValueError::new_err(format!("out has shape {:?}, the batch needs {want:?}", arr.shape())));
+        }
+        if !arr.is_c_contiguous() {
+            return Err(PyValueError::new_err("out must be C-contiguous"));
+        }
+        // A writeable borrow fails for a read-only array (and for one Rust code borrows now).
+        let mut rw = arr.try_readwrite().map_err(|e| PyValueError::new_err(format!("out must be a writeable array not in use: {e}")))?;
+        let slice = rw.as_slice_mut().map_err(|e| PyValueError::new_err(format!("out: {e}")))?;
+        Ok(Dest { owner: out.clone().unbind(), ptr: slice.as_mut_ptr() as usize, len: slice.len() })
+    }
+}
+
+/// A short description of a Python object for an error message: numpy arrays by dtype and
+/// dimensions, anything else by type name.
+fn describe(o: &Bound<'_, PyAny>) -> String {
+    match (o.getattr("dtype"), o.getattr("ndim")) {
+        (Ok(d), Ok(n)) => format!("a {n}-D array of {d}"),
+        _ => o.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into()),
     }
 }
 
@@ -177,6 +233,7 @@ impl PyPrefetcher {
                 if stop.load(Ordering::Relaxed) {
                     continue; // closed: skip what is still queued
                 }
+                let seq = job.seq;
                 let r = catch_unwind(AssertUnwindSafe(|| {
                     #[cfg(feature = "test-hooks")]
                     {
@@ -186,9 +243,9 @@ impl PyPrefetcher {
                             std::thread::sleep(Duration::from_millis(ms));
                         }
                     }
-                    read_one(&slides, &job, &opts, device)
+                    read_one(&slides, job, &opts, device)
                 }));
-                if done.send((job.seq, r)).is_err() {
+                if done.send((seq, r)).is_err() {
                     return; // the consumer is gone: drop the batch
                 }
                 }
@@ -208,14 +265,22 @@ impl PyPrefetcher {
     }
 
     /// Queue one batch: `rows` int64 (n, 4) (slide index, level, x, y), checked as
-    /// `read_patches` checks them (InvalidArgumentError). Returns the number of batches
-    /// submitted and not yet taken.
-    fn submit(&self, py: Python<'_>, rows: PyReadonlyArray2<'_, i64>) -> PyResult<u64> {
+    /// `read_patches` checks them (InvalidArgumentError). `out`, for a host prefetcher only: a
+    /// C-contiguous, writeable numpy uint8 array of shape (n, height, width, 3) the batch is read
+    /// into (`take` then returns that very array); ValueError for anything else. Returns the
+    /// number of batches submitted and not yet taken.
+    #[pyo3(signature = (rows, out=None))]
+    fn submit(&self, py: Python<'_>, rows: PyReadonlyArray2<'_, i64>, out: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         let reqs = parse_requests(py, self.slides.len(), &rows)?;
+        let out = match out {
+            None => None,
+            Some(_) if self.device.is_some() => return Err(PyValueError::new_err("out: device batches are read into device memory; a host destination applies to host batches only")),
+            Some(o) => Some(self.destination(o, reqs.len())?),
+        };
         let mut st = self.state.lock().map_err(|_| PyRuntimeError::new_err("slidestream prefetcher: poisoned"))?;
         let seq = st.next_submit;
         let Some(tx) = &st.jobs else { return Err(PyRuntimeError::new_err("slidestream prefetcher: closed")) };
-        tx.send(Job { seq, reqs }).map_err(|_| PyRuntimeError::new_err("slidestream prefetcher: its read threads are gone"))?;
+        tx.send(Job { seq, reqs, out }).map_err(|_| PyRuntimeError::new_err("slidestream prefetcher: its read threads are gone"))?;
         st.next_submit += 1;
         Ok(st.next_submit - st.next_take)
     }
@@ -298,6 +363,7 @@ impl PyPrefetcher {
         }
         match r.or_raise(py)? {
             Out::Device(a) => Ok(Some(Bound::new(py, PyDeviceArray::new(a))?.into_any())),
+            Out::Into(owner) => Ok(Some(owner.into_bound(py))),
             Out::Host(data, n) => {
                 let arr = ndarray::Array4::from_shape_vec((n, self.size.1 as usize, self.size.0 as usize, 3), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
                 Ok(Some(PyArray4::from_owned_array(py, arr).into_any()))

@@ -73,8 +73,13 @@ class _Reader:
     dropped iterator is collected and stops its producer)."""
 
     def __init__(self, slides: List[Slide], size: Tuple[int, int], background: Any, device: Optional[int],
-                 convert: Callable[[Any], Any], transform: Optional[Callable[[Any], Any]], resolution: Optional[dict] = None) -> None:
+                 convert: Callable[[Any], Any], transform: Optional[Callable[[Any], Any]], resolution: Optional[dict] = None,
+                 destination: Optional[Callable[[int], Tuple[Any, np.ndarray]]] = None) -> None:
         self.slides = slides
+        #: For host batches: ``destination(n)`` -> (batch object, its writeable numpy uint8 view
+        #: (n, h, w, 3)) to read a batch of ``n`` patches into (PatchLoader's pinned memory);
+        #: None: a fresh array per batch.
+        self.destination = destination if device is None else None
         self.resolution = dict(resolution or {})
         self.size = size
         self.background = background
@@ -85,6 +90,10 @@ class _Reader:
     def __call__(self, rows: np.ndarray) -> Any:
         if self.device is None:
             batch: Any = read_patches(self.slides, rows, self.size, background=self.background, **self.resolution)
+            if self.destination is not None:  # (the native read-ahead reads into it directly)
+                dest, view = self.destination(len(batch))
+                view[...] = batch
+                batch = dest
         else:
             batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
         batch = self.convert(batch)
@@ -270,6 +279,8 @@ class _NativeEpochIterator(_Closing):
         self._plan_error: Optional[BaseException] = None
         self._plan_over = False
         self._metas: "collections.deque[BatchMeta]" = collections.deque()
+        #: The destinations of the submitted batches (None entries when reading into fresh arrays).
+        self._dests: "collections.deque[Any]" = collections.deque()
         self._depth = max(1, prefetch) + readers
         self._read = read
         device = None if read.device is None else f"cuda:{read.device}"
@@ -290,7 +301,12 @@ class _NativeEpochIterator(_Closing):
         while not self._plan_over and self._plan_error is None and len(self._metas) < self._depth:
             try:
                 index, (rows, indices) = next(self._plan)
-                self._pf.submit(rows)
+                dest = None
+                if self._read.destination is not None:
+                    dest, view = self._read.destination(len(rows))
+                    self._pf.submit(rows, view)
+                else:
+                    self._pf.submit(rows)
             except StopIteration:
                 self._plan_over = True
                 return
@@ -298,6 +314,7 @@ class _NativeEpochIterator(_Closing):
                 self._plan_error = e
                 return
             self._metas.append(BatchMeta(rows=rows, indices=indices, epoch=self.epoch, index=index))
+            self._dests.append(dest)
 
     def __next__(self) -> Tuple[Any, BatchMeta]:
         if self._done:
@@ -317,6 +334,9 @@ class _NativeEpochIterator(_Closing):
             self._shutdown(wait=False)  # a read is stuck: do not wait for it
             raise TimeoutError(f"slidestream loader: no batch within timeout={self._timeout} s")
         meta = self._metas.popleft()
+        dest = self._dests.popleft()
+        if dest is not None:
+            batch = dest  # what the read filled (``batch`` is its numpy view)
         self._fill()  # the reads go on while the consumer computes
         batch = self._read.convert(batch)
         if self._read.transform is not None:
@@ -334,5 +354,7 @@ class _NativeEpochIterator(_Closing):
         self._done = True
         self._metas.clear()
         pf = getattr(self, "_pf", None)
+        # The destinations stay referenced by the prefetcher's jobs until their reads return.
+        getattr(self, "_dests", collections.deque()).clear()
         if pf is not None:
             pf.close(wait)

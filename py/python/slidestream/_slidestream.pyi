@@ -448,9 +448,11 @@ class _Prefetcher:
         cls, slides: Sequence[Slide], size: Tuple[int, int], background: Optional[_Background] = None,
         device: Optional[_Device] = None, readers: int = 1,
     ) -> Self: ...
-    def submit(self, rows: npt.NDArray[np.int64]) -> int:
+    def submit(self, rows: npt.NDArray[np.int64], out: Optional[npt.NDArray[np.uint8]] = None) -> int:
         """Queue one batch of int64 (n, 4) rows ``(slide_index, level, x, y)`` (checked as
-        ``read_patches`` checks them); returns the batches submitted and not yet taken."""
+        ``read_patches`` checks them); ``out`` (host prefetchers only): a C-contiguous,
+        writeable uint8 (n, h, w, 3) array the batch is read into, which ``take`` returns
+        (ValueError otherwise); returns the batches submitted and not yet taken."""
     def pending(self) -> int:
         """Batches submitted and not yet taken."""
     def take(self, timeout: Optional[float] = None) -> Optional[Union[npt.NDArray[np.uint8], DeviceArray]]:

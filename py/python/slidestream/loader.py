@@ -262,6 +262,12 @@ class PatchBatches(_Closing):
         self._current: Optional["weakref.ReferenceType[Union[_EpochIterator, _NativeEpochIterator]]"] = None
         self._closed = False
 
+    def _destination(self) -> Optional[Callable[[int], Tuple[Any, np.ndarray]]]:
+        """Where host batches are read to (a subclass hook: PatchLoader's pinned memory):
+        ``f(n)`` -> (batch object, its writeable numpy uint8 (n, h, w, 3) view), or None for a
+        fresh numpy array per batch (here)."""
+        return None
+
     def _convert(self, batch: Any) -> Any:
         """What a read batch becomes before ``transform`` (a subclass hook: PatchLoader makes
         tensors); here the batch itself. Runs where the ``transform`` runs."""
@@ -340,7 +346,8 @@ class PatchBatches(_Closing):
             prev.close()
         epoch = self._epoch
         self._epoch += 1
-        read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform, self.resolution)
+        read = _Reader(self.slides, self.size, self.background, self.device, self._convert, self.transform, self.resolution,
+                       self._destination())
         # Device batches, and host batches without a transform, are read ahead on native
         # threads that never need the GIL (a training loop holds it nearly all the time); a
         # host transform, or a resize to a physical resolution, runs on a producer thread,

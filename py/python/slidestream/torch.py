@@ -53,7 +53,7 @@ from __future__ import annotations
 import operator
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -354,8 +354,8 @@ class PatchLoader(PatchBatches):
     next batches already being read and decoded while the caller computes.
 
     ``PatchLoader(slides, sampler, size, *, batch_size=256, num_batches=None, shuffle=False,
-    seed=None, drop_last=False, transform=None, device=None, prefetch=2, readers=1,
-    background=None, timeout=None, storage_options=None, rank=None, world_size=None)`` — the
+    seed=None, drop_last=False, transform=None, device=None, pin_memory=False, prefetch=2,
+    readers=1, background=None, timeout=None, storage_options=None, rank=None, world_size=None)`` — the
     arguments of :class:`slidestream.PatchBatches` (slides, sampler, epochs, ``break``, errors,
     ``meta`` and the rank split work the same way).
 
@@ -370,6 +370,16 @@ class PatchLoader(PatchBatches):
     * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
       memory (``torch.from_numpy`` of the decoded batch, no copy), decoded on slidestream's
       decode threads ahead of the caller (no worker processes).
+    * ``pin_memory=True`` (CPU path only): each batch is decoded straight into page-locked host
+      memory from PyTorch's pinned-memory allocator (``torch.empty(..., pin_memory=True)``; no
+      extra copy when batches are read ahead natively, one copy into it after a host
+      ``transform``-free resize by ``mpp=`` / ``magnification=``), so ``batch.to("cuda",
+      non_blocking=True)`` is an asynchronous copy that overlaps the model, as with
+      ``DataLoader(pin_memory=True)``. PyTorch's allocator reuses a freed batch's memory only
+      once the copies recorded on it have finished, so a batch is never overwritten while a
+      non-blocking copy still reads it. ``tensor.is_pinned()`` is True. Needs CUDA:
+      :class:`slidestream.InvalidArgumentError` when ``torch.cuda.is_available()`` is False,
+      with ``device=`` set (device batches are in device memory already) or for a non-bool.
     * ``device="cuda"`` (``"cuda:N"``, an int, a ``torch.device``): a CUDA ``torch.uint8``
       tensor (n, height, width, 3) on that device, made with ``torch.from_dlpack`` from the
       :class:`slidestream.DeviceArray` that one cross-slide :func:`slidestream.read_patches`
@@ -417,14 +427,37 @@ class PatchLoader(PatchBatches):
         magnification: Optional[float] = None,
         fallback_mpp: Optional[float] = None,
         fallback_magnification: Optional[float] = None,
+        pin_memory: bool = False,
     ) -> None:
-        _torch()
+        torch = _torch()
+        if not isinstance(pin_memory, bool):
+            raise InvalidArgumentError(f"pin_memory must be True or False, got {pin_memory!r}")
+        if pin_memory and device is not None and device != "cpu":
+            raise InvalidArgumentError("pin_memory=True applies to host batches; device batches are in device memory already")
+        if pin_memory and not torch.cuda.is_available():
+            raise InvalidArgumentError("pin_memory=True needs CUDA (torch.cuda.is_available() is False)")
+        #: Host batches are read into page-locked memory (see the class docs).
+        self.pin_memory = pin_memory
         super().__init__(
             slides, sampler, size, batch_size=batch_size, num_batches=num_batches, shuffle=shuffle, seed=seed,
             drop_last=drop_last, transform=transform, device=device, prefetch=prefetch, readers=readers, background=background,
             timeout=timeout, storage_options=storage_options, rank=rank, world_size=world_size, mpp=mpp,
             magnification=magnification, fallback_mpp=fallback_mpp, fallback_magnification=fallback_magnification,
         )
+
+    def _destination(self) -> Optional[Callable[[int], Tuple[Any, np.ndarray]]]:
+        """With ``pin_memory``: a fresh page-locked ``torch.uint8`` tensor (n, h, w, 3) from
+        PyTorch's pinned-memory allocator and its numpy view, for each host batch."""
+        if not self.pin_memory:
+            return None
+        torch = _torch()
+        w, h = self.size
+
+        def pinned(n: int) -> Tuple[Any, np.ndarray]:
+            t = torch.empty((n, h, w, 3), dtype=torch.uint8, pin_memory=True)
+            return t, t.numpy()
+
+        return pinned
 
     def _convert(self, batch: Any) -> Any:
         """The read batch as a tensor (``torch.from_numpy`` / ``torch.from_dlpack``, no copy)."""
