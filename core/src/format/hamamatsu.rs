@@ -1,4 +1,5 @@
-//! Hamamatsu NDPI.
+//! Hamamatsu NDPI (this file) and VMS ([`vms`]): one driver, `hamamatsu`; a TIFF is NDPI, a
+//! key file is VMS (OpenSlide tries its `hamamatsu-vms-vmu` format, then `hamamatsu-ndpi`).
 //!
 //! Facts follow OpenSlide 4.0.1's `openslide-vendor-hamamatsu.c` (NDPI part) and
 //! `openslide-decode-tifflike.c` (NDPI's TIFF quirks, read by [`crate::tiff`]):
@@ -31,14 +32,18 @@
 //! * quickhash: the strips of the narrowest level's IFD (raw StripOffsets, as OpenSlide hashes
 //!   them) and the `tiff.*` strings of IFD 0.
 
+pub mod vms;
+mod vms_key;
+
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::tiff_common::{quickhash_input, tiff_properties};
 use super::{format_double, FormatDriver, LayoutLevel, Probe, SlideLayout, MAX_IMAGE_EDGE, MAX_TILE_EDGE};
 use crate::codec::stream::{patch_sof_size, scan_header};
 use crate::error::{Error, ImageRef, Location, Result};
-use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, SampleBits, TileLoc, TileStream};
+use crate::index::{Alpha, CodecInfo, Compression, Grid, ImageIndex, Photometric, SampleBits, SourceId, TileLoc, TileStream};
 use crate::io::ByteSource;
 use crate::tiff::{read_at, tags, IfdReader, TiffFile};
 
@@ -68,6 +73,10 @@ impl FormatDriver for Hamamatsu {
     }
 
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
+        if let Err(e) = probe.tiff {
+            // Not TIFF: a VMS/VMU key file, or the TIFF parser's reason (the usual answer).
+            return vms::key_file(probe.src)?.map(|_| ()).ok_or_else(|| e.message());
+        }
         let tf = probe.tiff.map_err(|e| e.message())?;
         match tf.ifds[0].get(NDPI_FORMAT_FLAG) {
             Some(e) if e.count > 0 => Ok(()),
@@ -75,8 +84,16 @@ impl FormatDriver for Hamamatsu {
         }
     }
 
+    fn resolve_dir(&self, dir: &Path) -> Result<Option<PathBuf>> {
+        vms::resolve_dir(dir)
+    }
+
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
+        if probe.tiff.is_err() {
+            let (bytes, kf) = vms::key_file(src).map_err(|m| Error::format(at, m))?.ok_or_else(|| Error::format(at, "not a VMS/VMU key file"))?;
+            return vms::open(probe, bytes, &kf);
+        }
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
         let mut stored: Vec<StoredLevel> = Vec::new();
         let mut min_width = u64::MAX;
@@ -111,7 +128,7 @@ impl FormatDriver for Hamamatsu {
                 stored.push(stored_level(tf, src, &dat, dir, width, height, start, num_bytes)?);
             } else if lens == -1.0 {
                 let mat = at.clone().with_image(ImageRef::Associated("macro".into()));
-                associated.insert("macro".to_string(), whole_jpeg_image(src, &mat, start, num_bytes)?);
+                associated.insert("macro".to_string(), whole_jpeg_image(src, &mat, SourceId::PRIMARY, start, num_bytes)?);
             }
         }
         if stored.is_empty() {
@@ -434,9 +451,10 @@ fn synthesise_levels(stored: &[StoredLevel]) -> Vec<LayoutLevel> {
     by_width.into_values().rev().collect()
 }
 
-/// A whole JPEG stored at `start` (the macro image): one tile, the stream decoded as stored
-/// (an NDPI run with an empty header is the stored bytes verbatim, ending in EOI).
-fn whole_jpeg_image(src: &dyn ByteSource, at: &Location, start: u64, num_bytes: u64) -> Result<ImageIndex> {
+/// A whole JPEG stored at `start` of `src` (source `source`; the macro image): one tile, the
+/// stream decoded as stored (an NDPI run with an empty header is the stored bytes verbatim,
+/// ending in EOI).
+fn whole_jpeg_image(src: &dyn ByteSource, at: &Location, source: SourceId, start: u64, num_bytes: u64) -> Result<ImageIndex> {
     let head = read_at(src, at, start, num_bytes.min(MAX_HEADER_BYTES))?;
     let l = scan_header(&head).map_err(|m| Error::format(at, format!("macro image: {m}")))?;
     let (w, h) = (l.width as u64, l.height as u64);
@@ -446,7 +464,7 @@ fn whole_jpeg_image(src: &dyn ByteSource, at: &Location, start: u64, num_bytes: 
     if w > MAX_TILE_EDGE || h > MAX_TILE_EDGE {
         return Err(Error::limits(at, format!("macro image of {w}x{h} pixels exceeds {MAX_TILE_EDGE} per edge")));
     }
-    let grid = Grid::regular(1, 1, 1, vec![TileLoc::primary(start, num_bytes)]).ok_or_else(|| Error::format(at, "macro grid"))?;
+    let grid = Grid::regular(1, 1, 1, vec![TileLoc { source, offset: start, length: num_bytes }]).ok_or_else(|| Error::format(at, "macro grid"))?;
     Ok(ImageIndex {
         width: w,
         height: h,
