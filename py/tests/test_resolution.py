@@ -204,6 +204,8 @@ def test_dask_patches_at_a_resolution_equal_read_patches_and_openslide():
         ssd.read_patches(paths, rows3, 224, fallback_mpp=0.25)
     with pytest.raises(InvalidArgumentError, match="no slides given"):
         ssd.read_patches([], rows3, 224)
+    for s in slides:
+        s.close()
 
 
 def test_resolve_takes_a_path_and_reprs_name_the_resolution():
