@@ -124,6 +124,9 @@ static GENERATED: &[DriverCases] = &[
             ("ndpi-420-wide.ndpi", Reads::Ok),
             ("ndpi-422-ri5.ndpi", Reads::Ok),
             ("ndpi-444-nomcu.ndpi", Reads::Ok),
+            // VMS: a folder of files, opened by its folder (the driver picks the key file).
+            ("vms-2x2", Reads::Ok),
+            ("vms-3x1-444", Reads::Ok),
         ],
     },
     // Folder slides: opened by their folder (the driver picks the file, as for DRIVERS).
