@@ -38,12 +38,19 @@ class BatchMeta:
     * ``epoch``: the epoch this batch belongs to (0 for the first iteration, counting up with
       every new iteration or as set by :meth:`PatchBatches.set_epoch`).
     * ``index``: the batch's position in its epoch (0, 1, ...).
+    * ``downsample``: float64 array (n,): level-0 pixels per output pixel of each patch — the
+      level's downsample (``Slide.level_downsamples[level]``) when reading by level, the
+      :class:`slidestream.resolution.Resolution`'s ``downsample`` with ``mpp=`` /
+      ``magnification=``. Patch ``k`` covers level-0 ``[x, x + width × downsample[k])`` ×
+      ``[y, y + height × downsample[k])``. NaN for a row whose level or slide does not exist
+      (its batch then raises when taken).
     """
 
     rows: np.ndarray
     indices: Optional[np.ndarray]
     epoch: int
     index: int
+    downsample: Optional[np.ndarray] = None
 
 
 class _End:
@@ -80,12 +87,45 @@ class _Reader:
         #: (n, h, w, 3)) to read a batch of ``n`` patches into (PatchLoader's pinned memory);
         #: None: a fresh array per batch.
         self.destination = destination if device is None else None
+        #: slide index -> level-0 pixels per output pixel at ``resolution`` (resolved once).
+        self._resolved: dict = {}
         self.resolution = dict(resolution or {})
         self.size = size
         self.background = background
         self.device = device
         self.convert = convert
         self.transform = transform
+
+    def meta(self, rows: np.ndarray, indices: Optional[np.ndarray], epoch: int, index: int) -> "BatchMeta":
+        """The :class:`BatchMeta` of a batch of ``rows`` (its ``downsample`` column filled)."""
+        return BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index, downsample=self.downsamples(rows))
+
+    def downsamples(self, rows: np.ndarray) -> np.ndarray:
+        """float64 (n,): level-0 pixels per output pixel of each row; NaN where the slide or
+        level does not exist or the resolution cannot be resolved (the read raises then)."""
+        out = np.full(rows.shape[0], np.nan)
+        if rows.shape[0] == 0:
+            return out
+        pairs, inverse = np.unique(rows[:, :2], axis=0, return_inverse=True)
+        values = np.full(len(pairs), np.nan)
+        for k, (s, level) in enumerate(pairs.tolist()):
+            if not 0 <= s < len(self.slides):
+                continue
+            if self.resolution:
+                if s not in self._resolved:
+                    from .resolution import resolve
+
+                    try:
+                        self._resolved[s] = resolve(self.slides[s], **self.resolution).downsample
+                    except Exception:  # noqa: BLE001 - the read raises it at the batch's turn
+                        self._resolved[s] = float("nan")
+                values[k] = self._resolved[s]
+            else:
+                ds = self.slides[s].level_downsamples
+                if 0 <= level < len(ds):
+                    values[k] = ds[level]
+        out[:] = values[inverse.reshape(-1)]
+        return out
 
     def __call__(self, rows: np.ndarray) -> Any:
         if self.device is None:
@@ -123,7 +163,7 @@ def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int
             for index, (rows, indices) in enumerate(plan):
                 if stop.is_set():
                     return
-                item: Any = (read(rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index))
+                item: Any = (read(rows), read.meta(rows, indices, epoch, index))
                 if not put(item):
                     return
                 del item  # the queue (then the consumer) holds the batch, not this frame
@@ -135,7 +175,7 @@ def _produce(plan: Iterator[Tuple[np.ndarray, Optional[np.ndarray]]], epoch: int
                 for index, (rows, indices) in enumerate(plan):
                     if stop.is_set():
                         return
-                    pending.append((pool.submit(read, rows), BatchMeta(rows=rows, indices=indices, epoch=epoch, index=index)))
+                    pending.append((pool.submit(read, rows), read.meta(rows, indices, epoch, index)))
                     if len(pending) >= readers:
                         fut, meta = pending.popleft()
                         if not put((fut.result(), meta)):
@@ -313,7 +353,7 @@ class _NativeEpochIterator(_Closing):
             except BaseException as e:  # noqa: BLE001 - raised at its turn in __next__
                 self._plan_error = e
                 return
-            self._metas.append(BatchMeta(rows=rows, indices=indices, epoch=self.epoch, index=index))
+            self._metas.append(self._read.meta(rows, indices, self.epoch, index))
             self._dests.append(dest)
 
     def __next__(self) -> Tuple[Any, BatchMeta]:
