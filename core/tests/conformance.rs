@@ -127,6 +127,7 @@ static GENERATED: &[DriverCases] = &[
             // VMS: a folder of files, opened by its folder (the driver picks the key file).
             ("vms-2x2", Reads::Ok),
             ("vms-3x1-444", Reads::Ok),
+            ("vmu-320x200", Reads::Ok),
         ],
     },
     // Folder slides: opened by their folder (the driver picks the file, as for DRIVERS).

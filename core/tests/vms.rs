@@ -1,4 +1,4 @@
-//! Hamamatsu VMS (`format::hamamatsu::vms`) against OpenSlide 4.0.1.
+//! Hamamatsu VMS and VMU (`format::hamamatsu::vms`, `vmu`) against OpenSlide 4.0.1.
 //!
 //! * the slides `scripts/vendor_slides/vms.py` writes (run at test time into cargo's target
 //!   tmp dir with the repository's `.venv/bin/python`, or `$SLIDESTREAM_PYTHON`; skipped with
@@ -8,9 +8,12 @@
 //!   DCT-scaled and map levels): 0 difference;
 //! * a slide opens by its folder and by a key file of any name (detection by content);
 //! * damaged slides (a missing or truncated image file, a JPEG without restart markers, absurd
-//!   grid sizes, a key file without the group, a VMU key file, file names leading out of the
-//!   folder, duplicate or out-of-grid ImageFile keys) are typed errors naming the file; a bogus
-//!   optimisation file changes nothing.
+//!   grid sizes, a key file without the group, a VMS key file under the VMU group, file names
+//!   leading out of the folder, duplicate or out-of-grid ImageFile keys) are typed errors naming
+//!   the file; a bogus optimisation file changes nothing;
+//! * damaged VMU slides (NGR files truncated, with a bad magic, a zero or non-dividing column
+//!   width, a huge width or height, a pixel offset past the end; key files with other
+//!   `BitsPerPixel` / `PixelOrder`) are typed errors naming the file, never a panic.
 
 mod common;
 
@@ -57,7 +60,7 @@ fn json(p: &Path) -> Value {
 fn generated_slides_match_openslide() {
     let Some(dir) = fixtures() else { return };
     let mut regions_compared = 0;
-    for name in ["vms-2x2", "vms-3x1-444"] {
+    for name in ["vms-2x2", "vms-3x1-444", "vmu-320x200"] {
         let refdir = dir.join("reference-multifile").join(name);
         let doc = json(&refdir.join("regions.json"));
         let theirs = json(&refdir.join("properties.json"));
@@ -94,7 +97,7 @@ fn generated_slides_match_openslide() {
             assert_eq!(max_abs_diff(&got.data, &want), 0, "{name} associated {an}");
         }
     }
-    assert_eq!(regions_compared, 13);
+    assert_eq!(regions_compared, 19);
 }
 
 /// A copy of slide `name` in a fresh folder `case` (under cargo's tmp dir), for damaging.
@@ -216,7 +219,7 @@ fn hostile_key_files_are_typed_errors() {
         ("zero-cols", "NoJpegColumns=2", "NoJpegColumns=0", "unsupported"),
         ("text-cols", "NoJpegColumns=2", "NoJpegColumns=two", "unsupported"),
         ("no-group", "[Virtual Microscope Specimen]", "[Something Else]", "unsupported"),
-        ("vmu", "[Virtual Microscope Specimen]", "[Uncompressed Virtual Microscope Specimen]", "unsupported"),
+        ("vmu", "[Virtual Microscope Specimen]", "[Uncompressed Virtual Microscope Specimen]", "format"),
         ("no-map", "MapFile=slide_map.jpg", "MapFile=", "format"),
         ("escape", "ImageFile(1,1)=slide_1_1.jpg", "ImageFile(1,1)=../vms-2x2/slide_1_1.jpg", "format"),
         ("absolute", "ImageFile(1,1)=slide_1_1.jpg", "ImageFile(1,1)=/etc/passwd", "format"),
@@ -237,4 +240,84 @@ fn hostile_key_files_are_typed_errors() {
     let d = copy_slide("vms-2x2", "too-big").unwrap();
     edit_key_file(&d, "SourceLens=20", &format!("SourceLens=20\r\nPad={}", "x".repeat(70_000)));
     assert_eq!(open_err(&d).kind_name(), "unsupported");
+}
+
+/// Slide `vmu-320x200` with its NGR image file's header field at `at` set to `v` (or the file
+/// cut to `keep` bytes), opened: the error.
+fn vmu_err(case: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Error {
+    let d = copy_slide("vmu-320x200", case).unwrap();
+    let p = d.join("slide.ngr");
+    let mut bytes = std::fs::read(&p).unwrap();
+    edit(&mut bytes);
+    std::fs::write(&p, bytes).unwrap();
+    match Slide::open(d.join("slide.vmu")) {
+        Ok(_) => panic!("{case}: opened"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn hostile_vmu_files_are_typed_errors_naming_the_file() {
+    if fixtures().is_none() {
+        return;
+    }
+    let put = |at: usize, v: i32| move |b: &mut Vec<u8>| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>, &str, &str)> = vec![
+        ("bad-magic", Box::new(|b: &mut Vec<u8>| b[0] = b'X'), "format", "Bad magic"),
+        ("truncated-data", Box::new(|b: &mut Vec<u8>| b.truncate(b.len() - 1)), "format", "too short"),
+        ("truncated-header", Box::new(|b: &mut Vec<u8>| b.truncate(20)), "format", "header"),
+        ("empty", Box::new(|b: &mut Vec<u8>| b.clear()), "format", "header"),
+        ("column-width-0", Box::new(put(12, 0)), "format", "column width 0"),
+        ("column-width-negative", Box::new(put(12, -64)), "format", "column width -64"),
+        ("column-width-not-dividing", Box::new(put(12, 48)), "format", "not multiple of column width"),
+        ("column-width-huge", Box::new(|b: &mut Vec<u8>| {
+            b[4..8].copy_from_slice(&(1i32 << 30).to_le_bytes());
+            b[12..16].copy_from_slice(&(1i32 << 30).to_le_bytes());
+        }), "limits", "column width"),
+        ("width-huge", Box::new(put(4, 64 << 24)), "format", "too short"),
+        ("height-huge", Box::new(put(8, i32::MAX)), "format", "too short"),
+        ("width-negative", Box::new(put(4, -320)), "format", "width -320"),
+        ("height-zero", Box::new(put(8, 0)), "format", "height 0"),
+        ("offset-past-eof", Box::new(put(24, i32::MAX)), "format", "too short"),
+        ("offset-zero", Box::new(put(24, 0)), "format", "data offset 0"),
+    ];
+    for (case, edit, kind, text) in cases {
+        let e = vmu_err(case, edit);
+        assert_eq!(e.kind_name(), kind, "{case}: {e}");
+        assert!(e.to_string().contains("slide.ngr") && e.to_string().contains(text), "{case}: {e}");
+    }
+    // The map file: a missing one is an Io error naming it, a damaged one a Format error.
+    let d = copy_slide("vmu-320x200", "missing-map").unwrap();
+    std::fs::remove_file(d.join("slide_map.ngr")).unwrap();
+    let e = Slide::open(d.join("slide.vmu")).err().unwrap();
+    assert!(matches!(e, Error::Io { .. }) && e.to_string().contains("slide_map.ngr"), "{e}");
+    let d = copy_slide("vmu-320x200", "short-map").unwrap();
+    let bytes = std::fs::read(d.join("slide_map.ngr")).unwrap();
+    std::fs::write(d.join("slide_map.ngr"), &bytes[..1000]).unwrap();
+    let e = Slide::open(d.join("slide.vmu")).err().unwrap();
+    assert!(matches!(e, Error::Format { .. }) && e.to_string().contains("slide_map.ngr"), "{e}");
+    // Key files OpenSlide 4.0.1 cannot read (it crashes on them): typed errors naming the key file.
+    for (case, from, to) in [
+        ("bpp-48", "BitsPerPixel=36", "BitsPerPixel=48"),
+        ("no-bpp", "BitsPerPixel=36", "Other=36"),
+        ("bgr", "PixelOrder=RGB", "PixelOrder=BGR"),
+        ("no-map", "MapFile=slide_map.ngr", "MapFile="),
+        ("no-image", "ImageFile=slide.ngr", "ImageFile(1)=slide.ngr"),
+        ("image-grid", "ImageFile=slide.ngr", "ImageFile(1,0)=slide.ngr"),
+        ("escape", "ImageFile=slide.ngr", "ImageFile=../vmu-320x200/slide.ngr"),
+    ] {
+        let d = copy_slide("vmu-320x200", case).unwrap();
+        let p = d.join("slide.vmu");
+        let s = std::fs::read_to_string(&p).unwrap();
+        assert!(s.contains(from), "{case}");
+        std::fs::write(&p, s.replace(from, to)).unwrap();
+        let e = Slide::open(&p).err().unwrap_or_else(|| panic!("{case}: opened"));
+        assert_eq!(e.kind_name(), "format", "{case}: {e}");
+        assert!(e.to_string().contains("slide.vmu"), "{case}: {e}");
+    }
+    // Opens by its folder; reads of the last (partial) row band and columns past the edge.
+    let s = Slide::open(fixtures().unwrap().join("vmu-320x200")).unwrap();
+    assert_eq!(s.level_dimensions(), vec![(320, 200), (64, 50)]);
+    let r = s.read_region((256, 192), 0, (100, 20)).unwrap();
+    assert_eq!((r.width, r.height), (100, 20));
 }

@@ -1,5 +1,7 @@
-"""Hamamatsu VMS slides (issue 31 item 5): a key file (``.vms``, INI text) naming a grid of JPEG
+"""Hamamatsu VMS and VMU slides (issue 31 item 5): a key file (``.vms``, INI text) naming a grid of JPEG
 image files, a map file, an optimisation file and a macro image, all in one folder.
+
+A VMU slide (``.vmu``) names one NGR image file (raw 16-bit RGB in columns) and an NGR map.
 
 Each image file is one JPEG whose restart intervals are the tiles, assembled from tiles encoded
 one by one with the same tables (``hamamatsu.encode_level``, as the NDPI strips); the known
@@ -84,6 +86,32 @@ def write_vms(folder: pathlib.Path, stem: str, base: np.ndarray, col_w: Sequence
     return known
 
 
+def _ngr(path: pathlib.Path, px: np.ndarray, column_width: int, pad: int = 0) -> None:
+    """An NGR file: ``GN``, width, height and column width (little-endian int32 at 4, 8, 12),
+    the pixel-data offset at 24, then ``px`` (16-bit RGB) column after column."""
+    h, w = px.shape[:2]
+    assert w % column_width == 0
+    head = b"GN\0\0" + struct.pack("<3i", w, h, column_width) + b"\0" * 8 + struct.pack("<i", 28 + pad) + b"\0" * pad
+    cols = [np.ascontiguousarray(px[:, c:c + column_width]).astype("<u2").tobytes() for c in range(0, w, column_width)]
+    path.write_bytes(head + b"".join(cols))
+
+
+def write_vmu(folder: pathlib.Path, stem: str, base: np.ndarray, column_width: int, mapimg: np.ndarray, map_column_width: int,
+              keys: Dict[str, str]) -> np.ndarray:
+    """Write ``folder/stem.vmu``, its NGR image and map files and a macro; return the level-0
+    known pixels (bits 4..12 of each 16-bit sample, as OpenSlide shows them)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _ngr(folder / f"{stem}.ngr", base, column_width, pad=4)
+    _ngr(folder / f"{stem}_map.ngr", mapimg, map_column_width)
+    (folder / f"{stem}_macro.jpg").write_bytes(_jpeg_tile(tissue_like(200, 80, seed=35), 2, 90))
+    lines = ["[Uncompressed Virtual Microscope Specimen]", "NoLayers=1", f"ImageFile={stem}.ngr", f"MapFile={stem}_map.ngr",
+             f"MacroImage={stem}_macro.jpg", "BitsPerPixel=36", "PixelOrder=RGB"] + [f"{k}={v}" for k, v in keys.items()]
+    (folder / f"{stem}.vmu").write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    known = np.full(base.shape[:2] + (4,), 255, np.uint8)
+    known[..., :3] = (base >> 4) & 0xFF
+    return known
+
+
 def _check(known: np.ndarray):
     def check(osr) -> None:
         h, w = known.shape[:2]
@@ -93,7 +121,7 @@ def _check(known: np.ndarray):
 
 
 def build(out: pathlib.Path) -> List[Generated]:
-    """The generated VMS slides (each a folder opened by its key file)."""
+    """The generated VMS and VMU slides (each a folder opened by its key file)."""
     slides = []
     # 1. 2x2 grid, 4:2:2 (MCU 16x8), 64x8 tiles (restart interval 4 MCUs); the last column
     #    narrower (3 tiles across), the last row with a partial MCU row (its pixels unpainted);
@@ -133,6 +161,29 @@ def build(out: pathlib.Path) -> List[Generated]:
                  Region("l1", 1, (0, 0), (144, 32)), Region("l2_map", 2, (0, 0), (72, 16)), Region("l5", 5, (0, 0), (9, 2))],
         check=_check(known),
         note="3x1 image files, 4:4:4, 32x8 tiles, BOM, ImageFile(z,x,y) keys, layer 1 skipped, no optimisation file or macro",
+    ))
+    # 3. VMU: a 320x200 NGR image in 64-pixel columns (OpenSlide refuses a width that is not a
+    #    multiple of the column width), 16-bit samples over the whole range (values >= 4096
+    #    show OpenSlide's 8-bit wrap), a 64x50 NGR map in 32-pixel columns, a macro; the pixel
+    #    data 4 bytes after the header. Level-1 regions start at multiples of its downsample
+    #    (4.5): slidestream does not resample fractional level offsets as OpenSlide does.
+    rng = np.random.default_rng(36)
+    base = rng.integers(0, 1 << 16, size=(200, 320, 3), dtype=np.uint16)
+    base[:100] = (tissue_like(320, 100, seed=36).astype(np.uint16) << 4) | rng.integers(0, 16, size=(100, 320, 3), dtype=np.uint16)
+    mapimg = rng.integers(0, 1 << 12, size=(50, 64, 3), dtype=np.uint16)
+    name = "vmu-320x200"
+    known = write_vmu(out / name, "slide", base, 64, mapimg, 32, {"PhysicalWidth": "150000", "PhysicalHeight": "100000", "SourceLens": "20"})
+    slides.append(Generated(
+        name=name, open=f"{name}/slide.vmu", vendor="hamamatsu",
+        level_dimensions=[(320, 200), (64, 50)],
+        associated=["macro"],
+        properties={"openslide.objective-power": "20", "openslide.mpp-x": "0.46875", "openslide.mpp-y": "0.5",
+                    "hamamatsu.BitsPerPixel": "36"},
+        regions=[Region("all_l0", 0, (0, 0), (320, 200)), Region("cross_columns_l0", 0, (50, 40), (100, 90)),
+                 Region("past_edge_l0", 0, (300, 180), (60, 50)), Region("before_origin_l0", 0, (-10, -20), (30, 40)),
+                 Region("map_l1", 1, (0, 0), (64, 50)), Region("map_cross_l1", 1, (18, 27), (60, 40))],
+        check=_check(known),
+        note="VMU: NGR image (64-pixel columns, partial last row band) and NGR map, macro, full-range 16-bit samples",
     ))
     return slides
 

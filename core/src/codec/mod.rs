@@ -190,7 +190,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             let stride = g.tile_width as usize * spp;
             let bytes = match samples::lossless(codec, planes, g).map_err(fmt_err)? {
                 Samples::U8(v) => v,
-                Samples::U16(v) => samples::to_8bit(&v, codec.photometric),
+                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
             };
             Ok(samples_to_rgba(&bytes, stride, spp, codec, g))
         }

@@ -89,7 +89,7 @@ pub(crate) fn lossless(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry) ->
     let per_plane = if codec.planar_separate { 1 } else { spp };
     let bps = match codec.sample_bits {
         SampleBits::U8 => 1,
-        SampleBits::U16 { .. } => 2,
+        SampleBits::U16 { .. } | SampleBits::U16Bits4To12 => 2,
     };
     let row_samples = g.tile_width as usize * per_plane;
     let needed = row_samples * g.valid_height as usize * bps;
@@ -112,7 +112,8 @@ pub(crate) fn lossless(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry) ->
                 }
                 Samples::U8(out)
             }
-            SampleBits::U16 { big_endian } => {
+            SampleBits::U16 { .. } | SampleBits::U16Bits4To12 => {
+                let big_endian = matches!(codec.sample_bits, SampleBits::U16 { big_endian: true });
                 let mut v: Vec<u16> = out
                     .chunks_exact(2)
                     .map(|c| if big_endian { u16::from_be_bytes([c[0], c[1]]) } else { u16::from_le_bytes([c[0], c[1]]) })
@@ -146,7 +147,7 @@ pub(crate) fn lossless(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry) ->
             let ps: Vec<&Vec<u8>> = decoded.iter().filter_map(|d| if let Samples::U8(v) = d { Some(v) } else { None }).collect();
             Samples::U8(interleave(&ps, spp))
         }
-        SampleBits::U16 { .. } => {
+        SampleBits::U16 { .. } | SampleBits::U16Bits4To12 => {
             let ps: Vec<&Vec<u16>> = decoded.iter().filter_map(|d| if let Samples::U16(v) = d { Some(v) } else { None }).collect();
             Samples::U16(interleave(&ps, spp))
         }
@@ -154,8 +155,12 @@ pub(crate) fn lossless(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry) ->
 }
 
 /// 16-bit samples to 8 bit as libtiff's RGBA interface: the high byte for greyscale,
-/// `(v + 128) / 257` otherwise (see the module documentation).
-pub(crate) fn to_8bit(v: &[u16], photometric: Photometric) -> Vec<u8> {
+/// `(v + 128) / 257` otherwise (see the module documentation); bits 4..12 for
+/// [`SampleBits::U16Bits4To12`].
+pub(crate) fn to_8bit(v: &[u16], photometric: Photometric, bits: SampleBits) -> Vec<u8> {
+    if bits == SampleBits::U16Bits4To12 {
+        return v.iter().map(|&x| (x >> 4) as u8).collect();
+    }
     match photometric {
         Photometric::MinIsBlack => v.iter().map(|&x| (x >> 8) as u8).collect(),
         _ => v.iter().map(|&x| ((x as u32 + 128) / 257) as u8).collect(),

@@ -34,6 +34,7 @@
 
 pub mod vms;
 mod vms_key;
+pub mod vmu;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

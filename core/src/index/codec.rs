@@ -93,6 +93,10 @@ pub enum SampleBits {
         /// The file is big-endian ("MM").
         big_endian: bool,
     },
+    /// 16-bit little-endian words of which bits 4..12 make the 8-bit value (Hamamatsu VMU's
+    /// NGR files, "36 bits per pixel"): `read_region` takes `(v >> 4) & 0xFF` of each word, as
+    /// OpenSlide 4.0.1 shows them; `read_region_channels` returns the words as stored.
+    U16Bits4To12,
 }
 
 /// How to decode one image's tiles or strips.

@@ -102,8 +102,8 @@ impl Slide {
                 None => ChannelSource { image: img, sample: c },
             })
             .collect();
-        let wide = matches!(sources[0].image.codec.sample_bits, SampleBits::U16 { .. });
-        if sources.iter().any(|s| matches!(s.image.codec.sample_bits, SampleBits::U16 { .. }) != wide) {
+        let wide = !matches!(sources[0].image.codec.sample_bits, SampleBits::U8);
+        if sources.iter().any(|s| !matches!(s.image.codec.sample_bits, SampleBits::U8) != wide) {
             return Err(Error::format(&at, "channels of different sample depths asked for together"));
         }
         let n = wanted.len();
@@ -138,7 +138,7 @@ impl Slide {
         let Some(clip) = rect.clip(img.width, img.height) else { return Ok(()) };
         // One tile's decode must fit in the working set, as every CPU read (checked before
         // anything is read).
-        let bps: u64 = if matches!(img.codec.sample_bits, SampleBits::U16 { .. }) { 2 } else { 1 };
+        let bps: u64 = if !matches!(img.codec.sample_bits, SampleBits::U8) { 2 } else { 1 };
         let tile_bytes = img.tile_width as u64 * img.tile_height as u64 * img.codec.samples_per_pixel.max(4) as u64 * bps;
         if tile_bytes > self.config.read_working_bytes {
             return Err(Error::limits(at, format!("a tile needs {tile_bytes} bytes to decode, more than read_working_bytes ({})", self.config.read_working_bytes)));

@@ -7,7 +7,7 @@
 //! * detection by content: not TIFF, at most [`super::vms_key::MAX_KEY_FILE_BYTES`], parses as a GLib key file
 //!   ([`KeyFile`]), with a `[Virtual Microscope Specimen]` group whose `NoJpegColumns` and
 //!   `NoJpegRows` are integers ≥ 1, or an `[Uncompressed Virtual Microscope Specimen]` (VMU)
-//!   group. VMU slides (raw 36-bit NGR files) are detected and refused as `Unsupported`.
+//!   group. VMU slides (raw 36-bit NGR files) open through [`super::vmu`].
 //! * files, relative to the key file's folder (every one must lie inside it: no `..`, no
 //!   absolute path, no link leading out — a slidestream rule): `MapFile` (required, non-empty),
 //!   `ImageFile` keys: `ImageFile` is column 0, row 0; `ImageFile(x,y)` column x, row y;
@@ -89,7 +89,7 @@ struct Jpeg {
 pub(super) fn open(probe: &Probe<'_>, bytes: Vec<u8>, kf: &KeyFile) -> Result<SlideLayout> {
     let at = probe.at;
     if !kf.has_group(GROUP_VMS) {
-        return Err(Error::unsupported(at, "Hamamatsu VMU (uncompressed NGR image files)"));
+        return super::vmu::open(probe, bytes, kf);
     }
     let files = probe.files.ok_or_else(|| Error::unsupported(at, "a Hamamatsu VMS slide read from memory (its image files beside the key file are needed)"))?;
     let dir = match files.path().parent() {

@@ -50,7 +50,12 @@ pub(super) fn int_or_zero(kf: &KeyFile, key: &str) -> i32 {
 /// A value as `g_key_file_get_string` returns it (escapes resolved); `None` when absent or
 /// holding an invalid escape.
 pub(super) fn string(kf: &KeyFile, key: &str) -> Option<String> {
-    let v = kf.value(GROUP_VMS, key)?;
+    string_in(kf, GROUP_VMS, key)
+}
+
+/// [`string`] of the key `key` in `group`.
+pub(super) fn string_in(kf: &KeyFile, group: &str, key: &str) -> Option<String> {
+    let v = kf.value(group, key)?;
     let mut out = String::with_capacity(v.len());
     let mut it = v.chars();
     while let Some(c) = it.next() {
