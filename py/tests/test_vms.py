@@ -1,4 +1,4 @@
-"""Hamamatsu VMS slides (``scripts/vendor_slides/vms.py``, written here with OpenSlide's
+"""Hamamatsu VMS and VMU slides (``scripts/vendor_slides/vms.py``, written here with OpenSlide's
 reference output) through the Python API and the OpenSlide drop-in: vendor ``hamamatsu``,
 levels, properties, associated images and regions equal OpenSlide 4.0.1's (0 difference); a
 damaged slide raises a typed error naming the missing file. core/tests/vms.rs covers the other
@@ -41,7 +41,7 @@ def _png(path: Path) -> np.ndarray:
     return np.asarray(Image.open(path).convert("RGBA"))
 
 
-@pytest.mark.parametrize("name", ["vms-2x2", "vms-3x1-444"])
+@pytest.mark.parametrize("name", ["vms-2x2", "vms-3x1-444", "vmu-320x200"])
 def test_vms_matches_openslide(vms, name):
     ref = vms / "reference-multifile" / name
     doc = json.loads((ref / "regions.json").read_text())
@@ -74,3 +74,21 @@ def test_missing_image_file_names_it(vms, tmp_path):
     with pytest.raises((slidestream.SlideError, OSError)) as e:
         Slide(d / "slide.vms")
     assert "slide_1_1.jpg" in str(e.value)
+
+
+def test_vmu_bad_ngr_raises_format_error(vms, tmp_path):
+    d = tmp_path / "bad-ngr"
+    shutil.copytree(vms / "vmu-320x200", d)
+    p = d / "slide.ngr"
+    b = bytearray(p.read_bytes())
+    b[12:16] = (0).to_bytes(4, "little")  # column width 0
+    p.write_bytes(bytes(b))
+    with pytest.raises(slidestream.CorruptDataError) as e:
+        Slide(d / "slide.vmu")
+    assert "slide.ngr" in str(e.value)
+    # 16-bit samples read through read_region_channels as stored.
+    s = Slide(vms / "vmu-320x200")
+    raw = np.asarray(s.read_region_channels((0, 0), 0, (64, 64)))
+    assert raw.dtype == np.uint16
+    rgba = np.asarray(s.read_region((0, 0), 0, (64, 64)))
+    assert np.array_equal(((raw[..., :3] >> 4) & 0xFF).astype(np.uint8), rgba[..., :3])
