@@ -5,10 +5,12 @@ mod open;
 pub(crate) mod patches;
 mod reduced;
 mod region;
+mod resize;
 
 pub use channels::ChannelRegion;
 pub use patches::{read_patches, read_patches_into, PatchRequest, ReadOptions};
 pub use reduced::Rgb;
+pub use resize::resize_rgb_patches;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};

@@ -69,6 +69,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(slide::detect_vendor, m)?)?;
     m.add_function(wrap_pyfunction!(slide::format_verdicts, m)?)?;
     m.add_function(wrap_pyfunction!(patches::read_patches_py, m)?)?;
+    m.add_function(wrap_pyfunction!(patches::resize_patches_py, m)?)?;
     m.add_class::<prefetch::PyPrefetcher>()?;
     m.add_function(wrap_pyfunction!(prefetch::prefetch_threads, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_get, m)?)?;

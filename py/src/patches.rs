@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArray4, PyReadonlyArray2};
+use numpy::{PyArray4, PyReadonlyArray2, PyReadonlyArray4, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use slidestream::{read_patches, read_patches_device, PatchRequest, ReadOptions, Slide};
+use slidestream::{read_patches, read_patches_device, resize_rgb_patches, PatchRequest, ReadOptions, Slide};
 
 use crate::args;
 use crate::device_array::PyDeviceArray;
@@ -75,5 +75,35 @@ pub(crate) fn read_patches_py<'py>(
     })?
     .or_raise(py)?;
     let arr = ndarray::Array4::from_shape_vec((n, size.1 as usize, size.0 as usize, 3), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(PyArray4::from_owned_array(py, arr).into_any())
+}
+
+/// `_resize_patches(patches, size)`: uint8 RGB patches (n, h, w, 3) reduced (or enlarged) to
+/// (n, size[1], size[0], 3) with [`slidestream::resize_rgb_patches`] (Lanczos-3 convolution, as
+/// Pillow's LANCZOS; in parallel on the decode pool, the GIL released). ValueError for another
+/// shape or a zero size; a non-contiguous input is copied first.
+#[pyfunction]
+#[pyo3(name = "_resize_patches")]
+pub(crate) fn resize_patches_py<'py>(py: Python<'py>, patches: PyReadonlyArray4<'py, u8>, size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let (tw, th) = args::size(size)?;
+    let shape = patches.shape().to_vec();
+    if shape[3] != 3 {
+        return Err(PyValueError::new_err(format!("patches must have shape (n, h, w, 3), got {shape:?}")));
+    }
+    let (n, h, w) = (shape[0], shape[1], shape[2]);
+    let (Ok(w32), Ok(h32), Ok(tw32), Ok(th32)) = (u32::try_from(w), u32::try_from(h), u32::try_from(tw), u32::try_from(th)) else {
+        return Err(PyValueError::new_err("patch sizes must fit in 32 bits"));
+    };
+    let src: std::borrow::Cow<'_, [u8]> = match patches.as_slice() {
+        Ok(s) => s.into(),
+        Err(_) => patches.as_array().iter().copied().collect::<Vec<u8>>().into(),
+    };
+    let out_len = n.checked_mul(th as usize).and_then(|v| v.checked_mul(tw as usize)).and_then(|v| v.checked_mul(3)).ok_or_else(|| PyValueError::new_err("output size overflows"))?;
+    let out = crate::guard::detach(py, move || {
+        let mut out = slidestream::alloc_pixels(out_len);
+        resize_rgb_patches(&src, n, (w32, h32), (tw32, th32), &mut out).map(|()| out)
+    })?
+    .or_raise(py)?;
+    let arr = ndarray::Array4::from_shape_vec((n, th as usize, tw as usize, 3), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyArray4::from_owned_array(py, arr).into_any())
 }

@@ -109,6 +109,7 @@ pub(crate) fn fetch_tiles_with(
 /// the request that carried it (naming the tile), its decode error (naming file, level, tile).
 ///
 /// [`ReadPlan::read_into`]: crate::io::plan::ReadPlan::read_into
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))] // called by the GPU engine's CPU workers
 pub(crate) fn decode_tiles(b: &Batch<'_>, coords: &[(u64, u64)], parts: Option<&[Option<PartRect>]>) -> DecodedTiles {
     let mut read = (0, 0);
     let tiles = decode_tiles_counted(b, coords, parts, None, &mut read);

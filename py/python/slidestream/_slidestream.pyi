@@ -32,6 +32,7 @@ __all__ = [
     "_config_set",
     "_config_table",
     "_read_patches",
+    "_resize_patches",
     "_Prefetcher",
     "_prefetch_threads",
     "_test_hooks",
@@ -364,6 +365,10 @@ class Slide:
     def __exit__(self, *_args: object) -> Literal[False]:
         """Close the slide; exceptions propagate (returns False)."""
 
+def _resize_patches(patches: npt.NDArray[np.uint8], size: Union[int, Tuple[int, int]]) -> npt.NDArray[np.uint8]:
+    """uint8 RGB patches (n, h, w, 3) resized to (n, size[1], size[0], 3) by a Lanczos-3
+    convolution (Pillow's LANCZOS), in parallel with the GIL released; ValueError for another
+    shape or a zero size."""
 def _read_patches(
     slides: Sequence[Slide],
     requests: npt.NDArray[np.int64],

@@ -18,10 +18,11 @@ so pixels are only ever reduced, never invented; its pixels are then reduced by
 property needed (no mpp, no objective power) unless a fallback is given (``fallback_mpp=``,
 ``fallback_magnification=``: the level-0 value to assume).
 
-**Filter.** With Pillow installed, each patch is resized with Pillow's Lanczos filter, which is
-antialiased when reducing (its support widens with the scale); without Pillow, by area
-averaging (each output pixel the mean of the level pixels it covers). A patch read at scale 1
-is returned as read. A patch of ``size`` output pixels covers ``round(size · scale)`` level
+**Filter.** Each patch is reduced by a separable Lanczos-3 convolution that is antialiased when
+reducing (its support widens with the scale): Pillow's ``LANCZOS`` resampling, computed natively
+(SIMD, the patches of a batch in parallel on the decode threads, the GIL released); results
+equal ``PIL.Image.resize(..., Image.Resampling.LANCZOS)`` within two grey levels. Pillow is
+not needed. A patch read at scale 1 is returned as read. A patch of ``size`` output pixels covers ``round(size · scale)`` level
 pixels from its level-0 location (the footprint differs from ``size · D`` level-0 pixels by
 less than one level pixel). See :func:`slidestream.read_patches` and the samplers'
 ``mpp=`` / ``magnification=``.
@@ -37,6 +38,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from ._errors import InvalidArgumentError
+from ._slidestream import _resize_patches
 
 __all__ = ["Resolution", "resolve", "resize_patches"]
 
@@ -136,29 +138,14 @@ def resolve(
 
 
 def resize_patches(patches: np.ndarray, size: Tuple[int, int]) -> np.ndarray:
-    """Reduce uint8 patches (n, h, w, 3) to (n, size[1], size[0], 3) with the module's filter
-    (Pillow's Lanczos, antialiased; area averaging without Pillow). Returns ``patches`` itself
-    when it already has that size."""
+    """Reduce uint8 RGB patches (n, h, w, 3) to (n, size[1], size[0], 3) with the module's filter
+    (Lanczos-3 convolution, antialiased; see the module docs). Returns ``patches`` itself when
+    it already has that size. ValueError for another shape."""
     n, h, w = patches.shape[:3]
     tw, th = size
     if (w, h) == (tw, th):
         return patches
-    out = np.empty((n, th, tw, patches.shape[3]), np.uint8)
-    try:
-        from PIL import Image
-
-        for i in range(n):
-            out[i] = np.asarray(Image.fromarray(patches[i]).resize((tw, th), Image.Resampling.LANCZOS))
-        return out
-    except ImportError:
-        pass
-    ys = (np.arange(th + 1) * h / th).astype(int)
-    xs = (np.arange(tw + 1) * w / tw).astype(int)
-    counts = np.outer(np.maximum(np.diff(ys), 1), np.maximum(np.diff(xs), 1))[..., None]
-    for i in range(n):
-        acc = np.add.reduceat(np.add.reduceat(patches[i].astype(np.uint32), ys[:-1], axis=0), xs[:-1], axis=1)
-        out[i] = (acc / counts + 0.5).astype(np.uint8)
-    return out
+    return _resize_patches(patches, (tw, th))
 
 
 def _resolve_all(slides: Sequence[Any], **target: Any) -> list:
