@@ -132,11 +132,28 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
         return _mirax_compressions(path)
     if path.suffix.lower() == ".dcm":
         return _dicom_compressions(path)
+    if path.suffix.lower() in (".vms", ".vmu"):
+        return _hamamatsu_key_compressions(path)
     tifffile = pytest.importorskip("tifffile")
     out: Dict[Tuple[int, int, bool], int] = {}
     with tifffile.TiffFile(str(path)) as t:
         for p in t.pages:
             out.setdefault((int(p.imagewidth), int(p.imagelength), bool(p.is_tiled)), int(p.compression))
+    return out
+
+
+def _hamamatsu_key_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    """A Hamamatsu VMS / VMU key file has no IFDs of its own: its levels (sizes from OpenSlide)
+    get JPEG's code 7 (VMS: JPEG image files and map) or 1 (VMU: raw NGR files), its
+    associated images (the macro JPEG) 7."""
+    openslide = pytest.importorskip("openslide")
+    code = 7 if path.suffix.lower() == ".vms" else 1
+    out: Dict[Tuple[int, int, bool], int] = {}
+    with openslide.OpenSlide(str(path)) as osr:
+        for w, h in osr.level_dimensions:
+            out.setdefault((w, h, True), code)
+        for img in osr.associated_images.values():
+            out.setdefault((img.size[0], img.size[1], False), 7)
     return out
 
 
