@@ -370,16 +370,12 @@ class PatchLoader(PatchBatches):
     * CPU (``device=None``): ``torch.uint8`` tensor (n, height, width, 3), RGB, NHWC, in host
       memory (``torch.from_numpy`` of the decoded batch, no copy), decoded on slidestream's
       decode threads ahead of the caller (no worker processes).
-    * ``pin_memory=True`` (CPU path only): each batch is decoded straight into page-locked host
-      memory from PyTorch's pinned-memory allocator (``torch.empty(..., pin_memory=True)``; no
-      extra copy when batches are read ahead natively, one copy into it after a host
-      ``transform``-free resize by ``mpp=`` / ``magnification=``), so ``batch.to("cuda",
-      non_blocking=True)`` is an asynchronous copy that overlaps the model, as with
-      ``DataLoader(pin_memory=True)``. PyTorch's allocator reuses a freed batch's memory only
-      once the copies recorded on it have finished, so a batch is never overwritten while a
-      non-blocking copy still reads it. ``tensor.is_pinned()`` is True. Needs CUDA:
-      :class:`slidestream.InvalidArgumentError` when ``torch.cuda.is_available()`` is False,
-      with ``device=`` set (device batches are in device memory already) or for a non-bool.
+    * ``pin_memory=True`` (CPU path): each batch is decoded straight into page-locked memory
+      from PyTorch's pinned allocator (one copy into it on the producer-thread path), so
+      ``batch.to("cuda", non_blocking=True)`` overlaps the model as with
+      ``DataLoader(pin_memory=True)``; PyTorch reuses a freed batch's memory only after the
+      copies recorded on it finished. :class:`slidestream.InvalidArgumentError` without CUDA,
+      with ``device=``, or for a non-bool.
     * ``device="cuda"`` (``"cuda:N"``, an int, a ``torch.device``): a CUDA ``torch.uint8``
       tensor (n, height, width, 3) on that device, made with ``torch.from_dlpack`` from the
       :class:`slidestream.DeviceArray` that one cross-slide :func:`slidestream.read_patches`
@@ -446,8 +442,7 @@ class PatchLoader(PatchBatches):
         )
 
     def _destination(self) -> Optional[Callable[[int], Tuple[Any, np.ndarray]]]:
-        """With ``pin_memory``: a fresh page-locked ``torch.uint8`` tensor (n, h, w, 3) from
-        PyTorch's pinned-memory allocator and its numpy view, for each host batch."""
+        """With ``pin_memory``: per host batch, a page-locked uint8 tensor (n, h, w, 3) and its numpy view."""
         if not self.pin_memory:
             return None
         torch = _torch()
