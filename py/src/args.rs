@@ -294,8 +294,8 @@ pub(crate) fn cuda_ordinal(obj: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
     device(Some(obj))?.ok_or_else(|| PyValueError::new_err("this function needs a CUDA device ('cuda', 'cuda:N' or an int N), not the CPU"))
 }
 
-/// `device=` argument parsed: None for the CPU, else the CUDA ordinal (validation helper for
-/// the pure-Python layers).
+/// ``device=`` argument parsed as the reads parse it: None for the CPU path, else the CUDA
+/// ordinal. ValueError / TypeError for a bad device.
 #[pyfunction(name = "_parse_device")]
 #[pyo3(signature = (device=None))]
 pub(crate) fn parse_device_py(device: Option<&Bound<'_, PyAny>>) -> PyResult<Option<usize>> {

@@ -9,27 +9,25 @@ use slidestream::config;
 
 use crate::errors::OrRaise;
 
-/// The value of setting `name` in effect (override set by `_config_set` > environment >
-/// default), as text. Raises ConfigError for a bad value in the environment,
-/// InvalidArgumentError for an unknown name.
+/// The value of setting ``name`` (e.g. ``"SLIDESTREAM_CACHE_BYTES"``) in effect
+/// (override > environment > default), as text. ConfigError for a bad value in the
+/// environment, InvalidArgumentError for an unknown name.
 #[pyfunction(name = "_config_get")]
 pub(crate) fn config_get(py: Python<'_>, name: &str) -> PyResult<String> {
     config::get(name).or_raise(py)
 }
 
-/// Set (`value` a str) or remove (`value` None) the process-wide override of setting `name`.
-/// The value is validated first: ConfigError for a bad value, InvalidArgumentError for an
-/// unknown name or a per-process setting already in use with another value (nothing is
-/// changed then).
+/// Set (a str) or remove (None) the process-wide override of setting ``name``; validated
+/// first (ConfigError for a bad value; InvalidArgumentError for an unknown name or a
+/// per-process setting already in use; nothing changed).
 #[pyfunction(name = "_config_set")]
 #[pyo3(signature = (name, value))]
 pub(crate) fn config_set(py: Python<'_>, name: &str, value: Option<&str>) -> PyResult<()> {
     config::set(name, value).or_raise(py)
 }
 
-/// The settings table, in its order: a list of dicts with `name`, `default`, `unit`,
-/// `accepted`, `doc` (str) and `per_process` (bool: read once per process, changes refused
-/// after that).
+/// The settings table, in order: dicts with ``name``, ``default``, ``unit``, ``accepted``,
+/// ``doc`` (str) and ``per_process`` (bool).
 #[pyfunction(name = "_config_table")]
 pub(crate) fn config_table(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     config::TABLE

@@ -19,9 +19,9 @@ pub(crate) fn used_device_stats() -> Option<(usize, GpuStats)> {
     process::used_device().map(|dev| (dev, gpu::stats(dev)))
 }
 
-/// True when a usable CUDA device is present (libcuda loads, `cuInit` succeeds, at least one
-/// device). Never raises; False in a process forked after CUDA was initialised (where CUDA
-/// cannot be used).
+/// True when a usable CUDA device is present (libcuda loads, ``cuInit`` succeeds, at least
+/// one device). Never raises. False in a process forked after CUDA was initialised (CUDA
+/// cannot be used there).
 #[pyfunction]
 pub(crate) fn cuda_available(py: Python<'_>) -> bool {
     if process::fork_check().is_err() {
@@ -34,13 +34,12 @@ pub(crate) fn cuda_available(py: Python<'_>) -> bool {
     ok
 }
 
-/// Probe the GPU stack (loads libcuda and nvJPEG, initialises CUDA). Returns a dict:
-/// `driver_version` (int, e.g. 13000 for 13.0), `devices` (list of dicts with `name` and
-/// `compute_capability` (major, minor)), `nvjpeg_version` ((major, minor, patch) or None),
-/// `hardware_engines` (hardware JPEG engines of device 0, 0 without), `hardware_reason`
-/// (why the hardware JPEG backend is unavailable, or None).
-/// Raises GpuUnavailableError when CUDA cannot be loaded or initialised, GpuForkError in a
-/// process forked after CUDA was initialised.
+/// Probe the GPU stack (initialises CUDA): ``driver_version`` (int, 13000 = 13.0),
+/// ``devices`` (list of ``{"name": str, "compute_capability": (major, minor)}``),
+/// ``nvjpeg_version`` ((major, minor, patch) or None), ``hardware_engines`` (hardware JPEG
+/// engines of device 0; 0 without), ``hardware_reason`` (str or None: why the hardware JPEG
+/// backend is unavailable). Raises GpuUnavailableError when CUDA cannot be loaded or
+/// initialised, GpuForkError in a process forked after CUDA was initialised.
 #[pyfunction]
 pub(crate) fn gpu_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     process::fork_check().or_raise(py)?;
@@ -49,9 +48,10 @@ pub(crate) fn gpu_probe(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     stats::probe_dict(py, &r)
 }
 
-/// Counters of the GPU path of one device, process-wide (all slides), as a flat dict; see
-/// docs/python.md for every key. Does not initialise CUDA: a device not used yet reports
-/// zeros. `device`: an int N, `"cuda"` or `"cuda:N"`, or a torch.device (default 0).
+/// Process-wide counters of the GPU path of ``device`` (default 0), all slides: I/O path
+/// and bytes / requests per path, read amplification, tiles per decoder, CPU fallbacks,
+/// nvJPEG backend and the device tile cache (keys in docs/python.md). Never initialises
+/// CUDA: an unused device reports zeros. ValueError for ``"cpu"`` or a bad device.
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn gpu_stats<'py>(py: Python<'py>, device: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyDict>> {
@@ -59,7 +59,8 @@ pub(crate) fn gpu_stats<'py>(py: Python<'py>, device: Option<&Bound<'py, PyAny>>
     stats::gpu_dict(py, &gpu::stats(dev))
 }
 
-/// Zero the GPU counters of `device` (the device tile cache keeps its tiles).
+/// Zero the GPU counters of ``device`` (default 0); the device tile cache keeps its
+/// tiles.
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn gpu_reset_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
@@ -67,8 +68,8 @@ pub(crate) fn gpu_reset_stats(device: Option<&Bound<'_, PyAny>>) -> PyResult<()>
     Ok(())
 }
 
-/// Drop every tile of `device`'s device tile cache (counters kept); no-op when the device was
-/// not used.
+/// Drop every tile of the device tile cache of ``device`` (default 0); counters are kept.
+/// No-op when the device was not used.
 #[pyfunction]
 #[pyo3(signature = (device=None))]
 pub(crate) fn gpu_clear_cache(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<()> {

@@ -43,8 +43,7 @@ use crate::slide::PySlide;
 /// Read-ahead threads alive in this process (all prefetchers).
 static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
 
-/// `_prefetch_threads()`: slidestream's read-ahead threads alive in this process (they end
-/// when their loader iteration is closed or dropped and the read they are in returns).
+/// Read-ahead threads of :class:`_Prefetcher` alive in this process.
 #[pyfunction]
 #[pyo3(name = "_prefetch_threads")]
 pub(crate) fn prefetch_threads() -> usize {
@@ -134,11 +133,10 @@ struct State {
     workers: Vec<JoinHandle<()>>,
 }
 
-/// Read-ahead of patch batches on native threads (see the module docs).
-///
-/// `_Prefetcher(slides, size, background=None, device=None, readers=1)`: `slides` a list of
-/// open `Slide`s, `size` (width, height), `background` RGB, `device` as `read_patches`'s
-/// (None / "cpu" = numpy, "cuda[:N]" / int = `DeviceArray`), `readers` 1..=16 reads at once.
+/// Read-ahead of patch batches on slidestream's own threads, which never take the GIL
+/// (used by :class:`slidestream.PatchBatches`). ``_Prefetcher(slides, size, background=None,
+/// device=None, readers=1)``: open slides, (width, height), RGB background, ``device`` as
+/// ``read_patches``'s, 1 to 16 reads at once (ValueError otherwise).
 #[pyclass(frozen, name = "_Prefetcher", module = "slidestream._slidestream")]
 pub(crate) struct PyPrefetcher {
     slides: Vec<Arc<Slide>>,
@@ -264,11 +262,10 @@ impl PyPrefetcher {
         })
     }
 
-    /// Queue one batch: `rows` int64 (n, 4) (slide index, level, x, y), checked as
-    /// `read_patches` checks them (InvalidArgumentError). `out`, for a host prefetcher only: a
-    /// C-contiguous, writeable numpy uint8 array of shape (n, height, width, 3) the batch is read
-    /// into (`take` then returns that very array); ValueError for anything else. Returns the
-    /// number of batches submitted and not yet taken.
+    /// Queue one batch of int64 (n, 4) rows ``(slide_index, level, x, y)`` (checked as
+    /// ``read_patches`` checks them); ``out`` (host prefetchers only): a C-contiguous,
+    /// writeable uint8 (n, h, w, 3) array the batch is read into, which ``take`` returns
+    /// (ValueError otherwise); returns the batches submitted and not yet taken.
     #[pyo3(signature = (rows, out=None))]
     fn submit(&self, py: Python<'_>, rows: PyReadonlyArray2<'_, i64>, out: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
         let reqs = parse_requests(py, self.slides.len(), &rows)?;
@@ -291,10 +288,9 @@ impl PyPrefetcher {
         Ok(st.next_submit - st.next_take)
     }
 
-    /// The oldest submitted batch not taken yet: a numpy uint8 (n, h, w, 3) array or a
-    /// `DeviceArray`; its read's error is raised here (as `read_patches` raises it). Waits with
-    /// the GIL released, answering Ctrl-C (signal handlers run every 50 ms); returns None when
-    /// `timeout` seconds pass first. RuntimeError when nothing was submitted or after `close`.
+    /// The oldest batch not taken yet (uint8 (n, h, w, 3) numpy array or DeviceArray), its
+    /// read's error raised here; waits with the GIL released (Ctrl-C answered); None when
+    /// ``timeout`` seconds pass first. RuntimeError when nothing was submitted or closed.
     #[pyo3(signature = (timeout=None))]
     fn take<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let deadline = match timeout {
@@ -371,8 +367,7 @@ impl PyPrefetcher {
         }
     }
 
-    /// Stop: batches not taken are dropped; reads in progress finish first on their threads,
-    /// which this waits for (GIL released) when `wait`. Idempotent.
+    /// Stop; batches not taken are dropped; with ``wait``, wait for reads in progress.
     #[pyo3(signature = (wait=true))]
     fn close(&self, py: Python<'_>, wait: bool) -> PyResult<()> {
         let workers = {

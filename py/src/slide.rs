@@ -24,9 +24,9 @@ struct State {
 
 /// An open whole-slide image (Aperio SVS, pyramidal tiled TIFF/BigTIFF).
 ///
-/// Coordinates follow OpenSlide: `location` is (x, y) in level-0 pixels, `size` is
-/// (width, height) in pixels of the requested level. Pixels are `uint8`, row-major.
-/// Thread-safe: share one `Slide` between threads; reads release the GIL.
+/// Coordinates follow OpenSlide: ``location`` is (x, y) in level-0 pixels, ``size`` is
+/// (width, height) in pixels of the requested level. Pixels are ``uint8``, row-major.
+/// Thread-safe: share one ``Slide`` between threads; reads release the GIL.
 #[pyclass(frozen, subclass, name = "Slide", module = "slidestream._slidestream")]
 pub(crate) struct PySlide {
     pub(crate) path: PathBuf,
@@ -139,8 +139,7 @@ impl PySlide {
         Ok(PySlide { path, cache_bytes, storage, state: Mutex::new(State { pid, slide, closed: false }) })
     }
 
-    /// The storage options the slide was opened with (a new dict of str → str; empty for a
-    /// local path).
+    /// The storage options the slide was opened with (a new dict; empty for a local path).
     #[getter]
     fn storage_options<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
@@ -150,70 +149,71 @@ impl PySlide {
         Ok(d)
     }
 
-    /// The file path as bytes (exact, for pickling non-UTF-8 names).
+    /// The file path as bytes (exact, also for non-UTF-8 names).
     #[getter]
     fn path_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         use std::os::unix::ffi::OsStrExt;
         PyBytes::new(py, self.path.as_os_str().as_bytes())
     }
 
-    /// Capacity of this slide's private tile cache in bytes, or None (process-wide cache).
+    /// Capacity in bytes of this slide's private tile cache, or None (process-wide cache).
     #[getter]
     fn cache_bytes(&self) -> Option<usize> {
         self.cache_bytes
     }
 
-    /// The file path as a str (`os.fsdecode` of the name: non-UTF-8 bytes as surrogate
-    /// escapes, so `os.fsencode(slide.path)` is the exact name).
+    /// The file path as str: ``os.fsdecode`` of the name (non-UTF-8 bytes as surrogate
+    /// escapes, as ``os.listdir`` gives them; ``os.fsencode(path)`` is the exact name).
     #[getter]
     fn path<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         args::path_str(py, &self.path)
     }
 
-    /// `True` after `close()`.
+    /// True after ``close()``.
     #[getter]
     fn closed(&self) -> bool {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).closed
     }
 
-    /// Vendor / format driver (`aperio`, `generic-tiff`): `openslide.vendor`.
+    /// Format driver that opened the slide: ``"aperio"``, ``"ome-tiff"`` or ``"generic-tiff"``
+    /// (the ``openslide.vendor`` property).
     #[getter]
     fn vendor(&self, py: Python<'_>) -> PyResult<&'static str> {
         Ok(self.slide(py)?.vendor())
     }
 
-    /// Number of pyramid levels.
+    /// Number of pyramid levels (>= 1).
     #[getter]
     fn level_count(&self, py: Python<'_>) -> PyResult<usize> {
         Ok(self.slide(py)?.level_count())
     }
 
-    /// Level-0 (width, height) in pixels.
+    /// (width, height) of level 0, in pixels.
     #[getter]
     fn dimensions(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
         Ok(self.slide(py)?.dimensions())
     }
 
-    /// ((width, height), ...) in pixels for every level, level 0 first.
+    /// ((width, height), ...) in pixels of every level, level 0 first.
     #[getter]
     fn level_dimensions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.slide(py)?.level_dimensions())
     }
 
-    /// (downsample, ...) of every level relative to level 0 (mean of the axis ratios).
+    /// Downsample of every level relative to level 0 (level 0: 1.0; level k: the mean of
+    /// the width and height ratios), level 0 first.
     #[getter]
     fn level_downsamples<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.slide(py)?.level_downsamples())
     }
 
-    /// ((tile_width, tile_height), ...) in pixels for every level.
+    /// ((tile_width, tile_height), ...) in pixels of every level, level 0 first.
     #[getter]
     fn level_tile_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.slide(py)?.level_tile_sizes())
     }
 
-    /// Properties as a new dict of str → str (OpenSlide's `openslide.*` names, `tiff.*`,
-    /// vendor keys).
+    /// Properties as a new dict str → str (``openslide.*``, ``tiff.*``, vendor keys).
     fn _properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (k, v) in self.slide(py)?.properties() {
@@ -222,7 +222,7 @@ impl PySlide {
         Ok(d)
     }
 
-    /// Associated image names and (width, height) in pixels, as a dict.
+    /// Associated image name → (width, height) in pixels.
     fn _associated_sizes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         for (k, v) in self.slide(py)?.associated_images() {
@@ -231,44 +231,54 @@ impl PySlide {
         Ok(d)
     }
 
-    /// Read a whole associated image: numpy uint8 array (height, width, 4), RGBA.
+    /// A whole associated image (``thumbnail``, ``label``, ``macro``): uint8 array of shape
+    /// (height, width, 4), RGBA, non-premultiplied. Raises InvalidArgumentError for an
+    /// unknown name, CorruptDataError when it cannot be decoded.
     fn read_associated<'py>(&self, py: Python<'py>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         self.read_associated_impl(py, name)
     }
 
-    /// The slide's ICC profile as bytes, or None (read from the file at the first use).
+    /// The slide's ICC profile (raw bytes), or None.
     #[getter]
     fn color_profile<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let icc = self.run(py, |s| s.icc_profile())?;
         Ok(icc.map(|b| PyBytes::new(py, &b)))
     }
 
-    /// The ICC profile of associated image `name` as bytes, or None when it has none (read
-    /// from the file at each call). InvalidArgumentError for an unknown name.
+    /// The ICC profile (raw bytes) of associated image ``name``, or None when it has none
+    /// (DICOM associated images carry their own). InvalidArgumentError for an unknown name.
     fn associated_color_profile<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let name = name.to_string();
         let icc = self.run(py, move |s| s.associated_icc_profile(&name))?;
         Ok(icc.map(|b| PyBytes::new(py, &b)))
     }
 
-    /// (mpp_x, mpp_y) in micrometres per level-0 pixel, or None when unknown.
+    /// (mpp_x, mpp_y): micrometres per level-0 pixel, or None when unknown.
     #[getter]
     fn mpp(&self, py: Python<'_>) -> PyResult<Option<(f64, f64)>> {
         Ok(self.slide(py)?.mpp())
     }
 
-    /// Read a region as a numpy uint8 array of shape (height, width, 4), RGBA,
-    /// non-premultiplied; alpha 0 outside the image (OpenSlide's semantics).
+    /// Read a region: uint8 array of shape (height, width, 4), RGBA, non-premultiplied;
+    /// (0, 0, 0, 0) outside the image and on missing tiles.
     ///
-    /// location: (x, y) in level-0 pixels (may be negative); level: int (InvalidArgumentError
-    /// unless 0 <= level < level_count); size: (width, height) in pixels of that level. The
-    /// GIL is released during the read. The array owns the decoded buffer (no copy) and
-    /// supports `__dlpack__`.
+    /// ``location``: (x, y) in level-0 pixels (may be negative or past the image);
+    /// ``level``: 0 .. level_count - 1 (InvalidArgumentError otherwise, negative levels
+    /// included; TypeError for a non-int); ``size``: (width, height) >= 0 in pixels of that
+    /// level. The level-k origin is the level pixel ``floor(location / downsample)``. The GIL
+    /// is released during the read; the array owns the buffer and supports ``__dlpack__``.
+    /// ``location`` and ``size`` may be any pair (tuple, list, 1-d array) of ints (numpy ints
+    /// too), ``size`` also one int ``n`` for ``(n, n)``; a non-int is a TypeError, a value outside 64 bits or a negative size an
+    /// InvalidArgumentError (a ValueError), never an OverflowError.
+    /// Raises InvalidArgumentError (bad level, closed slide, negative size),
+    /// LimitsExceededError (output above ``SLIDESTREAM_MAX_REGION_BYTES``),
+    /// CorruptDataError (a tile cannot be decoded).
     ///
-    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
-    /// torch.device): the region is decoded on that GPU and returned as a DeviceArray of the
-    /// same shape and pixels. Raises GpuUnavailableError without a usable GPU, GpuForkError in
-    /// a process forked after CUDA was initialised, ValueError / TypeError for a bad device.
+    /// ``device``: None or ``"cpu"`` → numpy array (above). A CUDA device (``"cuda"``,
+    /// ``"cuda:N"``, int ``N``, ``torch.device``) → :class:`DeviceArray` (height, width, 4)
+    /// in that GPU's memory with the same pixels (JPEG decoded by nvJPEG). Also raises
+    /// GpuUnavailableError (no usable GPU), GpuForkError (forked after CUDA was
+    /// initialised), GpuError (a CUDA call failed), ValueError / TypeError (bad device).
     #[pyo3(signature = (location, level, size, *, device=None))]
     fn read_region<'py>(
         &self,
@@ -281,17 +291,17 @@ impl PySlide {
         self.read_region_impl(py, location, level, size, device)
     }
 
-    /// Read a region's channels at their stored depth: numpy array of shape (height, width, c),
-    /// dtype uint8 for 8-bit images and uint16 for 16-bit ones, channel-last; 0 outside the
-    /// image and on missing tiles. Not converted to RGBA, not cached, CPU only.
+    /// Read a region's channels at their stored depth: array of shape (height, width, c),
+    /// channel-last, dtype uint8 for 8-bit images and uint16 for 16-bit ones (not scaled, not
+    /// converted to RGBA); 0 outside the image and on missing tiles. CPU only, not cached.
     ///
-    /// location: (x, y) in level-0 pixels; level: level index; size: (width, height) in pixels
-    /// of that level (as `read_region`). channels: None for all, or a sequence of indices into
-    /// `channel_names` in the order wanted. For OME-TIFF multichannel fluorescence the channels
-    /// are the OME-XML channels (one IFD each); otherwise the stored samples of the level
-    /// (gray [+ alpha], or R, G, B [+ A]). JPEG / JPEG 2000 / WebP levels give their decoded
-    /// 8-bit channels. Raises ValueError for a level or channel that does not exist,
-    /// LimitsExceededError past max_region_bytes, CorruptDataError for a corrupt tile.
+    /// ``location``: (x, y) in level-0 pixels; ``level``: level index; ``size``: (width,
+    /// height) in pixels of that level (as ``read_region``). ``channels``: None for all, or
+    /// indices into ``channel_names`` in the order wanted (repeats allowed). OME-TIFF
+    /// multichannel slides: one channel per OME-XML channel plane; other slides: the level's
+    /// stored samples. JPEG / JPEG 2000 / WebP levels give their decoded 8-bit channels.
+    /// Raises InvalidArgumentError (a ValueError) for a level or channel that does not exist,
+    /// LimitsExceededError past ``max_region_bytes``, CorruptDataError for a corrupt tile.
     #[pyo3(signature = (location, level, size, channels=None))]
     fn read_region_channels<'py>(
         &self,
@@ -304,25 +314,30 @@ impl PySlide {
         self.read_region_channels_impl(py, location, level, size, channels)
     }
 
-    /// Names of the channels `read_region_channels` indexes: the OME-XML channel names for
-    /// OME-TIFF multichannel slides ("C<i>" when unnamed), else the stored samples of level 0:
-    /// ["gray"] (+ "alpha") or ["R", "G", "B"] (+ "A"). A list of str.
+    /// Names of the channels ``read_region_channels`` indexes, in order: the OME-XML channel
+    /// names for OME-TIFF multichannel slides (``"C<i>"`` when unnamed), else the stored
+    /// samples of level 0: ``["gray"]`` (+ ``"alpha"``) or ``["R", "G", "B"]`` (+ ``"A"``).
     #[getter]
     fn channel_names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.run(py, |s| Ok(s.channel_names()))
     }
 
-    /// Read many patches of one level in one call: numpy uint8 array (n, height, width, 3), RGB.
+    /// Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
     ///
-    /// locations: sequence of (x, y) level-0 pixels, or an integer array of shape (n, 2).
-    /// level: as `read_region`. background: int or (r, g, b) used outside the image and on
-    /// missing tiles; partly transparent pixels are composited over it. Tiles shared by
-    /// patches are decoded once; the work is spread over threads with the GIL released.
+    /// ``locations``: n (x, y) level-0 pixel pairs: a sequence of pairs (tuples, lists, numpy
+    /// rows) or an integer array of shape (n, 2) of any integer dtype and byte order; values
+    /// outside 64 bits raise InvalidArgumentError, other objects (a dict, a float array)
+    /// TypeError, other shapes ValueError. ``level``: as :meth:`read_region`. ``size``: (width, height) of every patch in
+    /// pixels of ``level``.
+    /// ``background``: int 0..255 or (r, g, b), default 255 (white): used outside the image
+    /// and on missing tiles; partly transparent pixels are composited over it. Tiles shared
+    /// by patches are decoded once; the work runs on threads with the GIL released.
     ///
-    /// device: None or "cpu" (numpy result), or a CUDA device ("cuda", "cuda:N", an int N, a
-    /// torch.device): the patches are decoded and assembled on that GPU and returned as one
-    /// DeviceArray (n, height, width, 3) with the same pixels. A patch that cannot be read
-    /// raises its error (CorruptDataError...), as on the CPU.
+    /// ``device``: None or ``"cpu"`` → numpy array (above). A CUDA device → one
+    /// :class:`DeviceArray` (n, height, width, 3) with the same pixels, the tiles of all
+    /// patches decoded in nvJPEG batches and assembled on the GPU. A patch that cannot be
+    /// read raises its error (CorruptDataError, ...) as on the CPU; GPU errors as
+    /// :meth:`read_region`.
     #[pyo3(signature = (locations, level, size, *, background=None, device=None))]
     fn read_regions<'py>(
         &self,
@@ -336,13 +351,13 @@ impl PySlide {
         self.read_regions_impl(py, locations, level, size, background, device)
     }
 
-    /// All of a level reduced by an integer factor, for thumbnails in bounded memory: numpy
-    /// uint8 array (ceil(h / f), ceil(w / f), 3), RGB, and the factor f used — the largest power
-    /// of two <= max_factor dividing the level's tile width and height. Each pixel is the mean
-    /// of the f x f level pixels it covers, each composited over background first (int or
-    /// (r, g, b); white by default); JPEG tiles are decoded at 1/2..1/8 scale by
-    /// libjpeg-turbo's DCT scaling. Tiles are read in waves within the working set and not
-    /// cached; the GIL is released.
+    /// All of ``level`` reduced by f, the largest power of two <= ``max_factor`` dividing
+    /// the level's tile width and height: (uint8 array (ceil(h / f), ceil(w / f), 3), RGB, f).
+    /// Each pixel is the mean of the f x f level pixels it covers, composited over
+    /// ``background`` (white by default); JPEG tiles decode at 1/2..1/8 scale. Tiles are read
+    /// in waves within the working set and not cached (bounded-memory thumbnails).
+    /// InvalidArgumentError for a bad level or max_factor < 1; LimitsExceededError when the
+    /// output exceeds max_region_bytes or one tile exceeds the working set.
     #[pyo3(signature = (level, max_factor, *, background=None))]
     fn read_level_reduced<'py>(
         &self,
@@ -354,24 +369,32 @@ impl PySlide {
         self.read_level_reduced_impl(py, level, max_factor, background)
     }
 
-    /// The level to read for a wanted downsample (OpenSlide's rule).
-    ///
-    /// Raises TypeError for a downsample that is not a number.
+    /// The level to read for a wanted downsample (OpenSlide's rule: the level with the
+    /// largest downsample not above ``downsample``; 0 if it is below every level). TypeError
+    /// for a downsample that is not a number.
     fn get_best_level_for_downsample(&self, py: Python<'_>, downsample: &Bound<'_, PyAny>) -> PyResult<usize> {
         let downsample = args::float(downsample, "downsample")?;
         Ok(self.slide(py)?.best_level_for_downsample(downsample))
     }
 
-    /// Tile cache counters: dict with hits, misses, evictions, insertions, entries,
-    /// resident_bytes, capacity_bytes.
+    /// Tile cache counters: hits, misses, evictions, insertions, entries, resident_bytes,
+    /// capacity_bytes (bytes are of decoded RGBA tiles).
     fn cache_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats::cache_dict(py, &self.slide(py)?.cache_stats())
     }
 
-    /// I/O counters since open in this process: dict with requests, bytes (POSIX pread path of
-    /// the CPU reads of this slide); plus, once this process has made a device read, "gpu":
-    /// the process-wide GPU counters (as gpu_stats()) of the device it read on, with its
-    /// ordinal under "device". Does not initialise CUDA.
+    /// I/O counters since open in this process: ``requests`` (int), ``bytes`` (int) and
+    /// ``path`` (str, ``"posix"``: positional reads) of this slide's CPU reads. Once this
+    /// process has made a device read, also ``"gpu"``: the process-wide counters of the
+    /// device it read on (as :func:`gpu_stats`, plus ``"device"``, the ordinal). ``"remote"``
+    /// (absent for a local slide: use ``io_stats().get("remote")``): for a URL a dict of ``url``, ``requests`` (HTTP requests
+    /// slidestream issued since open, the open's included; object_store's retries of a
+    /// request are not counted), ``bytes`` (bytes received), ``failed`` (requests
+    /// that failed after their retries), ``open_requests`` / ``open_bytes`` (what the open
+    /// cost), ``index_cache`` (``"off"``, ``"miss"`` or ``"hit"``), ``index_cache_rejected``
+    /// (index cache entries found at open that were not usable: not a regular file, a
+    /// symbolic link, too large, damaged) and ``etag``. Never
+    /// initialises CUDA.
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let slide = self.slide(py)?;
         let c = slide.io_counters();
@@ -400,10 +423,12 @@ impl PySlide {
         st.slide = None;
     }
 
+    /// Return the slide itself.
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         slf
     }
 
+    /// Close the slide; exceptions propagate (returns False).
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> bool {
         self.close();
@@ -415,12 +440,11 @@ impl PySlide {
     }
 }
 
-/// The vendor of the slide format of the file at `path` (str, bytes or os.PathLike), as
-/// `openslide.OpenSlide.detect_format`: the driver that would open it (`"aperio"`,
-/// `"generic-tiff"`), a whole-slide format slidestream recognises but cannot read
-/// (`"hamamatsu"` for NDPI, `"dicom"`), or None when the file is not a slide format
-/// slidestream knows, or cannot be opened. Detection only: a detected file may still fail to
-/// open. Raises TypeError for a bad path type.
+/// The vendor of the file's slide format, as ``openslide.OpenSlide.detect_format``:
+/// ``"aperio"``, ``"generic-tiff"`` or ``"hamamatsu"`` (NDPI) (the driver that would open it),
+/// ``"dicom"`` (a whole-slide format slidestream recognises but cannot read yet), or None
+/// when the file is not a slide format slidestream knows or cannot be opened. Detection only:
+/// a detected file may still fail to open. TypeError for a bad path type.
 #[pyfunction]
 pub(crate) fn detect_vendor(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
     let path = args::path(path)?;
@@ -432,12 +456,11 @@ pub(crate) fn detect_vendor(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult
     }
 }
 
-/// Why each format driver accepted or declined the file at `path` (str, bytes or
-/// os.PathLike), in the order they are tried: a dict driver name → ``"accepted"`` or the
-/// reason it declined (detection stops at the first driver that accepts). What the
-/// "no format driver recognises this file" error summarises in one line; the CLI's
-/// ``slidestream info --why``. Raises TypeError for a bad path type, FileNotFoundError /
-/// PermissionError / OSError when the file cannot be read.
+/// Why each format driver accepted or declined the file at ``path``, in the order they
+/// are tried: driver name → ``"accepted"`` or the reason it declined (detection stops at the
+/// first driver that accepts). What the "no format driver recognises this file" error
+/// summarises in one line; the CLI's ``slidestream info --why``. Raises TypeError for a bad
+/// path type, FileNotFoundError / PermissionError / OSError when the file cannot be read.
 #[pyfunction]
 pub(crate) fn format_verdicts<'py>(py: Python<'py>, path: &Bound<'py, PyAny>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     let path = args::path(path)?;

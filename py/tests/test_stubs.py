@@ -62,3 +62,22 @@ def test_stub_covers_every_runtime_member():
     assert not missing, f"module functions undocumented in _slidestream.pyi: {missing}"
     assert "core_version" in functions
     assert (PY_DIR / "python" / "slidestream" / "py.typed").exists()
+
+
+def test_runtime_docstrings_equal_the_stub():
+    """One source for the compiled module's docstrings: every class, method, property and
+    function documented in ``_slidestream.pyi`` has exactly that text as its runtime ``__doc__``
+    (the Rust doc comments pyo3 turns into ``__doc__``). ``python scripts/sync_docstrings.py
+    --check`` lists the members that differ; ``--to-rust`` writes the stub's text into py/src."""
+    import importlib.util
+
+    from slidestream import _slidestream
+
+    spec = importlib.util.spec_from_file_location("sync_docstrings", PY_DIR.parent / "scripts" / "sync_docstrings.py")
+    assert spec is not None and spec.loader is not None
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    docs = sync.stub_docs()
+    compared = sync.compared_names(_slidestream, docs)
+    assert len(compared) >= 60 and "Slide.read_region" in compared and "Slide" in compared
+    assert sync.differences(_slidestream, docs) == []
