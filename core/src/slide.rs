@@ -6,6 +6,7 @@ pub(crate) mod patches;
 mod reduced;
 mod region;
 mod resize;
+pub mod resize_taps;
 
 pub use channels::ChannelRegion;
 pub use patches::{read_patches, read_patches_into, PatchRequest, ReadOptions};

@@ -14,17 +14,16 @@ use slidestream::gpu::DeviceArray;
 use crate::dlpack;
 use crate::errors::OrRaise;
 
-/// An array of `uint8` in GPU memory, produced by `Slide.read_region(..., device="cuda")`
-/// (shape (height, width, 4), RGBA) and `Slide.read_regions(..., device="cuda")` (shape
-/// (n, height, width, 3), RGB). C-contiguous, row-major; freed when the last reference (this
-/// object, or a tensor made from it with DLPack / the CUDA Array Interface) goes away.
+/// An array of ``uint8`` in GPU memory, made by ``Slide.read_region(..., device=...)``
+/// (shape (height, width, 4), RGBA) and ``Slide.read_regions(..., device=...)`` (shape
+/// (n, height, width, 3), RGB). C-contiguous, row-major. The memory is freed when the last
+/// reference goes away: this object, or a tensor imported from it (DLPack tensors and
+/// ``__cuda_array_interface__`` consumers keep it alive after this object is deleted).
 ///
-/// The data are complete when the read returns (slidestream synchronises its own stream), so
-/// consumers on any stream may use them without waiting.
-///
-/// Zero-copy exchange: `torch.from_dlpack(a)`, `cupy.from_dlpack(a)` (DLPack, `__dlpack__`),
-/// `cupy.asarray(a)`, `numba.cuda.as_cuda_array(a)` (`__cuda_array_interface__`, version 3).
-/// Copies to the host: `a.cpu()`, `a.numpy()`, `numpy.asarray(a)`.
+/// The data are complete when the read returns, so consumers on any CUDA stream may use them
+/// without synchronising. Zero-copy exchange: ``torch.from_dlpack(a)``,
+/// ``cupy.from_dlpack(a)``, ``cupy.asarray(a)``, ``numba.cuda.as_cuda_array(a)``. Host
+/// copies: ``a.cpu()``, ``a.numpy()``, ``numpy.asarray(a)``. Not picklable.
 #[pyclass(frozen, name = "DeviceArray", module = "slidestream._slidestream")]
 pub(crate) struct PyDeviceArray {
     inner: Arc<DeviceArray>,
@@ -33,6 +32,11 @@ pub(crate) struct PyDeviceArray {
 impl PyDeviceArray {
     pub(crate) fn new(a: DeviceArray) -> Self {
         PyDeviceArray { inner: Arc::new(a) }
+    }
+
+    /// The device memory this object owns (shared with DLPack tensors made from it).
+    pub(crate) fn shared(&self) -> Arc<DeviceArray> {
+        self.inner.clone()
     }
 
     fn shape_tuple<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -55,19 +59,19 @@ impl PyDeviceArray {
         self.shape_tuple(py)
     }
 
-    /// Always `numpy.dtype('uint8')`.
+    /// Always ``numpy.dtype('uint8')``.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> Bound<'py, PyArrayDescr> {
         numpy::dtype::<u8>(py)
     }
 
-    /// Number of dimensions (3 or 4).
+    /// Number of dimensions (3 for a region, 4 for a batch).
     #[getter]
     fn ndim(&self) -> usize {
         self.inner.shape().len()
     }
 
-    /// Size in bytes (the product of the shape; one byte per element).
+    /// Size in bytes (product of the shape).
     #[getter]
     fn nbytes(&self) -> usize {
         self.inner.nbytes()
@@ -90,11 +94,10 @@ impl PyDeviceArray {
         format!("slidestream.DeviceArray(shape={shape}, dtype=uint8, device='cuda:{}')", self.inner.device())
     }
 
-    /// CUDA Array Interface, version 3 (numba, CuPy): `shape`, `typestr` `'|u1'`,
-    /// `data` (device pointer, read-only flag False; pointer 0 for an empty array), `strides`
-    /// None (C-contiguous), `version` 3, and `stream` None: the data are complete when the
-    /// read returns, so no synchronisation is needed (the spec's meaning of a None stream).
-    /// Consumers keep a reference to this object, which keeps the memory alive.
+    /// CUDA Array Interface version 3: ``shape``, ``typestr`` ``'|u1'``, ``data``
+    /// (device pointer, False = writable; 0 for an empty array), ``strides`` None
+    /// (C-contiguous), ``version`` 3 and ``stream`` None: no synchronisation is needed
+    /// because the data are complete when the read returns.
     #[getter]
     fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
@@ -108,26 +111,18 @@ impl PyDeviceArray {
         Ok(d)
     }
 
-    /// `(2, device)`: kDLCUDA and the device ordinal.
+    /// ``(2, device)``: kDLCUDA and the device ordinal.
     fn __dlpack_device__(&self) -> (i32, i32) {
         (dlpack::KDL_CUDA, self.inner.device() as i32)
     }
 
-    /// Export as a DLPack capsule (`"dltensor"`, an unversioned `DLManagedTensor`, which the
-    /// array API standard allows whatever `max_version` is) for `torch.from_dlpack`,
-    /// `cupy.from_dlpack`, `jax.dlpack.from_dlpack`. No copy: the tensor shares the device
-    /// memory and keeps it alive after this object is gone.
+    /// A DLPack capsule (``"dltensor"``, unversioned ``DLManagedTensor``, which the array
+    /// API standard allows for any ``max_version``) sharing the device memory, no copy.
     ///
-    /// `stream`: the consumer's stream (None, -1, 1, 2 or a stream handle, as the array API
-    /// standard numbers CUDA streams). Nothing is waited for and nothing is enqueued, since the
-    /// data are complete when the read returns. The stream decides how the memory is freed once
-    /// the consumer's tensor and this object are gone: in stream order on that stream (None and
-    /// 1 = the legacy default stream, PyTorch's default; a handle > 2 = that stream, which must
-    /// still exist then, as PyTorch's streams do), so freeing never waits for the device; -1,
-    /// 2 (a per-thread stream), 0, or a second different stream make the free wait for the
-    /// device instead (`cuMemFree`). `dl_device`: None or `(2, device)` for this device; `(1, 0)` (kDLCPU)
-    /// returns a host copy unless `copy` is False. `copy=True` on the device raises
-    /// BufferError (slidestream does not copy device memory; copy in the consumer).
+    /// ``stream``: the consumer's stream; ignored, since the data are complete (nothing to
+    /// wait for). ``dl_device``: None or this device; ``(1, 0)`` (CPU) exports a host copy
+    /// unless ``copy`` is False (then BufferError). ``copy=True`` on the device raises
+    /// BufferError. Raises GpuError when a host copy fails.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__<'py>(
         &self,
@@ -174,20 +169,20 @@ impl PyDeviceArray {
         dlpack::capsule(py, m)
     }
 
-    /// Copy to the host: a new numpy uint8 array of the same shape (GIL released during the
-    /// copy). Raises GpuError when the copy fails (GpuForkError in a process forked after the
+    /// A host copy: new numpy uint8 array of the same shape (GIL released during the
+    /// copy). Raises GpuError if the copy fails (GpuForkError in a process forked after the
     /// array was made).
     fn cpu<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
         self.host(py)
     }
 
-    /// Same as `cpu()`: a numpy copy of the data.
+    /// Same as :meth:`cpu`.
     fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
         self.host(py)
     }
 
-    /// `numpy.asarray(device_array)`: always a copy to the host (as `cpu()`), cast to `dtype`
-    /// when given. `copy=False` raises ValueError since a copy cannot be avoided.
+    /// ``numpy.asarray(a)``: always a host copy (as :meth:`cpu`), cast to ``dtype`` when
+    /// given; ``copy=False`` raises ValueError.
     #[pyo3(signature = (dtype=None, copy=None))]
     fn __array__<'py>(&self, py: Python<'py>, dtype: Option<&Bound<'py, PyAny>>, copy: Option<bool>) -> PyResult<Bound<'py, PyAny>> {
         if copy == Some(false) {

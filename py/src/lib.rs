@@ -35,7 +35,7 @@ mod stats;
 
 use pyo3::prelude::*;
 
-/// Version of the Rust core.
+/// Version of the Rust core (also ``slidestream.__version__``).
 #[pyfunction]
 fn core_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -70,6 +70,7 @@ fn _slidestream(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(slide::format_verdicts, m)?)?;
     m.add_function(wrap_pyfunction!(patches::read_patches_py, m)?)?;
     m.add_function(wrap_pyfunction!(patches::resize_patches_py, m)?)?;
+    m.add_function(wrap_pyfunction!(patches::resize_patches_device_py, m)?)?;
     m.add_class::<prefetch::PyPrefetcher>()?;
     m.add_function(wrap_pyfunction!(prefetch::prefetch_threads, m)?)?;
     m.add_function(wrap_pyfunction!(config::config_get, m)?)?;

@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use numpy::{PyArray4, PyReadonlyArray2, PyReadonlyArray4, PyUntypedArrayMethods};
+use numpy::{PyArray4, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray4, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use slidestream::{read_patches, read_patches_device, resize_rgb_patches, PatchRequest, ReadOptions, Slide};
+use slidestream::{read_patches, read_patches_device, resize_patches_device, resize_rgb_patches, PatchRequest, ReadOptions, Slide};
 
 use crate::args;
 use crate::device_array::PyDeviceArray;
@@ -39,9 +39,9 @@ pub(crate) fn parse_requests(py: Python<'_>, n_slides: usize, requests: &PyReado
     Ok(reqs)
 }
 
-/// Read `requests` ((slide index, level, x, y) rows, int64 (n, 4)) of `slides` as one batch:
-/// uint8 (n, h, w, 3) RGB over `background`, a numpy array, or a `DeviceArray` on `device`
-/// (None / "cpu" / "cuda[:N]" / int); the GIL is released during the read.
+/// Batch across slides (called by ``slidestream.read_patches``): requests int64
+/// (n, 4) rows of (slide index, level, x, y) → uint8 (n, h, w, 3) RGB, numpy on the CPU
+/// (``device`` None or "cpu") or a DeviceArray on ``device``.
 #[pyfunction]
 #[pyo3(name = "_read_patches", signature = (slides, requests, size, background=None, device=None))]
 pub(crate) fn read_patches_py<'py>(
@@ -78,10 +78,9 @@ pub(crate) fn read_patches_py<'py>(
     Ok(PyArray4::from_owned_array(py, arr).into_any())
 }
 
-/// `_resize_patches(patches, size)`: uint8 RGB patches (n, h, w, 3) reduced (or enlarged) to
-/// (n, size[1], size[0], 3) with [`slidestream::resize_rgb_patches`] (Lanczos-3 convolution, as
-/// Pillow's LANCZOS; in parallel on the decode pool, the GIL released). ValueError for another
-/// shape or a zero size; a non-contiguous input is copied first.
+/// uint8 RGB patches (n, h, w, 3) resized to (n, size[1], size[0], 3) by a Lanczos-3
+/// convolution (Pillow's LANCZOS), in parallel with the GIL released; ValueError for another
+/// shape or a zero size.
 #[pyfunction]
 #[pyo3(name = "_resize_patches")]
 pub(crate) fn resize_patches_py<'py>(py: Python<'py>, patches: PyReadonlyArray4<'py, u8>, size: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -106,4 +105,33 @@ pub(crate) fn resize_patches_py<'py>(py: Python<'py>, patches: PyReadonlyArray4<
     .or_raise(py)?;
     let arr = ndarray::Array4::from_shape_vec((n, th as usize, tw as usize, 3), out).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyArray4::from_owned_array(py, arr).into_any())
+}
+
+/// Device batches resized on their GPU (called by ``slidestream.read_patches`` with ``mpp=`` /
+/// ``magnification=`` and a device): ``groups`` is a list of (DeviceArray (m, h, w, 3) uint8,
+/// int64 array of the m output indices of its patches), whose indices together cover 0..n
+/// exactly once; returns one DeviceArray (n, size[1], size[0], 3) with the CPU path's resize
+/// (the same integer Lanczos-3 taps as ``_resize_patches``: equal pixels). The GIL is
+/// released. InvalidArgumentError for bad shapes, indices or sizes, GpuUnavailableError
+/// without a usable GPU.
+#[pyfunction]
+#[pyo3(name = "_resize_patches_device")]
+pub(crate) fn resize_patches_device_py(py: Python<'_>, groups: Vec<(Bound<'_, PyDeviceArray>, PyReadonlyArray1<'_, i64>)>, n: usize, size: &Bound<'_, PyAny>) -> PyResult<PyDeviceArray> {
+    let (tw, th) = args::size(size)?;
+    let (Ok(tw), Ok(th)) = (u32::try_from(tw), u32::try_from(th)) else {
+        return Err(invalid_argument(py, "size must fit in 32 bits"));
+    };
+    let mut arrays = Vec::with_capacity(groups.len());
+    let mut rows = Vec::with_capacity(groups.len());
+    for (a, r) in &groups {
+        arrays.push(a.get().shared());
+        let r: Vec<usize> = r.as_array().iter().map(|&v| usize::try_from(v).unwrap_or(usize::MAX)).collect();
+        rows.push(r);
+    }
+    let out = crate::guard::detach(py, move || {
+        let g: Vec<(&slidestream::gpu::DeviceArray, &[usize])> = arrays.iter().map(|a| &**a).zip(rows.iter().map(|r| r.as_slice())).collect();
+        resize_patches_device(&g, n, (tw, th))
+    })?
+    .or_raise(py)?;
+    Ok(PyDeviceArray::new(out))
 }

@@ -447,5 +447,6 @@ def test_patch_dataset_at_a_resolution(patch_dataset_cls):
     assert np.array_equal(to_np(ds[0]), ref[0].transpose(2, 0, 1))
     with pytest.raises(slidestream.InvalidArgumentError, match="not both"):
         patch_dataset_cls(CMU, grid.patches[:5, [0, 2, 3]], 0, 96, mpp=1.0)
-    with pytest.raises(slidestream.InvalidArgumentError, match="CPU only"):
-        patch_dataset_cls(CMU, grid, 96, mpp=1.0, device="cuda")
+    # A device dataset at a resolution (read and resized on the GPU: test_gpu_resolution.py).
+    dev = patch_dataset_cls(CMU, grid, 96, mpp=1.0, device="cuda")
+    assert dev.resolution == {"mpp": 1.0} and dev.device == 0

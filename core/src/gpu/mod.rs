@@ -158,6 +158,60 @@ pub fn read_patches_device(requests: &[PatchRequest<'_>], opts: &ReadOptions, de
     backend::read_batch(requests, opts.size, &dev)
 }
 
+/// Resize device patches to `to` = (width, height) pixels with the CPU path's filter: the
+/// Lanczos-3 convolution of [`resize_rgb_patches`](crate::resize_rgb_patches) (antialiased
+/// reduction, as Pillow's `LANCZOS`), with the same integer taps, so the result equals the CPU
+/// path's byte for byte (`slide/resize_taps.rs`). What reading a device batch at a physical
+/// resolution does after reading the coarsest level at or below the target.
+///
+/// `groups`: arrays of RGB patches (m, h, w, 3) `u8` on one device (each group its own h, w),
+/// each with the output index of every one of its m patches; the indices of all groups together
+/// must cover `0..n` exactly once. Returns one new [`DeviceArray`] (n, to.1, to.0, 3) on that
+/// device. The sources are only read; one handed to a consumer is read after the consumer's
+/// work on it (its stream, or the whole device, is waited for).
+///
+/// # Errors
+/// [`Error::Usage`] for a source that is not (m, h, w, 3), arrays on different devices, indices
+/// that do not cover `0..n` exactly once, or a zero or over-large size (a side above 65,535);
+/// [`Error::Gpu`] when CUDA is unavailable or the build has no `cuda` feature.
+pub fn resize_patches_device(groups: &[(&DeviceArray, &[usize])], n: usize, to: (u32, u32)) -> Result<DeviceArray> {
+    let device = check_resize(groups, n, to)?;
+    backend::resize_patches(groups, n, to, device)
+}
+
+/// The checks of [`resize_patches_device`]: the device the arrays are on (0 with no group).
+fn check_resize(groups: &[(&DeviceArray, &[usize])], n: usize, to: (u32, u32)) -> Result<usize> {
+    const SIDE: u32 = 65_535;
+    if to.0 == 0 || to.1 == 0 || to.0 > SIDE || to.1 > SIDE {
+        return Err(Error::Usage(format!("resize: the output size must be 1..={SIDE} pixels a side, got {to:?}")));
+    }
+    let mut seen = vec![false; n];
+    let mut device = None;
+    for (k, (a, rows)) in groups.iter().enumerate() {
+        let s = a.shape();
+        if s.len() != 4 || s[3] != 3 || s[1] == 0 || s[2] == 0 || s[1] > SIDE as usize || s[2] > SIDE as usize {
+            return Err(Error::Usage(format!("resize: group {k} must be RGB patches (m, h, w, 3) with sides 1..={SIDE}, got shape {s:?}")));
+        }
+        if *device.get_or_insert(a.device()) != a.device() {
+            return Err(Error::Usage(format!("resize: group {k} is on cuda:{}, the others on cuda:{}", a.device(), device.unwrap_or(0))));
+        }
+        if rows.len() != s[0] {
+            return Err(Error::Usage(format!("resize: group {k} has {} patches but {} output indices", s[0], rows.len())));
+        }
+        for &r in rows.iter() {
+            match seen.get_mut(r) {
+                Some(v) if !*v => *v = true,
+                Some(_) => return Err(Error::Usage(format!("resize: output index {r} is given twice"))),
+                None => return Err(Error::Usage(format!("resize: output index {r} is out of range for {n} patches"))),
+            }
+        }
+    }
+    if let Some(r) = seen.iter().position(|v| !v) {
+        return Err(Error::Usage(format!("resize: output index {r} of {n} is given by no group")));
+    }
+    Ok(device.unwrap_or(0))
+}
+
 impl Slide {
     /// Read a region into device memory.
     ///
@@ -219,5 +273,31 @@ mod tests {
         let st = stats(0);
         assert_eq!(st.compat_mode, CompatMode::from_env().map_or("invalid", |m| m.as_str()));
         assert_eq!(st.posix_bytes + st.decoded_cpu, 0);
+    }
+
+    fn fake(shape: &[usize], device: usize) -> DeviceArray {
+        // ptr 0: dropping it frees nothing (no GPU needed).
+        DeviceArray { ptr: 0, shape: shape.to_vec(), device, pid: std::process::id(), free_on: Default::default() }
+    }
+
+    #[test]
+    fn resize_arguments_are_checked_before_any_gpu_work() {
+        let (a, b) = (fake(&[2, 10, 12, 3], 0), fake(&[1, 20, 24, 3], 0));
+        let usage = |r: Result<usize>| matches!(r, Err(Error::Usage(_)));
+        assert_eq!(check_resize(&[(&a, &[0, 2]), (&b, &[1])], 3, (5, 5)).unwrap(), 0);
+        assert!(usage(check_resize(&[(&a, &[0, 1])], 2, (0, 5))), "zero size");
+        assert!(usage(check_resize(&[(&a, &[0, 1])], 2, (70_000, 5))), "over-large size");
+        assert!(usage(check_resize(&[(&a, &[0, 0])], 2, (5, 5))), "an index twice");
+        assert!(usage(check_resize(&[(&a, &[0, 2])], 2, (5, 5))), "an index out of range");
+        assert!(usage(check_resize(&[(&a, &[0, 1])], 3, (5, 5))), "an index not covered");
+        assert!(usage(check_resize(&[(&a, &[0])], 1, (5, 5))), "rows != patches");
+        assert!(usage(check_resize(&[(&fake(&[2, 10, 12, 4], 0), &[0, 1])], 2, (5, 5))), "RGBA");
+        assert!(usage(check_resize(&[(&fake(&[10, 12, 3], 0), &[0])], 1, (5, 5))), "3-d");
+        assert!(usage(check_resize(&[(&a, &[0, 1]), (&fake(&[1, 4, 4, 3], 1), &[2])], 3, (5, 5))), "two devices");
+        assert_eq!(check_resize(&[], 0, (5, 5)).unwrap(), 0);
+        // Without a GPU (or the `cuda` feature) the resize itself is a typed GPU error.
+        if !available() {
+            assert!(matches!(resize_patches_device(&[(&a, &[0, 1])], 2, (5, 5)), Err(Error::Gpu(_))));
+        }
     }
 }

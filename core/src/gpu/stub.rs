@@ -39,3 +39,7 @@ pub(super) fn download(_array: &DeviceArray) -> Result<Vec<u8>> {
 }
 
 pub(super) fn free_array(_array: &mut DeviceArray) {}
+
+pub(super) fn resize_patches(_groups: &[(&DeviceArray, &[usize])], _n: usize, _to: (u32, u32), _device: usize) -> Result<DeviceArray> {
+    Err(GpuError::NotCompiled.into())
+}

@@ -9,7 +9,7 @@ import numpy as np
 from ._args import normalize_size
 from ._errors import InvalidArgumentError
 from ._slide import Slide
-from ._slidestream import DeviceArray, _read_patches
+from ._slidestream import DeviceArray, _read_patches, _resize_patches_device
 
 
 def read_patches(
@@ -51,8 +51,9 @@ def read_patches(
     scale and filter; ``fallback_mpp=`` / ``fallback_magnification=`` for slides without the
     property). Rows are then ``(slide_index, x, y)`` (n, 3), or ``(slide_index, level, x, y)``
     whose level must be the one chosen for that slide (the rows a sampler made with the same
-    ``mpp=`` gives); another level is an InvalidArgumentError. CPU only for now: with a
-    ``device`` it raises InvalidArgumentError.
+    ``mpp=`` gives); another level is an InvalidArgumentError. With a ``device`` the patches
+    are read and reduced on that GPU (the CPU path's filter taps, so the same pixels) into one
+    :class:`DeviceArray`.
 
     Raises TypeError for requests that are not integer rows of four, InvalidArgumentError for a
     slide index or level that does not exist or a value outside int64, LimitsExceededError when the output exceeds the
@@ -91,21 +92,22 @@ def read_patches(
     return _read_patches(slides, np.ascontiguousarray(arr, dtype=np.int64), size, background, device)
 
 
-def _read_at_resolution(slides: Sequence[Slide], requests: Any, size: Any, background: Any, device: Any, **target: Any) -> np.ndarray:
+def _read_at_resolution(slides: Sequence[Slide], requests: Any, size: Any, background: Any, device: Any, **target: Any) -> Union[np.ndarray, DeviceArray]:
     """read_patches with mpp= / magnification= (see its docs): one level read per slide, in
     one cross-slide call per read size, then reduced."""
     from .resolution import _resolve_all, resize_patches
 
-    if device is not None and device != "cpu":
-        raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for device batches")
+    on_device = device is not None and device != "cpu"
     slides = list(slides)
     for i, s in enumerate(slides):
         if not isinstance(s, Slide):
             raise TypeError(f"slides[{i}] must be a slidestream.Slide, not {type(s).__name__}")
     out_size = normalize_size(size)
     arr = np.asarray(requests)
-    if arr.size == 0:
+    if arr.size == 0 and not on_device:
         return np.empty((0, out_size[1], out_size[0], 3), np.uint8)
+    if arr.size == 0:
+        return _read_patches(slides, np.zeros((0, 4), np.int64), out_size, background, device)
     if arr.ndim != 2 or arr.shape[1] not in (3, 4) or arr.dtype.kind not in "iu":
         raise TypeError(f"with mpp= / magnification=, requests must be integer rows (slide_index, x, y) or (slide_index, level, x, y), got shape {arr.shape}, dtype {arr.dtype}")
     arr = arr.astype(np.int64)
@@ -127,8 +129,8 @@ def _read_at_resolution(slides: Sequence[Slide], requests: Any, size: Any, backg
         xy = arr[:, 2:]
     else:
         xy = arr[:, 1:]
-    out = np.empty((arr.shape[0], out_size[1], out_size[0], 3), np.uint8)
     read_sizes = {k: r.read_size(out_size) for k, r in res_of.items()}
+    groups: list = []  # (the read batch of one read size, its output rows)
     for rs in sorted(set(read_sizes.values())):
         group = [k for k, v in read_sizes.items() if v == rs]
         sel = np.flatnonzero(np.isin(idx, group))
@@ -136,6 +138,13 @@ def _read_at_resolution(slides: Sequence[Slide], requests: Any, size: Any, backg
             continue
         rows = np.empty((sel.size, 4), np.int64)
         rows[:, 0], rows[:, 1], rows[:, 2:] = idx[sel], levels[sel], xy[sel]
-        got = _read_patches(slides, np.ascontiguousarray(rows), rs, background, None)
+        groups.append((_read_patches(slides, np.ascontiguousarray(rows), rs, background, device), sel))
+    if on_device:
+        # Resized on the GPU with the CPU path's taps (the same pixels), into one array.
+        if len(groups) == 1 and tuple(groups[0][0].shape[1:3]) == (out_size[1], out_size[0]):
+            return groups[0][0]  # read at exactly the requested scale, rows in order
+        return _resize_patches_device([(a, sel.astype(np.int64)) for a, sel in groups], arr.shape[0], out_size)
+    out = np.empty((arr.shape[0], out_size[1], out_size[0], 3), np.uint8)
+    for got, sel in groups:
         out[sel] = resize_patches(np.asarray(got), out_size)
     return out

@@ -66,13 +66,15 @@ class _Failure:
         self.error = error
 
 
-def read_device_batch(slides: Sequence[Slide], rows: np.ndarray, size: Tuple[int, int], background: Any, device: int) -> Any:
+def read_device_batch(slides: Sequence[Slide], rows: np.ndarray, size: Tuple[int, int], background: Any, device: int,
+                      resolution: Optional[dict] = None) -> Any:
     """Rows (n, 4) ``(slide_index, level, x, y)`` read on CUDA device ``device`` in one
     :func:`slidestream.read_patches` call: a :class:`slidestream.DeviceArray` uint8
     (n, height, width, 3), RGB. One engine call for the whole batch (the tiles of every slide
-    through one work queue)."""
+    through one work queue); with ``resolution`` (``read_patches``' ``mpp=`` / ... keywords)
+    one per read size, then resized on the device."""
     w, h = size
-    return read_patches(slides, rows, (w, h), background=background, device=f"cuda:{device}")
+    return read_patches(slides, rows, (w, h), background=background, device=f"cuda:{device}", **(resolution or {}))
 
 
 class _Reader:
@@ -135,7 +137,7 @@ class _Reader:
                 view[...] = batch
                 batch = dest
         else:
-            batch = read_device_batch(self.slides, rows, self.size, self.background, self.device)
+            batch = read_device_batch(self.slides, rows, self.size, self.background, self.device, self.resolution)
         batch = self.convert(batch)
         if self.transform is not None:
             batch = self.transform(batch)

@@ -33,6 +33,7 @@ __all__ = [
     "_config_table",
     "_read_patches",
     "_resize_patches",
+    "_resize_patches_device",
     "_Prefetcher",
     "_prefetch_threads",
     "_test_hooks",
@@ -369,6 +370,16 @@ def _resize_patches(patches: npt.NDArray[np.uint8], size: Union[int, Tuple[int, 
     """uint8 RGB patches (n, h, w, 3) resized to (n, size[1], size[0], 3) by a Lanczos-3
     convolution (Pillow's LANCZOS), in parallel with the GIL released; ValueError for another
     shape or a zero size."""
+def _resize_patches_device(
+    groups: List[Tuple[DeviceArray, npt.NDArray[np.int64]]], n: int, size: Union[int, Tuple[int, int]]
+) -> DeviceArray:
+    """Device batches resized on their GPU (called by ``slidestream.read_patches`` with ``mpp=`` /
+    ``magnification=`` and a device): ``groups`` is a list of (DeviceArray (m, h, w, 3) uint8,
+    int64 array of the m output indices of its patches), whose indices together cover 0..n
+    exactly once; returns one DeviceArray (n, size[1], size[0], 3) with the CPU path's resize
+    (the same integer Lanczos-3 taps as ``_resize_patches``: equal pixels). The GIL is
+    released. InvalidArgumentError for bad shapes, indices or sizes, GpuUnavailableError
+    without a usable GPU."""
 def _read_patches(
     slides: Sequence[Slide],
     requests: npt.NDArray[np.int64],

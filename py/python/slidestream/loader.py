@@ -143,8 +143,8 @@ class PatchBatches(_Closing):
     * ``mpp`` / ``magnification`` (with ``fallback_mpp`` / ``fallback_magnification``): read at
       a physical resolution, as :func:`slidestream.read_patches` (``size`` in pixels at that
       resolution; rows ``(slide_index, x, y)`` or a sampler made with the same resolution).
-      CPU only (InvalidArgumentError with a ``device``); the batches are read and resized on
-      the producer thread.
+      The batches are read and resized on the producer thread (on the GPU with a
+      ``device``: the CPU path's filter taps, the same pixels).
     * ``timeout``: seconds to wait for one batch before raising TimeoutError (default: wait as
       long as the read takes).
     * ``storage_options``: for paths that are URLs (``s3://``, ``gs://``, ``az://``,
@@ -197,8 +197,6 @@ class PatchBatches(_Closing):
         self.resolution: dict = {k: v for k, v in (("mpp", mpp), ("magnification", magnification), ("fallback_mpp", fallback_mpp), ("fallback_magnification", fallback_magnification)) if v is not None}
         if self.resolution and mpp is None and magnification is None:
             raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
-        if self.resolution and device is not None and device != "cpu":
-            raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for device batches")
         self.size = normalize_size(size)
         self.batch_size = check_int(batch_size, "batch_size", min_value=1, allow_bool=False)
         self.prefetch = check_int(prefetch, "prefetch", min_value=1, allow_bool=False)

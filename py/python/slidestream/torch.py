@@ -105,8 +105,6 @@ class _PatchSource:
         if self.resolution:
             if mpp is None and magnification is None:
                 raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
-            if device is not None and device != "cpu":
-                raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for device batches")
             if level is not None or len(args) > 1:
                 raise InvalidArgumentError("give a level or mpp= / magnification=, not both (the resolution chooses each slide's level)")
         src = getattr(locations, "patches", locations)  # a GridSampler gives its rows
@@ -272,7 +270,7 @@ class _TorchPatches(_PatchSource):
     * ``mpp`` / ``magnification`` (with ``fallback_mpp`` / ``fallback_magnification``): read
       at a physical resolution instead (:func:`slidestream.read_patches`): ``size`` in pixels
       at that resolution, rows ``(slide_index, x, y)`` or a sampler's made with the same
-      resolution; CPU only.
+      resolution; on the GPU too with ``device``.
     * ``background``: int or (r, g, b) written outside the image and on missing tiles; partly
       transparent pixels are composited over it.
     * ``transform``: optional callable applied to each patch as a numpy uint8 array
@@ -305,7 +303,7 @@ class _TorchPatches(_PatchSource):
         assert self.device is not None
         if n == 0:
             return torch.empty((0, h, w, 3), dtype=torch.uint8, device=torch.device("cuda", self.device))
-        return torch.from_dlpack(read_device_batch(self.slides, np.ascontiguousarray(rows), (w, h), self.background, self.device))
+        return torch.from_dlpack(read_device_batch(self.slides, np.ascontiguousarray(rows), (w, h), self.background, self.device, self.resolution))
 
     def __getitem__(self, i: int) -> Any:
         if self.device is not None:

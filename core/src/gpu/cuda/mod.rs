@@ -21,6 +21,7 @@ mod lanes;
 mod memory;
 mod pool;
 mod queue;
+mod resize;
 mod scheduler;
 mod settings;
 mod stats;
@@ -32,6 +33,7 @@ use std::ffi::c_int;
 
 pub(super) use batch::{read_batch, read_regions};
 pub(super) use memory::{download, free_array};
+pub(super) use resize::resize_patches;
 
 use super::{GpuReport, GpuStats};
 use crate::error::{GpuError, Result};

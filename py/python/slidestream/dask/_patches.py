@@ -75,13 +75,14 @@ def _read(paths: Sequence[Any], storages: Sequence[Any], rows: np.ndarray, size:
           target: Optional[dict] = None) -> Any:
     """One task's patches: rows (n, 4) with slide indices into ``paths``; one read call (a
     single slide and level on the CPU: ``read_regions``; else one cross-slide batch; at a
-    resolution, ``target``, one :func:`slidestream.read_patches` call with it)."""
+    resolution, ``target``, one :func:`slidestream.read_patches` call with it, on the device
+    too)."""
     from .._patches import read_patches as read_batch
 
     slides = [SLIDES.get(p, storage_options=st) for p, st in zip(paths, storages)]
-    if target is not None:
-        return read_batch(slides, read_rows(rows), size, background=background, **target)
     ordinal = resolve_device(device)
+    if target is not None:
+        return read_batch(slides, read_rows(rows), size, background=background, device=None if ordinal is None else f"cuda:{ordinal}", **target)
     if ordinal is None and rows.shape[0] and np.all(rows[:, :2] == rows[0, :2]):
         return slides[int(rows[0, 0])].read_regions(np.ascontiguousarray(rows[:, 2:]), int(rows[0, 1]), size, background=background)
     return read_batch(slides, rows, size, background=background, device=None if ordinal is None else f"cuda:{ordinal}")
@@ -266,7 +267,7 @@ def map_patches(
     """Per-patch values of ``fn`` over many slides as a lazy dask dataframe (one row per patch).
 
     ``paths``, ``sampler``, ``size``, ``level``, ``n``, ``task_tiles``, ``background``,
-    ``storage_options`` and ``mpp`` / ``magnification`` (with their fallbacks; CPU only) as
+    ``storage_options`` and ``mpp`` / ``magnification`` (with their fallbacks; on a GPU too) as
     :func:`read_patches`; at a resolution ``rows`` carry the level each slide is read from. Each task reads its patches as one batch and
     calls ``fn(batch, rows)``: ``batch`` uint8 (k, height, width, 3) RGB — a numpy array on the
     CPU, a :class:`slidestream.DeviceArray` (``torch.from_dlpack`` / ``cupy.from_dlpack``) on

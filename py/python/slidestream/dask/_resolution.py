@@ -19,8 +19,8 @@ from ._plan import tile_ranges
 
 def target_of(level: Any, device: Any, mpp: Any, magnification: Any, fallback_mpp: Any, fallback_magnification: Any) -> Optional[Dict[str, Any]]:
     """The resolution keywords of a call as a dict for :func:`slidestream.read_patches` (None
-    when reading by level). InvalidArgumentError for fallbacks without a target, a target
-    with ``level`` or with a GPU ``device``."""
+    when reading by level). InvalidArgumentError for fallbacks without a target or a target
+    with ``level``."""
     if mpp is None and magnification is None:
         if fallback_mpp is not None or fallback_magnification is not None:
             raise InvalidArgumentError("fallback_mpp= / fallback_magnification= apply only with mpp= or magnification=")
@@ -29,8 +29,6 @@ def target_of(level: Any, device: Any, mpp: Any, magnification: Any, fallback_mp
         raise InvalidArgumentError("give exactly one of mpp= and magnification=")
     if level is not None:
         raise InvalidArgumentError("give level= or mpp= / magnification=, not both (the resolution chooses each slide's level)")
-    if device not in (None, "cpu"):
-        raise InvalidArgumentError("mpp= / magnification= read on the CPU only for now; read by level for GPU batches")
     return {"mpp": mpp, "magnification": magnification, "fallback_mpp": fallback_mpp, "fallback_magnification": fallback_magnification}
 
 

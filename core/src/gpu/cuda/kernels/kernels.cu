@@ -7,6 +7,9 @@
 // assemble: RGBA tiles -> patches (n, height, width, channels) with OpenSlide's semantics.
 // splice:   device bitstreams (cuFile path): [SOI + JPEGTables body] + tile bytes after its SOI.
 // sof_scan: device bitstreams: SOF geometry of each tile, for host-side validation.
+// resize_h / resize_v: one axis of the Lanczos-3 resize of RGB patches with integer taps made
+//           on the host (core/src/slide/resize_taps.rs, whose CPU reference equals the CPU
+//           path's resize exactly).
 
 typedef unsigned long long u64;
 typedef long long i64;
@@ -212,4 +215,38 @@ extern "C" __global__ void sof_scan(const SpliceDesc* descs, int n, int* info) {
         p += 2 + len;
     }
     o[0] = 4;
+}
+
+// One RGB sample of an axis resize: clamp((2^(prec-1) + sum in[k] * tap[k]) >> prec, 0, 255),
+// int32 as the CPU path (resize_taps.rs `sample`).
+__device__ __forceinline__ u8 resize_tap_sum(const u8* in, i64 stride, const short* taps, int n, int prec) {
+    int acc = 1 << (prec - 1);
+    for (int k = 0; k < n; k++) acc += (int)in[(i64)k * stride] * (int)taps[k];
+    acc >>= prec;
+    return (u8)(acc < 0 ? 0 : (acc > 255 ? 255 : acc));
+}
+
+// Horizontal pass: src (n, h, in_w, 3) -> dst (n, h, out_w, 3); grid (x over out_w * 3
+// samples, y over h, z over patches).
+extern "C" __global__ void resize_h(const u8* src, u8* dst, int in_w, int h, int out_w,
+                                    const int* starts, const int* sizes, const short* taps, int window, int prec) {
+    int s = blockIdx.x * blockDim.x + threadIdx.x;  // sample in the output row
+    int y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (s >= out_w * 3 || y >= h) return;
+    int o = s / 3, c = s - o * 3;
+    i64 row = (i64)blockIdx.z * h + y;
+    const u8* in = src + (row * in_w + starts[o]) * 3 + c;
+    dst[row * out_w * 3 + s] = resize_tap_sum(in, 3, taps + (i64)o * window, sizes[o], prec);
+}
+
+// Vertical pass: src (n, in_h, w, 3) -> patch rows[z] of dst (?, out_h, w, 3) (rows: the
+// output index of each patch of src); grid (x over w * 3 samples, y over out_h, z over patches).
+extern "C" __global__ void resize_v(const u8* src, u8* dst, const long long* rows, int in_h, int w, int out_h,
+                                    const int* starts, const int* sizes, const short* taps, int window, int prec) {
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    int o = blockIdx.y * blockDim.y + threadIdx.y;
+    if (s >= w * 3 || o >= out_h) return;
+    i64 z = blockIdx.z;
+    const u8* in = src + ((z * in_h + starts[o]) * w) * 3 + s;
+    dst[((rows[z] * out_h + o) * w) * 3 + s] = resize_tap_sum(in, (i64)w * 3, taps + (i64)o * window, sizes[o], prec);
 }

@@ -135,6 +135,9 @@ pub(crate) struct Kernels {
     pub assemble: *mut c_void,
     pub splice: *mut c_void,
     pub sof_scan: *mut c_void,
+    /// One axis of the Lanczos-3 patch resize (`gpu/cuda/resize.rs`).
+    pub resize_h: *mut c_void,
+    pub resize_v: *mut c_void,
     /// Where the image came from and what the on-disk cache did (`GpuStats::kernel_cache`).
     pub(crate) cache_note: String,
 }
@@ -262,7 +265,7 @@ impl Kernels {
             }
         };
         trace::phase_line(part, &format!("module load ({})", if image.kind == ImageKind::Cubin { "cubin" } else { "PTX, JIT by the driver" }), t);
-        let mut k = Kernels { module, pid: super::context::pid(), convert: std::ptr::null_mut(), assemble: std::ptr::null_mut(), splice: std::ptr::null_mut(), sof_scan: std::ptr::null_mut(), cache_note: String::new() };
+        let mut k = Kernels { module, pid: super::context::pid(), convert: std::ptr::null_mut(), assemble: std::ptr::null_mut(), splice: std::ptr::null_mut(), sof_scan: std::ptr::null_mut(), resize_h: std::ptr::null_mut(), resize_v: std::ptr::null_mut(), cache_note: String::new() };
         let func = |name: &str| -> Res<*mut c_void> {
             let c = CString::new(name).expect("static");
             let mut f = std::ptr::null_mut();
@@ -274,6 +277,8 @@ impl Kernels {
         k.assemble = func("assemble")?;
         k.splice = func("splice")?;
         k.sof_scan = func("sof_scan")?;
+        k.resize_h = func("resize_h")?;
+        k.resize_v = func("resize_v")?;
         k.cache_note = p.store(&image, part);
         Ok(k)
     }

@@ -67,6 +67,7 @@ impl Cuda {
         cuDevicePrimaryCtxSetFlags(d: CUdevice, flags: c_uint) -> c_int = cuDevicePrimaryCtxSetFlags_v2, rc;
         cuCtxSetCurrent(ctx: CUcontext) -> c_int = cuCtxSetCurrent, rc;
         cuCtxGetCurrent(ctx: *mut CUcontext) -> c_int = cuCtxGetCurrent, rc;
+        cuCtxSynchronize() -> c_int = cuCtxSynchronize, rc;
         cuMemAlloc(p: *mut CUdeviceptr, n: usize) -> c_int = cuMemAlloc_v2, rc;
         cuMemFree(p: CUdeviceptr) -> c_int = cuMemFree_v2, rc;
         cuMemcpyDtoH(dst: *mut c_void, src: CUdeviceptr, n: usize) -> c_int = cuMemcpyDtoH_v2, rc;
