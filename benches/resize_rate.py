@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reading at a physical resolution: the cost of the reduction step, side by side.
 
-usage: resize_rate.py [SLIDE] [--patches 256] [--size 256] [--mpp 0.998] [--rounds 3]
+usage: resize_rate.py [SLIDE] [--patches 256] [--size 256] [--mpp 0.998] [--rounds 3] [--device cuda]
 
 One batch of random level-0 patches of SLIDE (default: the bundled CMU-1-Small-Region.svs,
 0.499 µm/px, so ``--mpp 0.998`` reads 512² and halves it). Per round, in one process: the read at
@@ -9,6 +9,9 @@ the level's size alone (``read_patches(..., read size)``), the reduction of that
 slidestream's native resize (``slidestream.resolution.resize_patches``) and by a per-patch
 Pillow ``LANCZOS`` loop (the filter it reproduces), and the whole ``read_patches(..., mpp=)``
 call. Prints patches/s per step and round, then medians. Page cache warm (one read first).
+With ``--device cuda`` the same steps also run on the GPU (the read into device memory, the
+device resize ``_resize_patches_device``, the whole ``read_patches(..., mpp=, device=)``),
+each synchronised, and the device result is checked equal to the CPU one.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--mpp", type=float, default=0.998)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default=None, help="also time the GPU steps on this device (e.g. cuda)")
     a = ap.parse_args()
     s = ss.Slide(a.slide)
     r = resolve(s, mpp=a.mpp)
@@ -62,7 +66,15 @@ def main() -> None:
         timed("native resize", lambda: resize_patches(got, (a.size, a.size)))
         if Image is not None:
             timed("Pillow LANCZOS per patch", lambda: [Image.fromarray(p).resize((a.size, a.size), Image.Resampling.LANCZOS) for p in got])
-        timed("read_patches(mpp=)", lambda: ss.read_patches([s], rows, a.size, mpp=a.mpp))
+        cpu = timed("read_patches(mpp=)", lambda: ss.read_patches([s], rows, a.size, mpp=a.mpp))
+        if a.device:
+            from slidestream._slidestream import _resize_patches_device
+
+            d = timed("device: read at the level's size", lambda: ss.read_patches([s], rows, (rw, rh), device=a.device))
+            idx = np.arange(a.patches, dtype=np.int64)
+            timed("device: resize", lambda: _resize_patches_device([(d, idx)], a.patches, (a.size, a.size)))
+            dev = timed("device: read_patches(mpp=)", lambda: ss.read_patches([s], rows, a.size, mpp=a.mpp, device=a.device))
+            assert np.array_equal(np.asarray(dev), cpu), "device batch differs from the CPU batch"
         print(f"round {k}: " + ", ".join(f"{n} {v[-1]:,.0f}/s" for n, v in rates.items()))
     print("medians: " + ", ".join(f"{n} {statistics.median(v):,.0f}/s" for n, v in rates.items()))
 

@@ -6,6 +6,7 @@ everywhere."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,23 @@ from slidestream._slidestream import _resize_patches_device
 from slidestream.resolution import resize_patches
 
 REPO = Path(__file__).resolve().parents[2]
-CMU = REPO / "assets" / "CMU-1-Small-Region.svs"  # 2220 x 2967, one level, mpp 0.499
+BUNDLED = REPO / "assets" / "CMU-1-Small-Region.svs"  # 2220 x 2967, one level, mpp 0.499
+CMU = BUNDLED  # a private copy while the GPU tests run (fixture below)
 HAS_GPU = slidestream.cuda_available()
 requires_gpu = pytest.mark.skipif(not HAS_GPU, reason="no usable CUDA device (slidestream.cuda_available() is False)")
 no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU; this machine has one")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _private_copy(tmp_path_factory):
+    """The device reads here go to a copy of the bundled slide: a slide's I/O statistics are
+    per file, and other test modules check that the bundled one was read on the CPU only."""
+    global CMU
+    copy = tmp_path_factory.mktemp("gpu_resolution") / BUNDLED.name
+    shutil.copyfile(BUNDLED, copy)
+    CMU = copy
+    yield
+    CMU = BUNDLED
 
 
 def _device_patches(slide: Slide, n: int, size, seed: int = 0):
