@@ -25,7 +25,10 @@ TS_JPEG = "1.2.840.10008.1.2.4.50"
 TS_JPEG_LS = "1.2.840.10008.1.2.4.80"
 TS_J2K_LOSSLESS = "1.2.840.10008.1.2.4.90"
 TS_J2K = "1.2.840.10008.1.2.4.91"
-ENCAPSULATED = {TS_JPEG, TS_JPEG_LS, TS_J2K_LOSSLESS, TS_J2K}
+TS_HTJ2K_LOSSLESS = "1.2.840.10008.1.2.4.201"
+TS_HTJ2K_LOSSLESS_RPCL = "1.2.840.10008.1.2.4.202"
+TS_HTJ2K = "1.2.840.10008.1.2.4.203"
+ENCAPSULATED = {TS_JPEG, TS_JPEG_LS, TS_J2K_LOSSLESS, TS_J2K, TS_HTJ2K_LOSSLESS, TS_HTJ2K_LOSSLESS_RPCL, TS_HTJ2K}
 
 
 def uid(*parts: str) -> str:
@@ -78,6 +81,26 @@ def j2k(tile: np.ndarray, lossless: bool, mct: bool) -> bytes:
     kw = {} if lossless else {"irreversible": True, "quality_mode": "rates", "quality_layers": [8]}
     Image.fromarray(tile, "RGB").save(buf, "JPEG2000", no_jp2=True, mct=1 if mct else 0, **kw)
     return buf.getvalue()
+
+
+def htj2k(tile: np.ndarray, lossless: bool, mct: bool = True) -> bytes:
+    """A High-Throughput JPEG 2000 codestream (ISO/IEC 15444-15; OpenJPH through imagecodecs):
+    reversible 5/3 wavelet when ``lossless`` (with ``mct``: the RCT, Photometric YBR_RCT;
+    without: RGB), else the 9/7 wavelet with the ICT (YBR_ICT) at quantisation step 0.005."""
+    import imagecodecs
+
+    if lossless:
+        return bytes(imagecodecs.htj2k_encode(tile, reversible=True, rgb=mct, planar=False))
+    return bytes(imagecodecs.htj2k_encode(tile, level=0.005, reversible=False, rgb=True, planar=False))
+
+
+def htj2k_decode(frame: bytes) -> np.ndarray:
+    """OpenJPH's decode of an HTJ2K frame (an independent decoder: slidestream and Pillow use
+    OpenJPEG), (h, w, 3) uint8."""
+    import imagecodecs
+
+    d = np.asarray(imagecodecs.htj2k_decode(frame))
+    return np.moveaxis(d, 0, -1) if d.ndim == 3 and d.shape[0] == 3 and d.shape[-1] != 3 else d
 
 
 def raw(tile: np.ndarray) -> bytes:

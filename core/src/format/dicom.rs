@@ -19,7 +19,8 @@
 //!   `TILED_FULL` frames in row-major order (less ConcatenationFrameOffsetNumber), or per-frame
 //!   Plane Positions (`TILED_SPARSE`); absent frames read as transparent background;
 //! * JPEG baseline (Photometric `RGB` decoded without colour transform, `YBR_FULL_422` as
-//!   YCbCr), JPEG 2000 (.4.90/.4.91, decoded as RGB), explicit VR little endian native RGB;
+//!   YCbCr), JPEG 2000 (.4.90/.4.91) and HTJ2K (.4.201/.202/.203, which OpenSlide 4.0.1 refuses),
+//!   decoded as RGB, explicit VR little endian native RGB;
 //! * `dicom.*` properties of level 0's first file ([`props`]), mpp from PixelSpacing,
 //!   objective power from ObjectiveLensPower, ICC from OpticalPathSequence, quickhash over the
 //!   SeriesInstanceUID.

@@ -102,7 +102,13 @@ pub(crate) fn instance<'a>(path: PathBuf, src: Box<dyn ByteSource + 'a>, header:
     let compression = match ts {
         "1.2.840.10008.1.2.1" => Compression::None,
         "1.2.840.10008.1.2.4.50" => Compression::Jpeg,
-        "1.2.840.10008.1.2.4.90" | "1.2.840.10008.1.2.4.91" => Compression::Jpeg2000 { ycbcr: false },
+        // JPEG 2000 (.90 lossless, .91) and High-Throughput JPEG 2000 (PS3.5 A.4.11: .201
+        // lossless, .202 lossless RPCL, .203): HTJ2K codestreams (ISO/IEC 15444-15, a CAP
+        // marker after SIZ) decode through the same OpenJPEG (2.5's ht_dec), which applies
+        // the codestream's RCT / ICT itself.
+        "1.2.840.10008.1.2.4.90" | "1.2.840.10008.1.2.4.91" | "1.2.840.10008.1.2.4.201" | "1.2.840.10008.1.2.4.202" | "1.2.840.10008.1.2.4.203" => {
+            Compression::Jpeg2000 { ycbcr: false }
+        }
         other => return Err(Error::unsupported(at, format!("Unsupported transfer syntax {other}"))),
     };
     for (tag, name, want) in [
@@ -130,7 +136,7 @@ pub(crate) fn instance<'a>(path: PathBuf, src: Box<dyn ByteSource + 'a>, header:
         (Compression::Jpeg, "RGB") => Photometric::Rgb,
         (Compression::None, "RGB") => Photometric::Rgb,
         (Compression::Jpeg2000 { .. }, "RGB" | "YBR_RCT") => Photometric::Rgb,
-        (Compression::Jpeg2000 { .. }, "YBR_ICT") if ts.ends_with(".91") => Photometric::Rgb,
+        (Compression::Jpeg2000 { .. }, "YBR_ICT") if ts.ends_with(".91") || ts.ends_with(".203") => Photometric::Rgb,
         _ => return Err(Error::unsupported(at, format!("PhotometricInterpretation {pi} with transfer syntax {ts}"))),
     };
     let get = |tag, name: &str| -> Result<u64> {
