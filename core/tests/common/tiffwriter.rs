@@ -172,6 +172,9 @@ pub struct Ifd {
     pub extra_samples: Option<Vec<u16>>,
     /// Further tags; one with the number of a generated tag replaces it.
     pub extra: Vec<(u16, Value)>,
+    /// The order the chunks' data are written in the file (indices into `chunks`; `None`:
+    /// TIFF order). The offsets arrays stay in TIFF order.
+    pub write_order: Option<Vec<usize>>,
 }
 
 impl Ifd {
@@ -192,7 +195,16 @@ impl Ifd {
             description: None,
             extra_samples: None,
             extra: Vec::new(),
+            write_order: None,
         }
+    }
+
+    /// Write the chunks' data in `order` (indices into `chunks`; e.g. tile rows bottom to top,
+    /// as Aperio GT450 scanners store level 0).
+    pub fn write_order(mut self, order: Vec<usize>) -> Ifd {
+        assert_eq!(order.len(), self.chunks.len());
+        self.write_order = Some(order);
+        self
     }
 
     /// A stripped, uncompressed, 8-bit RGB image.
@@ -455,9 +467,10 @@ impl Tiff {
         let mut data = Vec::new();
         let mut locs = Vec::new();
         for ifd in &self.ifds {
-            let mut l = Vec::new();
-            for c in &ifd.chunks {
-                l.push(match c {
+            let mut l = vec![(0, 0); ifd.chunks.len()];
+            let order: Vec<usize> = ifd.write_order.clone().unwrap_or_else(|| (0..ifd.chunks.len()).collect());
+            for k in order {
+                l[k] = match &ifd.chunks[k] {
                     Chunk::Data(d) => {
                         let off = start + data.len() as u64;
                         data.extend_from_slice(d);
@@ -465,7 +478,7 @@ impl Tiff {
                     }
                     Chunk::Missing => (0, 0),
                     Chunk::Raw { offset, byte_count } => (*offset, *byte_count),
-                });
+                };
             }
             locs.push(l);
         }
