@@ -7,9 +7,10 @@ Writes OUT_DIR/<target>/<seed> for the targets
   folder: Slidedat.ini, Index.dat, Data*.dat); the targets mutate Slidedat.ini resp. Index.dat;
 * dicom_header: every DICOM series as a bundle of its instances (a level first; files added
   smallest first while the bundle stays under 900 KB), and each lone DICOM file;
-* vendor_xml: every Philips, Ventana, Leica and OME-TIFF slide as a bundle of its XML texts
-  (ImageDescription XML and XMLPacket of each IFD of the main chain, named ifd<N>.<tag>.xml)
-  followed by the slide itself (the template they are spliced into);
+* vendor_xml: every Philips, Ventana, Leica, OME-TIFF and ARGOS slide as a bundle of its XML
+  texts (ImageDescription XML, XMLPacket and ARGOS's tag 65000 of each IFD of the main chain,
+  named ifd<N>.<tag>.xml), every Trestle and Huron slide with its IFD 0 ImageDescription (their
+  key=value text), each followed by the slide itself (the template they are spliced into);
 * ndpi_tags: every NDPI file under 1 MiB as it is.
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
@@ -118,7 +119,8 @@ def xml_seeds(out: str, roots) -> int:
     for root in roots:
         for p in walk(root):
             base = os.path.basename(p)
-            if not base.startswith(("philips", "ventana", "leica", "ome")) or not base.endswith((".tif", ".tiff", ".bif")):
+            text_vendor = base.startswith(("trestle", "huron"))
+            if not base.startswith(("philips", "ventana", "leica", "ome", "argos", "trestle", "huron")) or not base.endswith((".tif", ".tiff", ".bif", ".avs")):
                 continue
             data = read(p)
             if data[:4] not in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+"):
@@ -126,14 +128,14 @@ def xml_seeds(out: str, roots) -> int:
             members = []
             with tifffile.TiffFile(p) as tf:
                 for i, page in enumerate(tf.pages):
-                    for code in (270, 700):
+                    for code in (270, 700, 65000):
                         t = page.tags.get(code)
                         if t is None:
                             continue
                         v = t.value
                         text = v if isinstance(v, bytes) else str(v).encode()
                         text = text.split(b"\0")[0]
-                        if text.lstrip().startswith(b"<"):
+                        if text.lstrip().startswith(b"<") or (text_vendor and i == 0 and code == 270):
                             members.append((f"ifd{i}.{code}.xml", text))
             if members:
                 tag = os.path.relpath(p, root).replace(os.sep, "_")

@@ -9,8 +9,9 @@
 //!   DICOM instance's header and offset table.
 //! * `vendor_xml`: a [`Bundle`] of XML texts named `ifd<N>.<tag>.xml` and, last, a TIFF
 //!   template: [`splice_xml`] stores each text as tag `<tag>` of IFD `N` (ImageDescription 270
-//!   for Philips, Leica and OME-TIFF; XMLPacket 700 for Ventana) and the result is opened from
-//!   memory by its driver.
+//!   for Philips, Leica and OME-TIFF, and the `key=value` descriptions of Trestle and Huron;
+//!   XMLPacket 700 for Ventana; tag 65000 for ARGOS) and the result is opened from memory by
+//!   its driver.
 //! * `ndpi_tags`: an NDPI file, opened from memory.
 //!
 //! [`run`] is what each target does with an input, and what `core/tests/corrupt.rs` does with

@@ -1,4 +1,5 @@
-//! Philips, Ventana, Leica and OME-TIFF XML: a bundle of XML texts (`ifd<N>.<tag>.xml`) and a
+//! Philips, Ventana, Leica, OME-TIFF and ARGOS XML (and the key=value descriptions of Trestle and
+//! Huron): a bundle of texts (`ifd<N>.<tag>.xml`) and a
 //! TIFF template (a generated vendor slide); each text is stored as that tag of that IFD and
 //! the file is opened by the vendor's driver and read. The mutator changes one XML text only.
 //! Must give pixels or a typed error.

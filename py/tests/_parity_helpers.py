@@ -27,7 +27,8 @@ LOSSY_TOLERANCE = 2
 SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs", ".dcm"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
-SUPPORTED_VENDORS = ("aperio", "dicom", "generic-tiff", "hamamatsu", "leica", "mirax", "ome-tiff", "philips", "ventana")
+SUPPORTED_VENDORS = ("aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "trestle",
+                     "ventana")
 # Generated OME-TIFF slides (left to test_channels.py, see slide_files).
 OME_SUFFIX = ".ome.tif"
 # Test ids of generated vendor slides start with this prefix (see slide_path).

@@ -162,3 +162,16 @@ def check_with_openslide(path: pathlib.Path, slide: Generated):
     if slide.check is not None:
         slide.check(osr)
     return osr
+
+
+def main(build: Callable[[pathlib.Path], List[Generated]], argv: Sequence[str]) -> int:
+    """``python -m vendor_slides.<module> OUT``: write the module's slides into OUT with
+    OpenSlide's references beside them (as ``make_vendor_slides.py`` does); the Rust tests of
+    one format run this."""
+    out = pathlib.Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for slide in build(out):
+        osr = check_with_openslide(out / slide.open_path, slide)
+        write_reference(osr, slide, out / slide.reference_kind / slide.name)
+        osr.close()
+    return 0

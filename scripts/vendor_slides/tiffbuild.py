@@ -4,7 +4,8 @@ write without imagecodecs (precompressed JPEG tiles) or that need exact control 
 
 Each IFD is given as its tags plus its tile (or strip) byte blobs; the writer lays out the
 blobs, then the directories with their out-of-line values, and fills in the TileOffsets /
-TileByteCounts (or StripOffsets / StripByteCounts) tags. TIFF 6.0 field types.
+TileByteCounts (or StripOffsets / StripByteCounts) tags. TIFF 6.0 field types; ``write(..., bigtiff=True)`` writes BigTIFF (the BigTIFF design note of
+libtiff: header ``II+\\0``, 8-byte offsets, 20-byte entries, LONG8 chunk offsets and counts).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import dataclasses
 import struct
 from typing import Dict, List, Sequence, Tuple, Union
 
-BYTE, ASCII, SHORT, LONG, RATIONAL, UNDEFINED = 1, 2, 3, 4, 5, 7
-_FMT = {BYTE: "B", ASCII: "B", SHORT: "H", LONG: "I", UNDEFINED: "B"}
-_SIZE = {BYTE: 1, ASCII: 1, SHORT: 2, LONG: 4, RATIONAL: 8, UNDEFINED: 1}
+BYTE, ASCII, SHORT, LONG, RATIONAL, UNDEFINED, LONG8 = 1, 2, 3, 4, 5, 7, 16
+# ASCII_RAW: an ASCII value written without its terminating NUL (as some scanners do).
+ASCII_RAW = -2
+_FMT = {BYTE: "B", ASCII: "B", SHORT: "H", LONG: "I", UNDEFINED: "B", LONG8: "Q"}
+_SIZE = {BYTE: 1, ASCII: 1, SHORT: 2, LONG: 4, RATIONAL: 8, UNDEFINED: 1, LONG8: 8}
 
 Value = Union[int, str, bytes, Sequence[int], Sequence[Tuple[int, int]]]
 
@@ -31,6 +34,9 @@ class Ifd:
 
 
 def _encode(ftype: int, value: Value) -> Tuple[bytes, int]:
+    if ftype == ASCII_RAW:
+        raw = value.encode() if isinstance(value, str) else bytes(value)
+        return raw, len(raw)
     if ftype == ASCII:
         raw = (value.encode() if isinstance(value, str) else bytes(value)) + b"\0"
         return raw, len(raw)
@@ -42,9 +48,11 @@ def _encode(ftype: int, value: Value) -> Tuple[bytes, int]:
     return struct.pack("<" + _FMT[ftype] * len(vals), *vals), len(vals)
 
 
-def write(path, ifds: Sequence[Ifd]) -> None:
-    """Write ``ifds`` (IFD 0 first, chained in order) to ``path``."""
-    out = bytearray(b"II*\0\0\0\0\0")
+def write(path, ifds: Sequence[Ifd], bigtiff: bool = False) -> None:
+    """Write ``ifds`` (IFD 0 first, chained in order) to ``path``; BigTIFF when ``bigtiff``."""
+    out = bytearray(b"II+\0\x08\0\0\0" + bytes(8) if bigtiff else b"II*\0\0\0\0\0")
+    # Entry layout: count field format, entry size, inline value bytes, link format.
+    cfmt, esize, inline, lfmt = ("Q", 20, 8, "Q") if bigtiff else ("I", 12, 4, "I")
     placed = []
     for ifd in ifds:
         offs, counts = [], []
@@ -55,30 +63,31 @@ def write(path, ifds: Sequence[Ifd]) -> None:
             if len(out) % 2:
                 out += b"\0"
         placed.append((offs, counts))
-    prev_next = 4  # where the previous "next IFD" pointer lives
+    prev_next = 8 if bigtiff else 4  # where the previous "next IFD" pointer lives
     for ifd, (offs, counts) in zip(ifds, placed):
         tags = dict(ifd.tags)
         if ifd.chunks:
             o_tag, c_tag = (324, 325) if ifd.tiled else (273, 279)
-            tags[o_tag] = (LONG, offs)
-            tags[c_tag] = (LONG, counts)
+            tags[o_tag] = (LONG8 if bigtiff else LONG, offs)
+            tags[c_tag] = (LONG8 if bigtiff else LONG, counts)
         entries = sorted(tags.items())
         start = len(out)
-        struct.pack_into("<I", out, prev_next, start)
-        body = bytearray(struct.pack("<H", len(entries)))
+        struct.pack_into("<" + lfmt, out, prev_next, start)
+        body = bytearray(struct.pack("<Q" if bigtiff else "<H", len(entries)))
         extra = bytearray()
-        extra_at = start + 2 + 12 * len(entries) + 4
+        extra_at = start + len(body) + esize * len(entries) + inline
         for tag, (ftype, value) in entries:
             raw, count = _encode(ftype, value)
-            if len(raw) <= 4:
-                body += struct.pack("<HHI", tag, ftype, count) + raw.ljust(4, b"\0")
+            stored = ASCII if ftype == ASCII_RAW else ftype
+            if len(raw) <= inline:
+                body += struct.pack("<HH" + cfmt, tag, stored, count) + raw.ljust(inline, b"\0")
             else:
-                body += struct.pack("<HHII", tag, ftype, count, extra_at + len(extra))
+                body += struct.pack("<HH" + cfmt + lfmt, tag, stored, count, extra_at + len(extra))
                 extra += raw
                 if len(extra) % 2:
                     extra += b"\0"
         prev_next = start + len(body)
-        body += b"\0\0\0\0"
+        body += bytes(inline)
         out += body + extra
     with open(path, "wb") as f:
         f.write(out)

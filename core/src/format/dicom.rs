@@ -211,7 +211,7 @@ fn build(found: Vec<(PathBuf, Box<dyn ByteSource + '_>, Header)>, series_uid: &s
     layout.icc = icc(&first.header.data);
     let mut prefix = series_uid.as_bytes().to_vec();
     prefix.push(0);
-    layout.quickhash = Some(QuickhashInput { prefix, lowest_level_tiles: false, strings: Vec::new(), uncapped: false });
+    layout.quickhash = Some(QuickhashInput { prefix, lowest_level_tiles: false, strings: Vec::new(), uncapped: false, suffix: Vec::new() });
     layout.extra_sources = extra;
     Ok(layout)
 }

@@ -452,10 +452,10 @@ fn synthesise_levels(stored: &[StoredLevel]) -> Vec<LayoutLevel> {
     by_width.into_values().rev().collect()
 }
 
-/// A whole JPEG stored at `start` of `src` (source `source`; the macro image): one tile, the
-/// stream decoded as stored (an NDPI run with an empty header is the stored bytes verbatim,
+/// A whole JPEG stored at `start` of `src` (source `source`; the macro image of NDPI and VMS,
+/// Trestle's `.Full` file): one tile, the stream decoded as stored (an NDPI run with an empty header is the stored bytes verbatim,
 /// ending in EOI).
-fn whole_jpeg_image(src: &dyn ByteSource, at: &Location, source: SourceId, start: u64, num_bytes: u64) -> Result<ImageIndex> {
+pub(crate) fn whole_jpeg_image(src: &dyn ByteSource, at: &Location, source: SourceId, start: u64, num_bytes: u64) -> Result<ImageIndex> {
     let head = read_at(src, at, start, num_bytes.min(MAX_HEADER_BYTES))?;
     let l = scan_header(&head).map_err(|m| Error::format(at, format!("macro image: {m}")))?;
     let (w, h) = (l.width as u64, l.height as u64);

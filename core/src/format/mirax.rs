@@ -243,7 +243,7 @@ impl FormatDriver for Mirax {
             background_color: Some([(fill & 0xFF) as u8, ((fill >> 8) & 0xFF) as u8, ((fill >> 16) & 0xFF) as u8]),
             bounds,
             downsamples,
-            quickhash: Some(QuickhashInput { prefix: ini_bytes, lowest_level_tiles: true, strings: Vec::new(), uncapped: true }),
+            quickhash: Some(QuickhashInput { prefix: ini_bytes, lowest_level_tiles: true, strings: Vec::new(), uncapped: true, suffix: Vec::new() }),
             quickhash_chunks: Some(quickhash_chunks),
             tile_hints: Some(if all_hints { hints } else { Vec::new() }),
             ..SlideLayout::default()

@@ -12,12 +12,14 @@
 //! declined; the reasons form a [`DetectionReport`] (`slidestream info --why`).
 
 pub mod aperio;
+pub mod argos;
 mod detection;
 pub use detection::DetectionReport;
 pub mod dicom;
 pub mod finish;
 pub mod generic_tiff;
 pub mod hamamatsu;
+pub mod huron;
 pub mod ome_tiff;
 pub(crate) mod known;
 pub mod leica;
@@ -28,6 +30,7 @@ mod quickhash;
 pub mod registry;
 pub(crate) mod tiff_common;
 pub(crate) mod tiff_strips;
+pub mod trestle;
 pub mod ventana;
 pub(crate) mod xml;
 
@@ -246,6 +249,9 @@ pub struct QuickhashInput {
     pub strings: Vec<(String, String)>,
     /// Hash the lowest level whatever its size (MIRAX); otherwise no hash over 5 MiB.
     pub uncapped: bool,
+    /// Bytes hashed last, after the strings (ARGOS: its metadata XML and a NUL); empty for
+    /// most formats.
+    pub suffix: Vec<u8>,
 }
 
 /// The slide's bounds of non-empty data in level-0 pixels (`openslide.bounds-*`).
@@ -417,9 +423,38 @@ pub(crate) fn parse_double(s: &str) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
+/// Parse an integer property value as OpenSlide's `_openslide_parse_int64` (GLib's
+/// `g_ascii_strtoll`, base 10): leading ASCII whitespace and one sign allowed, then digits to
+/// the end of the string; `None` for anything else or a value outside `i64`.
+pub(crate) fn parse_int64(s: &str) -> Option<i64> {
+    let t = s.trim_start_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b');
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.strip_prefix('+').unwrap_or(t).parse().ok()
+}
+
+/// `s` without leading and trailing ASCII whitespace as GLib's `g_strstrip` removes it (space,
+/// tab, newline, vertical tab, form feed, carriage return).
+pub(crate) fn g_strstrip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b')
+}
+
 #[cfg(test)]
 mod tests {
     use super::format_double;
+
+    #[test]
+    fn integers_and_stripping_follow_glib() {
+        use super::{g_strstrip, parse_int64};
+        assert_eq!(parse_int64(" +40"), Some(40));
+        assert_eq!(parse_int64("-3"), Some(-3));
+        assert_eq!(parse_int64("20x"), None);
+        assert_eq!(parse_int64(""), None);
+        assert_eq!(parse_int64("99999999999999999999"), None);
+        assert_eq!(g_strstrip("\x0b a b \r\n"), "a b");
+    }
 
     #[test]
     fn doubles_format_like_openslide() {

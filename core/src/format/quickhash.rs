@@ -9,7 +9,8 @@
 //!
 //! Non-TIFF drivers add bytes hashed first ([`QuickhashInput::prefix`]: DICOM hashes the
 //! SeriesInstanceUID and a NUL; MIRAX the bytes of `Slidedat.ini`) and may lift the cap
-//! ([`QuickhashInput::uncapped`], MIRAX).
+//! ([`QuickhashInput::uncapped`], MIRAX); bytes hashed last ([`QuickhashInput::suffix`]) follow
+//! the strings (ARGOS: its metadata XML).
 
 use sha2::{Digest, Sha256};
 
@@ -75,5 +76,6 @@ pub(crate) fn quickhash(
         h.update(value.as_bytes());
         h.update([0u8]);
     }
+    h.update(&input.suffix);
     Ok(Some(h.finalize().iter().map(|b| format!("{b:02x}")).collect()))
 }

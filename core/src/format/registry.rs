@@ -1,14 +1,17 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, dicom, generic_tiff, hamamatsu, leica, mirax, ome_tiff, philips, qptiff, ventana, FormatDriver};
+use super::{aperio, argos, dicom, generic_tiff, hamamatsu, huron, leica, mirax, ome_tiff, philips, qptiff, trestle, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &mirax::Mirax, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms-vmu, hamamatsu-ndpi, ...
     &dicom::Dicom,
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
+    &trestle::Trestle,     // OpenSlide 4.0.1 tries trestle before aperio, huron and argos after it
     &aperio::Aperio,
+    &huron::Huron,
+    &argos::Argos,
     &leica::Leica,
     &philips::Philips,
     &ventana::Ventana, // OpenSlide's table: ... aperio, leica, philips, ventana, generic-tiff

@@ -266,6 +266,26 @@ pub(crate) fn image_from_ifd(
     })
 }
 
+/// µm per pixel from IFD `i`'s X/YResolution as OpenSlide's tifflike reader sets
+/// `openslide.mpp-x/-y` (`_openslide_tifflike_set_resolution_props`): ResolutionUnit
+/// centimeter (10,000 µm) or inch (25,400 µm, also TIFF's default); `None` for other units,
+/// missing, zero or non-finite values.
+///
+/// # Errors
+/// As reading any tag (values outside the file).
+pub(crate) fn resolution_mpp(tf: &TiffFile, src: &dyn ByteSource, at: &Location, i: usize) -> Result<Option<(f64, f64)>> {
+    let r = tf.reader(src, at, i);
+    let um = match r.uint(tags::RESOLUTION_UNIT)?.unwrap_or(2) {
+        2 => 25_400.0,
+        3 => 10_000.0,
+        _ => return Ok(None),
+    };
+    Ok(match (r.float(tags::X_RESOLUTION)?, r.float(tags::Y_RESOLUTION)?) {
+        (Some(x), Some(y)) if x != 0.0 && y != 0.0 && x.is_finite() && y.is_finite() => Some((um / x, um / y)),
+        _ => None,
+    })
+}
+
 /// The levels of IFDs `ifds`, level 0 first (downsamples and ordering are checked by
 /// `finish`).
 pub(crate) fn levels_from_ifds(tf: &TiffFile, src: &dyn ByteSource, at: &Location, ifds: &[usize]) -> Result<Vec<LayoutLevel>> {

@@ -122,7 +122,7 @@ pub(super) fn open(probe: &Probe<'_>, bytes: Vec<u8>, kf: &KeyFile) -> Result<Sl
         properties,
         mpp,
         objective_power,
-        quickhash: Some(QuickhashInput { prefix: bytes, lowest_level_tiles: true, strings: Vec::new(), uncapped: true }),
+        quickhash: Some(QuickhashInput { prefix: bytes, lowest_level_tiles: true, strings: Vec::new(), uncapped: true, suffix: Vec::new() }),
         quickhash_chunks: Some(chunks),
         ..SlideLayout::default()
     })
