@@ -20,6 +20,7 @@ pub mod generic_tiff;
 pub mod hamamatsu;
 pub mod ome_tiff;
 pub(crate) mod known;
+pub mod olympus;
 pub mod leica;
 pub mod mirax;
 pub mod philips;
