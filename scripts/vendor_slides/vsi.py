@@ -309,7 +309,34 @@ def main(out):
     write_slide(out / "bad", "origin", 10001, small, size=(64, 64), dims_meaning=(1,), ets_dims=4, pixel_type=2, components=3, compression=0, background=(0, 0, 0), origin=(64, 0, 0))
     write_slide(out / "bad", "no-ets", 10001, small, size=(64, 64), dims_meaning=(1,), ets_dims=4, pixel_type=2, components=3, compression=0, background=(0, 0, 0), write_ets_file=False)
     write_slide(out / "bad", "jpeg-lossless", 10001, small, size=(64, 64), dims_meaning=(1,), ets_dims=4, pixel_type=2, components=3, compression=5, background=(0, 0, 0))
+    for case in cases:
+        write_oracle(out, case)
     (out / "cases.json").write_text(json.dumps({"cases": cases, "mpp": MPP, "objective": MAGNIFICATION}, indent=1))
+
+
+def oracle_levels(out, case, channel=0):
+    """[(image, mask)] per level of `case` from :func:`decode_ets` (channel `channel`)."""
+    decoded, _, dtype, comps = decode_ets(Path(out) / case["ets"], z_index=case["z_index"], c_index=case["c_index"], channel=channel)
+    max_tiles = [(0, 0)] * case["levels"]
+    for lv, x, y in decoded:
+        mx, my = max_tiles[lv]
+        max_tiles[lv] = (max(mx, x), max(my, y))
+    sizes = level_sizes(*case["size"], case["levels"], max_tiles)
+    return assemble(decoded, sizes, comps, dtype)
+
+
+def write_oracle(out, case):
+    """``<file>.L<k>.raw``: level k channel-last (all channels; little-endian), and
+    ``<file>.L<k>.mask``: 1 where a tile is stored, one byte a pixel."""
+    n = max(1, len(case["channels"]))
+    per_channel = [oracle_levels(out, case, c) for c in range(n)]
+    case["level_sizes"] = []
+    for k in range(case["levels"]):
+        img = np.concatenate([per_channel[c][k][0] for c in range(n)], axis=2)
+        h, w = img.shape[:2]
+        case["level_sizes"].append([w, h])
+        img.astype(img.dtype.newbyteorder("<")).tofile(out / f"{case['file']}.L{k}.raw")
+        per_channel[0][k][1].astype(np.uint8).tofile(out / f"{case['file']}.L{k}.mask")
 
 
 if __name__ == "__main__":

@@ -140,7 +140,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             Ok(crop_rgba(px, hdr.width, g))
         }
         Compression::Jpeg2000 { ycbcr } => {
-            let (w, h, n, s) = jp2k_samples(codec, planes[0], g, at)?;
+            let (w, _, n, s) = jp2k_samples(codec, planes[0], g, at)?;
             let mut s = match s {
                 Samples::U8(v) => v,
                 Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),

@@ -101,7 +101,9 @@ impl FormatDriver for Olympus {
 
         let mut properties = BTreeMap::new();
         let mut associated = BTreeMap::new();
-        if let Ok(tf) = probe.tiff {
+        // The preview's TIFF must parse (Bio-Formats reads a .vsi through its TIFF parser too).
+        let tf = probe.tiff.map_err(Clone::clone)?;
+        {
             if !tf.ifds.is_empty() {
                 tiff_properties(tf, src, at, 0, &mut properties)?;
                 match image_from_ifd(tf, src, at, 0, ImageRef::Associated("thumbnail".into())) {

@@ -194,6 +194,9 @@ impl Parser<'_> {
         }
         let first = i64::from_le_bytes(h[8..16].try_into().expect("8 bytes"));
         let count = (le_u32(&h, 16) & 0x0FFF_FFFF) as usize;
+        if count == 0 {
+            return Ok(Vec::new()); // empty volumes store 0 as their first field's offset
+        }
         let mut field_pos = u64::try_from(first)
             .ok()
             .filter(|&f| f >= VOLUME_HEADER)
@@ -294,7 +297,8 @@ mod tests {
     fn loops_truncation_and_bad_headers_are_typed_errors() {
         let at = Location::file("t.vsi");
         let mut v = volume(&[(5, 1, vec![0; 4]), (5, 2, vec![0; 4])]);
-        // The second field's "next" points back at the first field.
+        // A third field announced, and the second field's "next" points back at the first.
+        v[16..20].copy_from_slice(&3u32.to_le_bytes());
         let second = 24 + 20;
         v[second + 8..second + 12].copy_from_slice(&24u32.to_le_bytes());
         let e = parse(&MemSource::new(v.clone()), &at, 0).unwrap_err();
