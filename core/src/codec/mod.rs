@@ -5,7 +5,7 @@
 //! module. Codecs: JPEG (libjpeg-turbo, [`jpeg`]), JPEG 2000 (OpenJPEG, [`jp2k`]), deflate
 //! (`flate2`), LZW (`weezl`), zstd (`zstd`), WebP (`image-webp`), uncompressed; horizontal
 //! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA; 16-bit grey
-//! and RGB (lossless codecs; scaled to 8 bit as libtiff's RGBA interface, or native through
+//! and RGB (lossless codecs and JPEG 2000; scaled to 8 bit as libtiff's RGBA interface, or native through
 //! [`decode_native`], see [`samples`]).
 
 pub mod jp2k;
