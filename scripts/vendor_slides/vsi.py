@@ -11,7 +11,7 @@ starts at offset 8; the pixels are in ``_NAME_/stack<id>/frame_t.ets`` (a 64-byt
 the "ETS" additional header, the tiles, then the tile table of (column, row, extra dimensions,
 level) coordinates).
 
-* ``brightfield-jpeg.vsi``: RGB, 64x64 JPEG tiles (Pillow, 4:2:0), 300x220, 3 levels, two
+* ``brightfield-jpeg.vsi``: RGB, 64x64 JPEG tiles (Pillow, 4:4:4), 300x220, 3 levels, two
   level-0 tiles missing, background (240, 230, 250), a Z dimension of one plane;
 * ``brightfield-raw.vsi``: the same image as raw RGB tiles, 2 levels, no missing tile;
 * ``fluo-raw-u16.vsi``: 2 channels (DAPI, FITC) of uint16 raw tiles, 2 Z planes (plane 1 a
@@ -256,7 +256,7 @@ def tiles_of(img, level, encode, extra=(), skip=()):
 
 def jpeg(t):
     buf = io.BytesIO()
-    Image.fromarray(t).save(buf, "JPEG", quality=90)
+    Image.fromarray(t).save(buf, "JPEG", quality=90, subsampling=0)
     return buf.getvalue()
 
 
