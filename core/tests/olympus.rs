@@ -6,7 +6,8 @@
 //! * the slides of `scripts/vendor_slides/vsi.py` (run at test time into cargo's target tmp
 //!   folder with `.venv/bin/python` or `$SLIDESTREAM_PYTHON`; skipped with a message when it
 //!   cannot run, a failure under `scripts/test-all.sh`): brightfield JPEG (3 levels, missing
-//!   tiles), brightfield raw, 2-channel uint16 fluorescence with 2 Z planes open as `olympus`
+//!   tiles), brightfield raw, 2-channel uint16 fluorescence with 2 Z planes (raw) and 2-channel
+//!   uint16 lossless JPEG 2000 fluorescence (when imagecodecs is installed) open as `olympus`
 //!   with their levels, properties and thumbnail; every level equals the oracle (raw: 0
 //!   difference; JPEG: at most 2), missing tiles transparent;
 //! * the real files of `../shared/formats3`: the JPEG 2000 fluorescence VSI opens with its 2
@@ -85,7 +86,7 @@ fn samples(s: &Samples) -> Vec<u16> {
 fn every_generated_vsi_opens_with_its_levels_and_properties() {
     let Some(dir) = fixtures() else { return };
     let (cases, doc) = cases(dir);
-    assert_eq!(cases.len(), 3);
+    assert!(cases.len() >= 3, "the JPEG 2000 slide needs imagecodecs; the others are always written");
     for c in &cases {
         let file = c["file"].as_str().unwrap();
         let slide = Slide::open(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -111,7 +112,7 @@ fn every_generated_vsi_opens_with_its_levels_and_properties() {
         } else {
             assert_eq!(slide.channel_names(), names, "{file}");
             assert_eq!(p["olympus.channel-count"], "2");
-            assert_eq!(p["olympus.z-count"], "2");
+            assert_eq!(p["olympus.z-count"], if file.contains("j2k") { "1" } else { "2" });
         }
         // The VSI's own TIFF preview.
         let t = slide.read_associated("thumbnail").unwrap();
@@ -185,7 +186,9 @@ fn the_real_jpeg2000_fluorescence_vsi_opens_with_its_channels() {
     assert!(slide.associated_images().contains_key("thumbnail"));
     let ch = slide.read_region_channels((0, 0), 0, (1645, 1682), None).unwrap();
     let Samples::U16(v) = &ch.data else { panic!("16-bit samples expected") };
-    assert!(v.iter().any(|&x| x > 255), "16-bit values");
+    // Plane z = 0 of this file is blank (slideio reads zeros too); the generated
+    // fluo-j2k-u16.vsi checks 16-bit JPEG 2000 values.
+    assert!(v.iter().all(|&x| x == 0));
     // read_region shows channel 0's high byte.
     let rgba = slide.read_region((0, 0), 0, (1645, 1682)).unwrap();
     for (i, px) in rgba.data.chunks_exact(4).enumerate().step_by(997) {

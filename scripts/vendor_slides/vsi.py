@@ -16,6 +16,8 @@ level) coordinates).
 * ``brightfield-raw.vsi``: the same image as raw RGB tiles, 2 levels, no missing tile;
 * ``fluo-raw-u16.vsi``: 2 channels (DAPI, FITC) of uint16 raw tiles, 2 Z planes (plane 1 a
   different pattern: plane 0 must be read), 2 levels;
+* ``fluo-j2k-u16.vsi``: 2 channels of uint16 lossless JPEG 2000 codestreams (imagecodecs, when
+  installed; otherwise not written), 1 Z plane, 2 levels;
 * ``bad/``: ``origin.vsi`` (a tile-grid origin of (64, 0, 0): refused), ``no-ets.vsi`` (the ETS
   file absent), ``jpeg-lossless.vsi`` (ETS compression 5: refused).
 
@@ -304,6 +306,22 @@ def main(out):
                 tiles += tiles_of(img, k, raw, extra=(z, c))
     write_slide(out, "fluo-raw-u16", 3, tiles, size=(fw, fh), dims_meaning=(1, 4), ets_dims=5, pixel_type=4, components=1, compression=0, background=(0,), channels=names)
     cases.append({"file": "fluo-raw-u16.vsi", "ets": "_fluo-raw-u16_/stack3/frame_t.ets", "levels": 2, "size": [fw, fh], "channels": names, "dtype": "uint16", "missing": [], "tolerance": 0, "background": "000000", "z_index": 2, "c_index": 3})
+    # Fluorescence: 2 channels uint16 lossless JPEG 2000 (raw codestreams, as cellSens writes).
+    try:
+        import imagecodecs
+    except ImportError:
+        imagecodecs = None
+    if imagecodecs is not None:
+        def j2k(t):
+            return imagecodecs.jpeg2k_encode(t[:, :, 0], level=0, codecformat="J2K")
+
+        tiles = []
+        for c in range(2):
+            lv = pyramid_of(pattern(fh, fw, 1, 30 + c, np.uint16), 2)
+            for k, img in enumerate(lv):
+                tiles += tiles_of(img, k, j2k, extra=(0, c))
+        write_slide(out, "fluo-j2k-u16", 7, tiles, size=(fw, fh), dims_meaning=(1, 4), ets_dims=5, pixel_type=4, components=1, compression=3, background=(0,), channels=names)
+        cases.append({"file": "fluo-j2k-u16.vsi", "ets": "_fluo-j2k-u16_/stack7/frame_t.ets", "levels": 2, "size": [fw, fh], "channels": names, "dtype": "uint16", "missing": [], "tolerance": 0, "background": "000000", "z_index": 2, "c_index": 3})
     # Bad slides.
     small = tiles_of(rgb[0][:64, :64], 0, raw, extra=(0,))
     write_slide(out / "bad", "origin", 10001, small, size=(64, 64), dims_meaning=(1,), ets_dims=4, pixel_type=2, components=3, compression=0, background=(0, 0, 0), origin=(64, 0, 0))
