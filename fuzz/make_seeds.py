@@ -11,7 +11,10 @@ Writes OUT_DIR/<target>/<seed> for the targets
   texts (ImageDescription XML, XMLPacket and ARGOS's tag 65000 of each IFD of the main chain,
   named ifd<N>.<tag>.xml), every Trestle and Huron slide with its IFD 0 ImageDescription (their
   key=value text), each followed by the slide itself (the template they are spliced into);
-* ndpi_tags: every NDPI file under 1 MiB as it is.
+* ndpi_tags: every NDPI file under 1 MiB as it is;
+* vsi_ets: the Olympus VSI slides of scripts/vendor_slides/vsi.py (written into a temporary
+  folder; needs Pillow) and the real ../shared/formats3/vsi-ets-test-jpg2k.vsi, each as a bundle
+  of the .vsi and its ETS file.
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
 the name, a data length (u32 LE) and the data. Inputs over 1 MiB (the targets' -max_len) are
@@ -152,6 +155,31 @@ def ndpi_seeds(out: str, roots) -> int:
     return n
 
 
+def vsi_seeds(out: str, formats3: str) -> int:
+    import importlib.util
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location("vsi_gen", os.path.join(here, "../scripts/vendor_slides/vsi.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    n = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        gen.main(tmp)
+        for root in (tmp, os.path.join(tmp, "bad"), formats3):
+            if not os.path.isdir(root):
+                continue
+            for f in sorted(os.listdir(root)):
+                stem = f[: -len(".vsi")]
+                folder = os.path.join(root, f"_{stem}_")
+                if not f.endswith(".vsi") or not os.path.isdir(folder):
+                    continue
+                members = [(f, read(os.path.join(root, f)))]
+                members += [(os.path.relpath(p, root), read(p)) for p in walk(folder) if p.endswith(".ets")]
+                n += write(out, "vsi_ets", stem + ".bundle", bundle(members))
+    return n
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -164,6 +192,7 @@ def main() -> None:
         "dicom_header": dicom_seeds(out, [vendor] + [os.path.join(testdata, d) for d in ("CMU-1-Small-Region-dicom",) if os.path.isdir(os.path.join(testdata, d))]),
         "vendor_xml": xml_seeds(out, roots),
         "ndpi_tags": ndpi_seeds(out, roots),
+        "vsi_ets": vsi_seeds(out, os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3")),
     }
     if os.path.isfile(os.path.join(testdata, "camelyon-jpeg-ybr.dcm")):
         p = os.path.join(testdata, "camelyon-jpeg-ybr.dcm")

@@ -13,6 +13,9 @@
 //!   XMLPacket 700 for Ventana; tag 65000 for ARGOS) and the result is opened from memory by
 //!   its driver.
 //! * `ndpi_tags`: an NDPI file, opened from memory.
+//! * `vsi_ets`: a [`Bundle`] of an Olympus `.vsi` and its `_<name>_/stack<id>/frame_t*.ets`,
+//!   opened from memory through [`MemFiles`] as the bundles above; its mutator changes one of
+//!   the two files.
 //!
 //! [`run`] is what each target does with an input, and what `core/tests/corrupt.rs` does with
 //! a saved input (files named `*.<target>`): open, read properties, regions of every level and

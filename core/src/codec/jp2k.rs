@@ -47,6 +47,22 @@ pub(crate) fn tile_count(stream: &[u8]) -> Result<u64, String> {
 /// # Errors
 /// OpenJPEG's message, or a message for non-8-bit or mismatched components.
 pub fn decode(stream: &[u8]) -> Result<(u32, u32, usize, Vec<u8>), String> {
+    match decode_samples(stream, false)? {
+        (w, h, n, super::Samples::U8(v)) => Ok((w, h, n, v)),
+        _ => Err("JPEG 2000 component of more than 8 bits".into()),
+    }
+}
+
+/// Decode a codestream into interleaved samples (`components` per pixel, row-major): 8-bit
+/// components as [`super::Samples::U8`]; with `wide`, components of 9 to 16 bits (unsigned) as
+/// [`super::Samples::U16`] holding the decoded values unscaled (as a 16-bit TIFF holds them;
+/// the Olympus ETS files store 16-bit fluorescence so). Returns (width, height, components,
+/// samples).
+///
+/// # Errors
+/// OpenJPEG's message, or a message for signed, deeper than accepted, or mismatched
+/// components.
+pub fn decode_samples(stream: &[u8], wide: bool) -> Result<(u32, u32, usize, super::Samples), String> {
     let img = jpeg2k::Image::from_bytes(stream).map_err(|e| format!("JPEG 2000 decode failed: {e}"))?;
     let comps = img.components();
     if comps.is_empty() {
@@ -54,19 +70,34 @@ pub fn decode(stream: &[u8]) -> Result<(u32, u32, usize, Vec<u8>), String> {
     }
     let (w, h) = (comps[0].width(), comps[0].height());
     let n = comps.len();
-    let mut out = vec![0u8; w as usize * h as usize * n];
-    for (ci, c) in comps.iter().enumerate() {
+    let bits = comps[0].precision();
+    let max_bits = if wide { 16 } else { 8 };
+    for c in comps {
         if c.width() != w || c.height() != h {
             return Err("JPEG 2000 components of different sizes (subsampled components are not read)".into());
         }
-        if c.precision() != 8 || c.is_signed() {
-            return Err(format!("JPEG 2000 component of {} bits", c.precision()));
-        }
-        for (i, &v) in c.data().iter().enumerate() {
-            out[i * n + ci] = v.clamp(0, 255) as u8;
+        if c.precision() != bits || c.precision() > max_bits || c.precision() == 0 || c.is_signed() {
+            return Err(format!("JPEG 2000 component of {} bits{}", c.precision(), if c.is_signed() { ", signed" } else { "" }));
         }
     }
-    Ok((w, h, n, out))
+    let len = w as usize * h as usize * n;
+    if bits <= 8 && !wide {
+        let mut out = vec![0u8; len];
+        for (ci, c) in comps.iter().enumerate() {
+            for (i, &v) in c.data().iter().enumerate() {
+                out[i * n + ci] = v.clamp(0, 255) as u8;
+            }
+        }
+        return Ok((w, h, n, super::Samples::U8(out)));
+    }
+    let max = ((1u32 << bits) - 1) as i32;
+    let mut out = vec![0u16; len];
+    for (ci, c) in comps.iter().enumerate() {
+        for (i, &v) in c.data().iter().enumerate() {
+            out[i * n + ci] = v.clamp(0, max) as u16;
+        }
+    }
+    Ok((w, h, n, super::Samples::U16(out)))
 }
 
 /// Convert interleaved YCbCr (ITU-R BT.601 full range) to RGB in place, with OpenSlide's

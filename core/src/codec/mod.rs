@@ -5,7 +5,7 @@
 //! module. Codecs: JPEG (libjpeg-turbo, [`jpeg`]), JPEG 2000 (OpenJPEG, [`jp2k`]), deflate
 //! (`flate2`), LZW (`weezl`), zstd (`zstd`), WebP (`image-webp`), uncompressed; horizontal
 //! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA; 16-bit grey
-//! and RGB (lossless codecs; scaled to 8 bit as libtiff's RGBA interface, or native through
+//! and RGB (lossless codecs and JPEG 2000; scaled to 8 bit as libtiff's RGBA interface, or native through
 //! [`decode_native`], see [`samples`]).
 
 pub mod jp2k;
@@ -140,24 +140,13 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             Ok(crop_rgba(px, hdr.width, g))
         }
         Compression::Jpeg2000 { ycbcr } => {
-            let (w, h, csiz) = jp2k::siz(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(dec_err)?;
-            // Checked before OpenJPEG allocates per-component and per-tile state from SIZ.
-            if csiz != codec.samples_per_pixel {
-                return Err(fmt_err(format!("JPEG 2000 stream has {csiz} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
-            }
-            let tiles = jp2k::tile_count(planes[0]).map_err(fmt_err)?;
-            if tiles > jp2k::MAX_TILES {
-                return Err(Error::limits(at, format!("JPEG 2000 stream of {tiles} tiles (at most {})", jp2k::MAX_TILES)));
-            }
-            let (w, h, n, mut s) = jp2k::decode(planes[0]).map_err(fmt_err)?;
-            check_dims(w, h, g).map_err(dec_err)?;
+            let (w, _, n, s) = jp2k_samples(codec, planes[0], g, at)?;
+            let mut s = match s {
+                Samples::U8(v) => v,
+                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
+            };
             if ycbcr && n >= 3 {
                 jp2k::ycbcr_to_rgb(&mut s, n);
-            }
-            let comps = codec.samples_per_pixel as usize;
-            if n != comps {
-                return Err(fmt_err(format!("JPEG 2000 stream has {n} components, SamplesPerPixel is {comps}")));
             }
             Ok(samples_to_rgba(&s, w as usize * n, n, codec, g))
         }
@@ -195,6 +184,33 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             Ok(samples_to_rgba(&bytes, stride, spp, codec, g))
         }
     }
+}
+
+/// Decode a JPEG 2000 chunk to its samples at the image's depth (16-bit images: 9- to 16-bit
+/// components as `U16`), after checking its SIZ marker against the tile and the codec before
+/// OpenJPEG allocates anything. Returns (width, height, components, samples).
+///
+/// # Errors
+/// As [`decode_chunk`].
+pub(crate) fn jp2k_samples(codec: &CodecInfo, stream: &[u8], g: ChunkGeometry, at: &Location) -> Result<(u32, u32, usize, Samples)> {
+    let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
+    let (w, h, csiz) = jp2k::siz(stream).map_err(fmt_err)?;
+    check_dims(w, h, g).map_err(|e| Error::decode(at, e))?;
+    // Checked before OpenJPEG allocates per-component and per-tile state from SIZ.
+    if csiz != codec.samples_per_pixel {
+        return Err(fmt_err(format!("JPEG 2000 stream has {csiz} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
+    }
+    let tiles = jp2k::tile_count(stream).map_err(fmt_err)?;
+    if tiles > jp2k::MAX_TILES {
+        return Err(Error::limits(at, format!("JPEG 2000 stream of {tiles} tiles (at most {})", jp2k::MAX_TILES)));
+    }
+    let wide = codec.sample_bits != crate::index::SampleBits::U8;
+    let (w, h, n, s) = jp2k::decode_samples(stream, wide).map_err(fmt_err)?;
+    check_dims(w, h, g).map_err(|e| Error::decode(at, e))?;
+    if n != codec.samples_per_pixel as usize {
+        return Err(fmt_err(format!("JPEG 2000 stream has {n} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
+    }
+    Ok((w, h, n, s))
 }
 
 /// A sub-rectangle of a tile, in pixels relative to the tile's top-left corner.

@@ -168,7 +168,7 @@ pub(crate) fn to_8bit(v: &[u16], photometric: Photometric, bits: SampleBits) -> 
 }
 
 /// Decode one chunk to its stored samples (the valid region): lossless codecs at their stored
-/// depth (8 or 16 bit); JPEG, JPEG 2000 and WebP (8 bit only) through [`decode_chunk`], as the
+/// depth (8 or 16 bit), as is JPEG 2000 of a 16-bit image; JPEG, 8-bit JPEG 2000 and WebP through [`decode_chunk`], as the
 /// colour channels it yields (grey, or RGB after any YCbCr conversion) plus the alpha sample
 /// when stored.
 ///
@@ -197,6 +197,17 @@ pub fn decode_native(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: 
             Samples::U16(v) => Samples::U16(crop(v, stride, vw * spp, vh)),
         };
         return Ok(NativeTile { width: g.valid_width, height: g.valid_height, channels: spp, samples });
+    }
+    if matches!(codec.compression, Compression::Jpeg2000 { .. }) && codec.sample_bits != SampleBits::U8 {
+        // 16-bit JPEG 2000 (Olympus ETS fluorescence): the decoded values, cropped to the valid region.
+        let (w, _, n, s) = super::jp2k_samples(codec, planes[0], g, at)?;
+        let Samples::U16(v) = s else { return Err(Error::decode(at, crate::error::CodecError::Data("JPEG 2000 of 8-bit components in a 16-bit image".into()))) };
+        let (stride, row) = (w as usize * n, vw * n);
+        let mut out = Vec::with_capacity(row * vh);
+        for r in v.chunks_exact(stride).take(vh) {
+            out.extend_from_slice(&r[..row]);
+        }
+        return Ok(NativeTile { width: g.valid_width, height: g.valid_height, channels: n, samples: Samples::U16(out) });
     }
     let t = decode_chunk(codec, planes, g, at)?;
     let gray = codec.photometric == Photometric::MinIsBlack && codec.compression != Compression::WebP;

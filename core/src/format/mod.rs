@@ -22,6 +22,7 @@ pub mod hamamatsu;
 pub mod huron;
 pub mod ome_tiff;
 pub(crate) mod known;
+pub mod olympus;
 pub mod leica;
 pub mod mirax;
 pub mod philips;

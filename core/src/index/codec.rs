@@ -86,7 +86,8 @@ pub enum SampleBits {
     /// 8-bit unsigned samples.
     #[default]
     U8,
-    /// 16-bit unsigned samples (lossless codecs only), stored big-endian when `big_endian`.
+    /// 16-bit unsigned samples (lossless codecs and JPEG 2000), stored big-endian when
+    /// `big_endian` (uncompressed and lossless codecs; JPEG 2000 decodes to native values).
     /// `read_region` scales them to 8 bit as libtiff's RGBA interface (`codec::samples`);
     /// `read_region_channels` returns them as stored.
     U16 {
