@@ -29,7 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from vendor_slides.common import check_with_openslide, write_reference  # noqa: E402
 
 # One module per vendor layout; each has build(out_dir) -> list[Generated].
-MODULES = ["mirax", "dicom", "hamamatsu", "vms", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit"]
+MODULES = ["mirax", "dicom", "hamamatsu", "vms", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit", "czi"]
 
 
 def main() -> int:

@@ -110,6 +110,10 @@ static GENERATED: &[DriverCases] = &[
         files: &[("ventana-bif-overlaps.bif", Reads::Ok), ("ventana-tiff.tif", Reads::Ok)],
     },
     DriverCases {
+        driver: "zeiss",
+        files: &[("czi-bgr24-raw.czi", Reads::Ok), ("czi-bgr24-zstd0.czi", Reads::Ok), ("czi-bgr24-zstd1.czi", Reads::Ok), ("czi-bgr48-zstd1-hilo.czi", Reads::Ok)],
+    },
+    DriverCases {
         driver: "leica",
         files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)],
     },

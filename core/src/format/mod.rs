@@ -29,6 +29,7 @@ pub mod registry;
 pub(crate) mod tiff_common;
 pub(crate) mod tiff_strips;
 pub mod ventana;
+pub mod zeiss;
 pub(crate) mod xml;
 
 use std::collections::BTreeMap;

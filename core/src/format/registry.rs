@@ -1,12 +1,13 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, dicom, generic_tiff, hamamatsu, leica, mirax, ome_tiff, philips, qptiff, ventana, FormatDriver};
+use super::{aperio, dicom, generic_tiff, hamamatsu, leica, mirax, ome_tiff, philips, qptiff, ventana, zeiss, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &mirax::Mirax, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms-vmu, hamamatsu-ndpi, ...
     &dicom::Dicom,
+    &zeiss::Zeiss, // not TIFF: starts with ZISRAWFILE (OpenSlide's zeiss driver rejects TIFFs)
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
     &aperio::Aperio,
     &leica::Leica,
