@@ -8,7 +8,7 @@
 //! says the 48bppRGB format holds BGR-ordered samples for CZI); 24bppBGR is BGR by name.
 //! Samples come back as R, G, B (or grey), 16-bit ones as stored.
 
-use std::io::Cursor;
+use std::io::{Read, Seek, SeekFrom};
 
 use jpegxr::{ImageDecode, PixelFormat};
 
@@ -16,6 +16,38 @@ use super::samples::{bgr_to_rgb, NativeTile, Samples};
 use super::{check_dims, ChunkGeometry};
 use crate::error::{CodecError, Error, Location, Result};
 use crate::index::{CodecInfo, Compression, Photometric};
+
+/// The codestream as jxrlib's stream: a read past the end gives zeros, as jxrlib's own memory
+/// stream shortens such reads instead of failing (its decoder reads ahead of the last
+/// macroblock row; a strict reader makes small images fail to decode, which imagecodecs'
+/// memory stream does not).
+struct Lenient<'a> {
+    data: &'a [u8],
+    pos: u64,
+}
+
+impl Read for Lenient<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let start = usize::try_from(self.pos).unwrap_or(usize::MAX).min(self.data.len());
+        let n = (self.data.len() - start).min(buf.len());
+        buf[..n].copy_from_slice(&self.data[start..start + n]);
+        buf[n..].fill(0);
+        self.pos = self.pos.saturating_add(buf.len() as u64);
+        Ok(buf.len())
+    }
+}
+
+impl Seek for Lenient<'_> {
+    fn seek(&mut self, p: SeekFrom) -> std::io::Result<u64> {
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidInput, "seek before the start");
+        self.pos = match p {
+            SeekFrom::Start(o) => o,
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d).ok_or_else(bad)?,
+            SeekFrom::End(d) => (self.data.len() as u64).checked_add_signed(d).ok_or_else(bad)?,
+        };
+        Ok(self.pos)
+    }
+}
 
 /// Samples per pixel, bytes per sample, whether stored blue first, and bytes per pixel of a
 /// pixel format this module takes (`photometric` says what the CZI directory entry declares:
@@ -44,7 +76,7 @@ fn layout(f: PixelFormat, photometric: Photometric) -> Option<(usize, usize, boo
 pub fn decode_native(codec: &CodecInfo, data: &[u8], g: ChunkGeometry, at: &Location) -> Result<NativeTile> {
     debug_assert_eq!(codec.compression, Compression::JpegXr);
     let err = |m: String| Error::decode(at, CodecError::Data(format!("JPEG XR: {m}")));
-    let mut dec = ImageDecode::with_reader(Cursor::new(data)).map_err(|e| err(e.to_string()))?;
+    let mut dec = ImageDecode::with_reader(Lenient { data, pos: 0 }).map_err(|e| err(e.to_string()))?;
     let (w, h) = dec.get_size().map_err(|e| err(e.to_string()))?;
     let (w, h) = (u32::try_from(w).map_err(|_| err(format!("width {w}")))?, u32::try_from(h).map_err(|_| err(format!("height {h}")))?);
     check_dims(w, h, g).map_err(|e| Error::decode(at, e))?;
