@@ -11,6 +11,7 @@ Writes OUT_DIR/<target>/<seed> for the targets
   (ImageDescription XML and XMLPacket of each IFD of the main chain, named ifd<N>.<tag>.xml)
   followed by the slide itself (the template they are spliced into);
 * ndpi_tags: every NDPI file under 1 MiB as it is.
+* czi_segments: every CZI file under 1 MiB as it is (the generated ones and shared/formats3's).
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
 the name, a data length (u32 LE) and the data. Inputs over 1 MiB (the targets' -max_len) are
@@ -150,6 +151,15 @@ def ndpi_seeds(out: str, roots) -> int:
     return n
 
 
+def czi_seeds(out: str, roots) -> int:
+    n = 0
+    for root in roots:
+        for p in walk(root):
+            if p.endswith(".czi"):
+                n += write(out, "czi_segments", os.path.relpath(p, root).replace(os.sep, "_"), read(p))
+    return n
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -162,6 +172,7 @@ def main() -> None:
         "dicom_header": dicom_seeds(out, [vendor] + [os.path.join(testdata, d) for d in ("CMU-1-Small-Region-dicom",) if os.path.isdir(os.path.join(testdata, d))]),
         "vendor_xml": xml_seeds(out, roots),
         "ndpi_tags": ndpi_seeds(out, roots),
+        "czi_segments": czi_seeds(out, roots + [d for d in (os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3"),) if os.path.isdir(d)]),
     }
     if os.path.isfile(os.path.join(testdata, "camelyon-jpeg-ybr.dcm")):
         p = os.path.join(testdata, "camelyon-jpeg-ybr.dcm")

@@ -61,10 +61,14 @@ def encode(px: np.ndarray, comp: str, hilo: bool = True) -> bytes:
             b = np.frombuffer(raw, np.uint8)
             return bytes([3, 1, 1]) + z(b[0::2].tobytes() + b[1::2].tobytes())
         return bytes([3, 1, 0]) + z(raw)
-    b = bytearray(imagecodecs.jpegxr_encode(px, level=1.0))
+    if px.ndim == 3:
+        # The encoder takes R, G, B: the colours, not the stored order. The container then says
+        # 24bppBGR (memory blue first, as Zeiss's files): the same codestream, decoded to B, G, R.
+        px = px[..., ::-1]
+    b = bytearray(imagecodecs.jpegxr_encode(np.ascontiguousarray(px), level=1.0))
     if px.ndim == 3 and px.dtype == np.uint8:
         i = b.find(RGB24)
-        b[i + 15] = 0x0C  # 24bppRGB -> 24bppBGR: the samples are blue first, as Zeiss writes them
+        b[i + 15] = 0x0C  # 24bppRGB -> 24bppBGR
     return bytes(b)
 
 
