@@ -7,8 +7,8 @@ use super::{aperio, dicom, generic_tiff, hamamatsu, leica, mirax, ome_tiff, phil
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &mirax::Mirax, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms-vmu, hamamatsu-ndpi, ...
     &dicom::Dicom,
-    &zeiss::Zeiss, // not TIFF: starts with ZISRAWFILE (OpenSlide's zeiss driver rejects TIFFs)
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
+    &zeiss::Zeiss, // not TIFF: starts with ZISRAWFILE (OpenSlide's zeiss driver rejects TIFFs)
     &aperio::Aperio,
     &leica::Leica,
     &philips::Philips,

@@ -55,11 +55,11 @@ impl FormatDriver for Zeiss {
 
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
         if probe.tiff.is_ok() {
-            return Err("is a TIFF file".into());
+            return Err("Is a TIFF file".into());
         }
         let mut head = [0u8; 32];
         if probe.src.len() < 32 || probe.src.read_exact_at(&mut head, 0).is_err() || TiffFile::sniff(&head) {
-            return Err("not a CZI file (shorter than 32 bytes, or TIFF)".into());
+            return Err("shorter than 32 bytes or TIFF: does not start with ZISRAWFILE".into());
         }
         if &head[..MAGIC.len()] != MAGIC {
             return Err("does not start with ZISRAWFILE".into());
