@@ -116,7 +116,8 @@ fn bad_input_gives_typed_errors() {
     let dir = le64(&orig, 84);
     let first = dir + 32 + 128; // the first directory entry
     let att = le64(&orig, 104);
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>, &[&str])> = vec![
+    type Patch = Box<dyn FnOnce(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Patch, &[&str])> = vec![
         ("truncated-header", Box::new(|b| b.truncate(60)), &["format", "unsupported"]),
         ("truncated-directory", Box::new(move |b| b.truncate(dir + 100)), &["format"]),
         ("truncated-data", Box::new(move |b| b.truncate(dir - 1000)), &["format"]),

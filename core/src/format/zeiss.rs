@@ -74,7 +74,7 @@ impl FormatDriver for Zeiss {
             return Err(Error::unsupported(at, format!("part {} of a multi-file CZI", hdr.file_part)));
         }
         let entries = segments::directory(src, at, 0, &hdr)?;
-        let data = entries.iter().map(|e| segments::subblock_data(src, at, 0, e.file_pos, e.len()).map(|(o, l)| TileLoc::primary(o, l))).collect::<Result<Vec<_>>>()?;
+        let data = entries.iter().map(|e| segments::subblock_data(src, at, 0, e.file_pos, e.byte_len()).map(|(o, l)| TileLoc::primary(o, l))).collect::<Result<Vec<_>>>()?;
         let xml = segments::metadata_xml(src, at, 0, &hdr)?;
         let text = xml.as_deref().map(String::from_utf8_lossy);
         let meta = match &text {
@@ -183,7 +183,7 @@ fn embedded_czi(src: &dyn ByteSource, at: &Location, base: u64) -> Result<ImageI
         return Err(Error::format(at, format!("embedded CZI has {} subblocks, expected one", entries.len())));
     }
     let e = &entries[0];
-    let (offset, length) = segments::subblock_data(src, at, base, e.file_pos, e.len())?;
+    let (offset, length) = segments::subblock_data(src, at, base, e.file_pos, e.byte_len())?;
     let subs = levels::place(&entries, &[TileLoc::primary(offset, length)], at)?;
     let s = subs.first().ok_or_else(|| Error::format(at, "embedded CZI subblock"))?;
     let grid = Grid::regular(1, 1, 1, vec![s.loc]).ok_or_else(|| Error::format(at, "embedded CZI grid"))?;

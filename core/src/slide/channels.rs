@@ -146,9 +146,9 @@ impl Slide {
         // Per stored tile, the parts of it to copy: (x0, y0, x1, y1) in tile pixels and the
         // offset from tile pixels to output pixels. Regular grids: the tile's part under the
         // region; positioned grids (stitched tiles, CZI subblocks): each visible piece's part.
-        let mut work: Vec<((u64, u64), Vec<(u64, u64, u64, u64, i64, i64)>)> = Vec::new();
+        let mut work: Vec<((u64, u64), Vec<Part>)> = Vec::new();
         if img.grid.is_positioned() {
-            let mut by_tile: std::collections::BTreeMap<(u64, u64), Vec<(u64, u64, u64, u64, i64, i64)>> = Default::default();
+            let mut by_tile: std::collections::BTreeMap<(u64, u64), Vec<Part>> = Default::default();
             let (cx0, cy0, cx1, cy1) = (clip.x, clip.y, clip.x + clip.w as i64, clip.y + clip.h as i64);
             for q in img.grid.pieces_in(&clip) {
                 let (ix0, iy0) = (q.x.max(cx0), q.y.max(cy0));
@@ -205,6 +205,10 @@ impl Slide {
         Ok(())
     }
 }
+
+/// A part of a stored tile to copy: (x0, y0, x1, y1) in tile pixels, half-open, and the offset
+/// (x, y) from tile pixels to output pixels.
+type Part = (u64, u64, u64, u64, i64, i64);
 
 /// Where a decoded tile's part `[x0, x1) × [y0, y1)` (tile pixels) goes in the output: tile
 /// pixel (x, y) is output pixel (x + ox, y + oy); the output is `out_w` pixels wide with `n`

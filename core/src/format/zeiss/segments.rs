@@ -96,7 +96,7 @@ pub struct DirectoryEntry {
 
 impl DirectoryEntry {
     /// Length of the entry in bytes (32 + 20 per dimension).
-    pub fn len(&self) -> u64 {
+    pub fn byte_len(&self) -> u64 {
         32 + 20 * self.dims.len() as u64
     }
 
@@ -202,7 +202,7 @@ pub fn directory(src: &dyn ByteSource, at: &Location, base: u64, hdr: &FileHeade
             })
             .collect();
         let entry = DirectoryEntry { pixel_type, file_pos, compression, pyramid_type, dims };
-        off += entry.len();
+        off += entry.byte_len();
         entries.push(entry);
     }
     Ok(entries)
