@@ -14,7 +14,8 @@ Writes OUT_DIR/<target>/<seed> for the targets
 * ndpi_tags: every NDPI file under 1 MiB as it is;
 * vsi_ets: the Olympus VSI slides of scripts/vendor_slides/vsi.py (written into a temporary
   folder; needs Pillow) and the real ../shared/formats3/vsi-ets-test-jpg2k.vsi, each as a bundle
-  of the .vsi and its ETS file.
+  of the .vsi and its ETS file;
+* czi_segments: every CZI file under 1 MiB as it is (the generated ones and shared/formats3's).
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
 the name, a data length (u32 LE) and the data. Inputs over 1 MiB (the targets' -max_len) are
@@ -180,6 +181,15 @@ def vsi_seeds(out: str, formats3: str) -> int:
     return n
 
 
+def czi_seeds(out: str, roots) -> int:
+    n = 0
+    for root in roots:
+        for p in walk(root):
+            if p.endswith(".czi"):
+                n += write(out, "czi_segments", os.path.relpath(p, root).replace(os.sep, "_"), read(p))
+    return n
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -193,6 +203,7 @@ def main() -> None:
         "vendor_xml": xml_seeds(out, roots),
         "ndpi_tags": ndpi_seeds(out, roots),
         "vsi_ets": vsi_seeds(out, os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3")),
+        "czi_segments": czi_seeds(out, roots + [d for d in (os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3"),) if os.path.isdir(d)]),
     }
     if os.path.isfile(os.path.join(testdata, "camelyon-jpeg-ybr.dcm")):
         p = os.path.join(testdata, "camelyon-jpeg-ybr.dcm")

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the system packages slidestream's build needs (cmake and nasm build the vendored
-# libjpeg-turbo; gcc builds OpenJPEG and zstd). Idempotent: does nothing when they are present.
+# libjpeg-turbo; gcc builds OpenJPEG, zstd and jxrlib; libclang runs bindgen for jxrlib). Idempotent: does nothing when they are present.
 set -euo pipefail
 need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v nasm >/dev/null 2>&1 || need+=(nasm)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+# libclang for bindgen: the jpegxr crate (Zeiss CZI JPEG XR) generates its jxrlib bindings at
+# build time.
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-*.so* 2>/dev/null | head -1)" ] || need+=(libclang-dev)
 # libFuzzer (C++, built by libfuzzer-sys for the fuzz targets).
 command -v c++ >/dev/null 2>&1 || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then

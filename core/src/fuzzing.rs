@@ -16,6 +16,7 @@
 //! * `vsi_ets`: a [`Bundle`] of an Olympus `.vsi` and its `_<name>_/stack<id>/frame_t*.ets`,
 //!   opened from memory through [`MemFiles`] as the bundles above; its mutator changes one of
 //!   the two files.
+//! * `czi_segments`: a Zeiss CZI file, opened from memory (its channels read too).
 //!
 //! [`run`] is what each target does with an input, and what `core/tests/corrupt.rs` does with
 //! a saved input (files named `*.<target>`): open, read properties, regions of every level and
@@ -273,6 +274,18 @@ fn exercise(s: &Slide) -> (usize, usize) {
 pub fn run(target: &str, data: &[u8]) -> Result<String> {
     let slide = match target {
         "ndpi_tags" => Slide::from_source("fuzz.ndpi", Box::new(MemSource::new(data.to_vec())), options())?,
+        "czi_segments" => {
+            let s = Slide::from_source("fuzz.czi", Box::new(MemSource::new(data.to_vec())), options())?;
+            let r = s.read_region_channels((0, 0), 0, (64, 64), None);
+            if let Ok(c) = &r {
+                let n = match &c.data {
+                    crate::Samples::U8(v) => v.len(),
+                    crate::Samples::U16(v) => v.len(),
+                };
+                assert_eq!(n, 64 * 64 * c.channels(), "channel region size");
+            }
+            s
+        }
         "vendor_xml" => {
             let Some(tiff) = Bundle::decode(data).and_then(|b| splice_xml(&b)) else { return Ok("not a vendor_xml input".into()) };
             Slide::from_source("fuzz.tiff", Box::new(MemSource::new(tiff)), options())?

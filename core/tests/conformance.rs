@@ -113,6 +113,10 @@ static GENERATED: &[DriverCases] = &[
     DriverCases { driver: "huron", files: &[("huron.tif", Reads::Ok)] },
     DriverCases { driver: "argos", files: &[("argos.avs", Reads::Ok)] },
     DriverCases {
+        driver: "zeiss",
+        files: &[("czi-bgr24-raw.czi", Reads::Ok), ("czi-bgr24-zstd0.czi", Reads::Ok), ("czi-bgr24-zstd1.czi", Reads::Ok), ("czi-bgr48-zstd1-hilo.czi", Reads::Ok)],
+    },
+    DriverCases {
         driver: "leica",
         files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)],
     },

@@ -28,7 +28,7 @@ SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs", ".d
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
 SUPPORTED_VENDORS = ("aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "trestle",
-                     "ventana")
+                     "ventana", "zeiss")
 # Generated OME-TIFF slides (left to test_channels.py, see slide_files).
 OME_SUFFIX = ".ome.tif"
 # Test ids of generated vendor slides start with this prefix (see slide_path).
@@ -135,6 +135,8 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
         return _dicom_compressions(path)
     if path.suffix.lower() in (".vms", ".vmu"):
         return _hamamatsu_key_compressions(path)
+    if path.suffix.lower() == ".czi":
+        return _czi_compressions(path)
     tifffile = pytest.importorskip("tifffile")
     out: Dict[Tuple[int, int, bool], int] = {}
     with tifffile.TiffFile(str(path)) as t:
@@ -155,6 +157,20 @@ def _hamamatsu_key_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool
             out.setdefault((w, h, True), code)
         for img in osr.associated_images.values():
             out.setdefault((img.size[0], img.size[1], False), 7)
+    return out
+
+
+def _czi_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
+    """A Zeiss CZI has no IFDs: the slide scans OpenSlide reads are uncompressed or zstd, so
+    their levels and embedded-CZI associated images (label, macro) get code 1 (lossless); the
+    thumbnail (a JPEG attachment) 7. Sizes from OpenSlide."""
+    openslide = pytest.importorskip("openslide")
+    out: Dict[Tuple[int, int, bool], int] = {}
+    with openslide.OpenSlide(str(path)) as osr:
+        for w, h in osr.level_dimensions:
+            out.setdefault((w, h, True), 1)
+        for name, img in osr.associated_images.items():
+            out.setdefault((img.size[0], img.size[1], False), 7 if name == "thumbnail" else 1)
     return out
 
 

@@ -4,7 +4,8 @@
 //! part of the tile that lies inside the image: padding beyond the image edge never leaves this
 //! module. Codecs: JPEG (libjpeg-turbo, [`jpeg`]), JPEG 2000 (OpenJPEG, [`jp2k`]), deflate
 //! (`flate2`), LZW (`weezl`), zstd (`zstd`), WebP (`image-webp`), uncompressed; horizontal
-//! predictor; planar configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA; 16-bit grey
+//! predictor; Zeiss CZI's zstd1 ([`czi`]) and JPEG XR ([`jpegxr`], jxrlib); planar
+//! configuration 1 and 2; 8-bit grey, grey+alpha, RGB and RGBA; 16-bit grey
 //! and RGB (lossless codecs and JPEG 2000; scaled to 8 bit as libtiff's RGBA interface, or native through
 //! [`decode_native`], see [`samples`]).
 
@@ -15,6 +16,8 @@ pub mod jpeg_scans;
 pub mod reduce;
 pub mod base64_text;
 pub mod bitmap;
+pub mod czi;
+pub mod jpegxr;
 pub mod samples;
 pub mod stack;
 pub mod stream;
@@ -70,7 +73,7 @@ pub(crate) fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
         return jpeg::JpegColor::Gray;
     }
     match codec.photometric {
-        Photometric::Rgb => jpeg::JpegColor::Rgb,
+        Photometric::Rgb | Photometric::Bgr => jpeg::JpegColor::Rgb,
         Photometric::YCbCr => jpeg::JpegColor::YCbCr,
         Photometric::MinIsBlack | Photometric::Separated => jpeg::JpegColor::Gray,
     }
@@ -174,7 +177,22 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             info.alpha = Alpha::None;
             Ok(samples_to_rgba(&s, w as usize * 3, 3, &info, g))
         }
-        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => {
+        Compression::JpegXr => {
+            let t = jpegxr::decode_native(codec, planes[0], g, at)?;
+            let mut info = codec.clone();
+            // The decoded samples are R, G, B (or grey) already.
+            if info.photometric == Photometric::Bgr {
+                info.photometric = Photometric::Rgb;
+            }
+            info.samples_per_pixel = t.channels as u16;
+            let bytes = match t.samples {
+                Samples::U8(v) => v,
+                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
+            };
+            let full = ChunkGeometry { tile_width: t.width, tile_height: t.height, valid_width: t.width, valid_height: t.height };
+            Ok(samples_to_rgba(&bytes, t.width as usize * t.channels, t.channels, &info, full))
+        }
+        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd | Compression::CziZstd1 => {
             let spp = codec.samples_per_pixel as usize;
             let stride = g.tile_width as usize * spp;
             let bytes = match samples::lossless(codec, planes, g).map_err(fmt_err)? {
@@ -431,6 +449,7 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
     let mut out = vec![0u8; vw * vh * 4];
     let gray = codec.photometric == Photometric::MinIsBlack;
     let cmyk = codec.photometric == Photometric::Separated;
+    let bgr = codec.photometric == Photometric::Bgr;
     // libtiff's CMYK to RGB (tif_getimage.c, 8-bit separated): (255 - K) × (255 - ink) / 255,
     // truncated.
     let ink = |c: u8, k: u8| ((255 - k as u32) * (255 - c as u32) / 255) as u8;
@@ -442,6 +461,8 @@ fn samples_to_rgba(s: &[u8], stride: usize, n: usize, codec: &CodecInfo, g: Chun
                 (p[0], p[0], p[0])
             } else if cmyk {
                 (ink(p[0], p[3]), ink(p[1], p[3]), ink(p[2], p[3]))
+            } else if bgr {
+                (p[2], p[1], p[0])
             } else {
                 (p[0], p[1], p[2])
             };

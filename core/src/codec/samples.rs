@@ -2,6 +2,9 @@
 //! horizontal predictor for 8- and 16-bit samples, the 16 → 8 bit rule of `read_region`, and
 //! [`decode_native`], the per-channel decode behind `Slide::read_region_channels`.
 //!
+//! Zeiss CZI's BGR samples ([`Photometric::Bgr`]) come back as R, G, B; their 16-bit samples
+//! keep the high byte, as OpenSlide's zeiss driver converts BGR48.
+//!
 //! 16 → 8 bit follows libtiff's RGBA interface (`tif_getimage.c`), which OpenSlide 4.0.1's
 //! generic-tiff driver reads such files through (`TIFFRGBAImageGet`): greyscale keeps the high
 //! byte (`v >> 8`, libtiff's "use high order byte of 16bit value"), RGB maps each sample to
@@ -74,6 +77,7 @@ pub(crate) fn inflate(c: Compression, data: &[u8], limit: usize) -> Result<Vec<u
                 .map_err(|e| format!("zstd: {e}"))?;
             Ok(out)
         }
+        Compression::CziZstd1 => super::czi::inflate_zstd1(data, limit),
         other => Err(format!("{} is not a lossless byte codec", other.name())),
     }
 }
@@ -162,9 +166,21 @@ pub(crate) fn to_8bit(v: &[u16], photometric: Photometric, bits: SampleBits) -> 
         return v.iter().map(|&x| (x >> 4) as u8).collect();
     }
     match photometric {
-        Photometric::MinIsBlack => v.iter().map(|&x| (x >> 8) as u8).collect(),
+        // OpenSlide's BGR48 conversion (zeiss driver) keeps the high byte too.
+        Photometric::MinIsBlack | Photometric::Bgr => v.iter().map(|&x| (x >> 8) as u8).collect(),
         _ => v.iter().map(|&x| ((x as u32 + 128) / 257) as u8).collect(),
     }
+}
+
+/// Swap the first and third sample of every pixel of `v` (`spp` samples each) when `bgr`: B, G,
+/// R as stored to R, G, B.
+pub(crate) fn bgr_to_rgb<T>(mut v: Vec<T>, spp: usize, bgr: bool) -> Vec<T> {
+    if bgr && spp >= 3 {
+        for px in v.chunks_exact_mut(spp) {
+            px.swap(0, 2);
+        }
+    }
+    v
 }
 
 /// Decode one chunk to its stored samples (the valid region): lossless codecs at their stored
@@ -177,7 +193,10 @@ pub(crate) fn to_8bit(v: &[u16], photometric: Photometric, bits: SampleBits) -> 
 pub fn decode_native(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &Location) -> Result<NativeTile> {
     let (vw, vh) = (g.valid_width as usize, g.valid_height as usize);
     let spp = codec.samples_per_pixel as usize;
-    if matches!(codec.compression, Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd) {
+    if codec.compression == Compression::JpegXr {
+        return super::jpegxr::decode_native(codec, planes[0], g, at);
+    }
+    if matches!(codec.compression, Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd | Compression::CziZstd1) {
         let stride = g.tile_width as usize * spp;
         fn crop<T: Copy>(v: Vec<T>, stride: usize, row: usize, rows: usize) -> Vec<T> {
             if stride == row {
@@ -192,9 +211,10 @@ pub fn decode_native(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: 
             out
         }
         let s = lossless(codec, planes, g).map_err(|m| Error::decode(at, crate::error::CodecError::Data(m)))?;
+        let bgr = codec.photometric == Photometric::Bgr && spp >= 3;
         let samples = match s {
-            Samples::U8(v) => Samples::U8(crop(v, stride, vw * spp, vh)),
-            Samples::U16(v) => Samples::U16(crop(v, stride, vw * spp, vh)),
+            Samples::U8(v) => Samples::U8(bgr_to_rgb(crop(v, stride, vw * spp, vh), spp, bgr)),
+            Samples::U16(v) => Samples::U16(bgr_to_rgb(crop(v, stride, vw * spp, vh), spp, bgr)),
         };
         return Ok(NativeTile { width: g.valid_width, height: g.valid_height, channels: spp, samples });
     }

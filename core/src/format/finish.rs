@@ -167,7 +167,7 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
             for (c, img) in planes.iter().enumerate() {
                 let cat = at.clone().with_image(ImageRef::Level(k));
                 check_image(img, &cat, &sources)?;
-                if (img.width, img.height) != (l.image.width, l.image.height) || img.codec.samples_per_pixel != 1 {
+                if (img.width, img.height) != (l.image.width, l.image.height) || ch.sample(c) >= img.codec.samples_per_pixel as usize || (ch.samples.is_empty() && img.codec.samples_per_pixel != 1) {
                     return Err(Error::format(
                         &cat,
                         format!("channel {c} plane is {}x{} with {} samples, level is {}x{}", img.width, img.height, img.codec.samples_per_pixel, l.image.width, l.image.height),

@@ -33,6 +33,7 @@ pub(crate) mod tiff_common;
 pub(crate) mod tiff_strips;
 pub mod trestle;
 pub mod ventana;
+pub mod zeiss;
 pub(crate) mod xml;
 
 use std::collections::BTreeMap;

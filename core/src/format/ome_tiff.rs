@@ -293,7 +293,7 @@ impl FormatDriver for OmeTiff {
                 }
             }
             let names = px.channels.iter().enumerate().map(|(c, (n, _))| n.clone().unwrap_or_else(|| format!("C{c}"))).collect();
-            Some(ChannelPlanes { names, levels: per_level })
+            Some(ChannelPlanes { names, levels: per_level, samples: Vec::new() })
         } else {
             None
         };

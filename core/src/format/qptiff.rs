@@ -181,7 +181,7 @@ impl FormatDriver for Qptiff {
             properties.insert("qptiff.objective-power".into(), format_double(p));
         }
         let channels =
-            grey.then(|| ChannelPlanes { names, levels: groups.into_iter().map(|g| g.into_iter().map(|(_, img)| img).collect()).collect() });
+            grey.then(|| ChannelPlanes { names, samples: Vec::new(), levels: groups.into_iter().map(|g| g.into_iter().map(|(_, img)| img).collect()).collect() });
         Ok(SlideLayout {
             icc: icc_ref(tf, src, at, 0)?,
             levels,

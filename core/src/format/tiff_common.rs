@@ -134,7 +134,7 @@ pub(crate) fn image_from_ifd(
     let base = match photometric {
         Photometric::MinIsBlack => 1,
         Photometric::Separated => 4,
-        Photometric::Rgb | Photometric::YCbCr => 3,
+        Photometric::Rgb | Photometric::YCbCr | Photometric::Bgr => 3,
     };
     let alpha = if spp == base {
         Alpha::None

@@ -15,4 +15,16 @@ pub struct ChannelPlanes {
     pub names: Vec<String>,
     /// Per level, per channel: the channel's image.
     pub levels: Vec<Vec<ImageIndex>>,
+    /// Per channel, the sample of its image's pixels that holds it (Zeiss CZI: each of R, G, B
+    /// of a BGR24 channel image); empty: sample 0 of every channel's image, which then has one
+    /// sample per pixel.
+    pub samples: Vec<usize>,
+}
+
+impl ChannelPlanes {
+    /// The sample of channel `c`'s image that holds it (0 unless [`samples`](Self::samples)
+    /// says otherwise).
+    pub fn sample(&self, c: usize) -> usize {
+        self.samples.get(c).copied().unwrap_or(0)
+    }
 }

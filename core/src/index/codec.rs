@@ -29,6 +29,15 @@ pub enum Compression {
     /// A whole 24-bit BMP image per tile (MIRAX `IMAGE_FORMAT=BMP24`; not a TIFF
     /// compression; rules in `codec::bitmap`).
     Bmp,
+    /// Zeiss CZI "zstd1" (compression 6; not a TIFF compression): a small uncompressed header
+    /// (its first byte is its length, 1 or 3; with 3, a chunk type 1 and a flag whose bit 0
+    /// says the 16-bit samples are HiLo-packed: all low bytes, then all high bytes) before one
+    /// zstd frame (OpenSlide's Zeiss format page and zeiss driver; rules in `codec::czi`).
+    /// CZI's "zstd0" (compression 5) is a bare zstd frame: [`Compression::Zstd`].
+    CziZstd1,
+    /// A whole JPEG XR (ITU-T T.832) codestream per tile (Zeiss CZI compression 4; not a TIFF
+    /// compression), decoded by jxrlib (`codec::jpegxr`).
+    JpegXr,
 }
 
 impl Compression {
@@ -45,6 +54,8 @@ impl Compression {
             Compression::Jpeg2000 { ycbcr: false } => "jpeg2000-rgb",
             Compression::Png => "png",
             Compression::Bmp => "bmp",
+            Compression::CziZstd1 => "zstd1",
+            Compression::JpegXr => "jpegxr",
         }
     }
 }
@@ -58,6 +69,10 @@ pub enum Photometric {
     Rgb,
     /// 6: YCbCr; only with JPEG compression, whose decoder converts to RGB.
     YCbCr,
+    /// RGB samples stored blue first (Zeiss CZI pixel types Bgr24 and Bgr48, per the CZI
+    /// pixel type names that czifile and OpenSlide's zeiss driver use): decoded to R, G, B.
+    /// 16-bit samples keep their high byte in `read_region` (OpenSlide's BGR48 conversion).
+    Bgr,
     /// 5: separated, with InkSet 1 (CMYK, the default) and four samples: converted to RGB as
     /// libtiff's RGBA interface does (`R = (255 - K) × (255 - C) / 255`, truncated; likewise
     /// G from M and B from Y), which is what OpenSlide shows. JPEG-coded CMYK is decoded

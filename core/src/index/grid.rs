@@ -155,7 +155,27 @@ impl Grid {
     /// outside it or reaches past its tile, or there are more than `u32::MAX` pieces.
     pub fn positioned(stored: Grid, stored_size: (u64, u64), tile_size: (u32, u32), placements: &[PositionedTile]) -> Option<Grid> {
         let Grid::Regular(stored) = stored else { return None };
-        PositionedGrid::build(stored, stored_size, tile_size, placements).map(Grid::Positioned)
+        PositionedGrid::build(stored, stored_size, tile_size, placements, None).map(Grid::Positioned)
+    }
+
+    /// As [`Grid::positioned`], for stored tiles of different sizes (Zeiss CZI subblocks):
+    /// `sizes` gives each stored tile's (width, height) in pixels, row-major, each at most
+    /// `tile_size`; that is the tile's valid area and the size its stream decodes to. The
+    /// stored image is the whole grid (`cols × tile_width` by `rows × tile_height`). `None`
+    /// as [`Grid::positioned`], or when `sizes` does not have one entry per stored tile.
+    pub fn positioned_sized(stored: Grid, tile_size: (u32, u32), sizes: Vec<(u32, u32)>, placements: &[PositionedTile]) -> Option<Grid> {
+        let Grid::Regular(stored) = stored else { return None };
+        let stored_size = (stored.cols.checked_mul(tile_size.0 as u64)?, stored.rows.checked_mul(tile_size.1 as u64)?);
+        PositionedGrid::build(stored, stored_size, tile_size, placements, Some(sizes)).map(Grid::Positioned)
+    }
+
+    /// Stored tile (`col`, `row`)'s own (width, height) in pixels, for a positioned grid built
+    /// with per-tile sizes ([`Grid::positioned_sized`]); `None` for other grids.
+    pub fn tile_size_of(&self, col: u64, row: u64) -> Option<(u32, u32)> {
+        match self {
+            Grid::Positioned(g) => g.tile_size_of(col, row),
+            _ => None,
+        }
     }
 
     /// (columns, rows) of the grid; of the stored grid for positioned tiles.

@@ -86,10 +86,24 @@ impl ImageIndex {
     /// The part of tile (`col`, `row`) that lies inside the image (for a positioned grid, the
     /// stored image): (width, height) in pixels.
     pub fn valid_tile_size(&self, col: u64, row: u64) -> (u32, u32) {
+        if let Some(s) = self.grid.tile_size_of(col, row) {
+            return s;
+        }
         let (iw, ih) = self.grid.stored_size().unwrap_or((self.width, self.height));
         let w = iw.saturating_sub(col * self.tile_width as u64).min(self.tile_width as u64);
         let h = ih.saturating_sub(row * self.tile_height as u64).min(self.tile_height as u64);
         (w as u32, h as u32)
+    }
+
+    /// How to decode tile (`col`, `row`): the nominal tile size and the valid part
+    /// ([`valid_tile_size`](Self::valid_tile_size)); for stored tiles of their own sizes
+    /// ([`Grid::positioned_sized`]) both are the tile's own size.
+    pub fn chunk_geometry(&self, col: u64, row: u64) -> crate::codec::ChunkGeometry {
+        let (vw, vh) = self.valid_tile_size(col, row);
+        match self.grid.tile_size_of(col, row) {
+            Some((w, h)) => crate::codec::ChunkGeometry { tile_width: w, tile_height: h, valid_width: w, valid_height: h },
+            None => crate::codec::ChunkGeometry { tile_width: self.tile_width, tile_height: self.tile_height, valid_width: vw, valid_height: vh },
+        }
     }
 
     /// The part of tile (`col`, `row`) covered by `clip` (a rectangle inside the image, level

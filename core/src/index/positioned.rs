@@ -52,6 +52,10 @@ pub struct PositionedGrid {
     pub(super) stored_size: (u64, u64),
     /// The stored tile's nominal width and height in pixels.
     pub(super) tile_size: (u32, u32),
+    /// Each stored tile's own (width, height) in pixels, row-major, when the stored tiles
+    /// differ in size (Zeiss CZI subblocks): a tile's valid area, and the size its stream
+    /// decodes to. `None`: the valid area follows from `stored_size`.
+    pub(super) sizes: Option<Vec<(u32, u32)>>,
     pieces: Vec<Piece>,
     /// Bucket edge in pixels (the largest piece edge, at least 1).
     bin: i64,
@@ -96,7 +100,12 @@ impl PositionedGrid {
     /// `tile_size` over an image of `stored_size`) into disjoint pieces. `None` when a
     /// placement names a tile outside the grid or a rectangle reaching past its tile, or when
     /// there are more than `u32::MAX` pieces.
-    pub(super) fn build(stored: RegularGrid, stored_size: (u64, u64), tile_size: (u32, u32), placements: &[PositionedTile]) -> Option<Self> {
+    pub(super) fn build(stored: RegularGrid, stored_size: (u64, u64), tile_size: (u32, u32), placements: &[PositionedTile], sizes: Option<Vec<(u32, u32)>>) -> Option<Self> {
+        if let Some(v) = &sizes {
+            if v.len() as u64 != stored.cols.checked_mul(stored.rows)? || v.iter().any(|&(w, h)| w > tile_size.0 || h > tile_size.1) {
+                return None;
+            }
+        }
         let (tw, th) = (tile_size.0 as u64, tile_size.1 as u64);
         let bin = placements.iter().map(|p| p.width.max(p.height) as i64).max().unwrap_or(1).max(1);
         let mut pieces: Vec<Piece> = Vec::new();
@@ -108,8 +117,13 @@ impl PositionedGrid {
                 return None;
             }
             // The valid part of the stored tile (pixels past the stored image are transparent).
-            let vw = stored_size.0.saturating_sub(p.col * tw).min(tw);
-            let vh = stored_size.1.saturating_sub(p.row * th).min(th);
+            let (vw, vh) = match &sizes {
+                Some(v) => {
+                    let (w, h) = v[(p.row * stored.cols + p.col) as usize];
+                    (w as u64, h as u64)
+                }
+                None => (stored_size.0.saturating_sub(p.col * tw).min(tw), stored_size.1.saturating_sub(p.row * th).min(th)),
+            };
             let w = (p.width as u64).min(vw.saturating_sub(p.src_x as u64)) as i64;
             let h = (p.height as u64).min(vh.saturating_sub(p.src_y as u64)) as i64;
             if w <= 0 || h <= 0 {
@@ -158,7 +172,14 @@ impl PositionedGrid {
                 pieces.push(piece);
             }
         }
-        Some(PositionedGrid { stored, stored_size, tile_size, pieces, bin, bins })
+        Some(PositionedGrid { stored, stored_size, tile_size, sizes, pieces, bin, bins })
+    }
+
+    /// Stored tile (`col`, `row`)'s own (width, height) when the grid was built with per-tile
+    /// sizes; `None` otherwise or outside the grid.
+    pub(crate) fn tile_size_of(&self, col: u64, row: u64) -> Option<(u32, u32)> {
+        let v = self.sizes.as_ref()?;
+        (col < self.stored.cols && row < self.stored.rows).then(|| v[(row * self.stored.cols + col) as usize])
     }
 
     /// The pieces overlapping `rect` (level pixels), disjoint, in no particular order.

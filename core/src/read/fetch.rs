@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::cache::{TileCache, TileKey};
 use crate::codec::reduce::decode_chunk_reduced;
 use crate::codec::stack::decode_ndpi_stack;
-use crate::codec::{decode_chunk, decode_chunk_part_with, ChunkGeometry, DecodedTile, PartRect};
+use crate::codec::{decode_chunk, decode_chunk_part_with, DecodedTile, PartRect};
 use crate::error::{Error, Location, Result};
 use crate::index::{ImageIndex, TileStream};
 use crate::io::multi::address;
@@ -215,8 +215,8 @@ fn decode_tiles_counted(
         let (col, row) = coords[i];
         let tat = tile_location(b.at, b.src, img, col, row);
         let chunks = &slices[m * planes..(m + 1) * planes];
-        let (vw, vh) = img.valid_tile_size(col, row);
-        let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+        let g = img.chunk_geometry(col, row);
+        let (vw, vh) = (g.valid_width, g.valid_height);
         let memory = b.cache.filter(|_| b.reduce.is_none()).map(|s| (s.scans, (s.level, col, row)));
         let known = memory.and_then(|(m, k)| m.get(k));
         if let Some(Some(e)) = known {
@@ -269,8 +269,7 @@ fn decode_tiles_counted(
     let decode_stack = |unit: &Vec<usize>| -> Vec<(usize, Result<Arc<DecodedTile>>)> {
         if unit.len() > 1 {
             let (col, row) = coords[misses[unit[0]]];
-            let (vw, vh) = img.valid_tile_size(col, row);
-            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            let g = img.chunk_geometry(col, row);
             let runs: Vec<&[u8]> = unit.iter().map(|&m| slices[m * planes]).collect();
             let wants: Vec<PartRect> = unit.iter().filter_map(|&m| parts.and_then(|p| p[misses[m]])).collect();
             if let Ok(tiles) = decode_ndpi_stack(&img.codec, &runs, g, &wants, b.at) {

@@ -56,6 +56,10 @@ pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>,
         Compression::Png | Compression::Bmp => 8,
         Compression::Jpeg2000 { .. } => 5 * spp,
         Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => 2 * spp,
+        // The inflated samples and, for HiLo packing, the unpacked copy (16-bit: 2 bytes each).
+        Compression::CziZstd1 => 4 * spp,
+        // jxrlib's output samples (up to 16 bits) and the 8-bit copy.
+        Compression::JpegXr => 3 * spp,
     };
     compressed.saturating_add(out_px.saturating_mul(4)).saturating_add(transient_px.saturating_mul(transient_per_px))
 }

@@ -2,7 +2,7 @@
 //! [`Slide::channel_names`]. CPU only and uncached: it decodes each tile it needs with
 //! [`crate::codec::decode_native`] (the RGBA tile cache holds 8-bit pixels only).
 
-use crate::codec::{decode_native, ChunkGeometry, Samples};
+use crate::codec::{decode_native, Samples};
 use crate::error::{Error, Location, Result};
 use crate::geometry::{level_origin, tile_span, Rect};
 use crate::index::{ImageIndex, Photometric, SampleBits};
@@ -98,7 +98,7 @@ impl Slide {
         let sources: Vec<ChannelSource<'_>> = wanted
             .iter()
             .map(|&c| match &self.index.channels {
-                Some(ch) => ChannelSource { image: &ch.levels[level][c], sample: 0 },
+                Some(ch) => ChannelSource { image: &ch.levels[level][c], sample: ch.sample(c) },
                 None => ChannelSource { image: img, sample: c },
             })
             .collect();
@@ -122,7 +122,7 @@ impl Slide {
             if done[k] {
                 continue;
             }
-            let group: Vec<usize> = (k..n).filter(|&j| std::ptr::eq(sources[j].image, sources[k].image)).collect();
+            let group: Vec<usize> = (k..n).filter(|&j| std::ptr::eq(sources[j].image, sources[k].image) || sources[j].image == sources[k].image).collect();
             for &j in &group {
                 done[j] = true;
             }
@@ -143,33 +143,58 @@ impl Slide {
         if tile_bytes > self.config.read_working_bytes {
             return Err(Error::limits(at, format!("a tile needs {tile_bytes} bytes to decode, more than read_working_bytes ({})", self.config.read_working_bytes)));
         }
-        let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
-        for row in rows {
-            for col in cols.clone() {
-                let tat = at.clone().with_tile(col, row);
-                if locate_tile(img, &*self.src, col, row, at)?.is_none() {
-                    continue; // missing: 0
+        // Per stored tile, the parts of it to copy: (x0, y0, x1, y1) in tile pixels and the
+        // offset from tile pixels to output pixels. Regular grids: the tile's part under the
+        // region; positioned grids (stitched tiles, CZI subblocks): each visible piece's part.
+        let mut work: Vec<((u64, u64), Vec<Part>)> = Vec::new();
+        if img.grid.is_positioned() {
+            let mut by_tile: std::collections::BTreeMap<(u64, u64), Vec<Part>> = Default::default();
+            let (cx0, cy0, cx1, cy1) = (clip.x, clip.y, clip.x + clip.w as i64, clip.y + clip.h as i64);
+            for q in img.grid.pieces_in(&clip) {
+                let (ix0, iy0) = (q.x.max(cx0), q.y.max(cy0));
+                let (ix1, iy1) = ((q.x + q.width as i64).min(cx1), (q.y + q.height as i64).min(cy1));
+                if ix0 >= ix1 || iy0 >= iy1 {
+                    continue;
                 }
-                let mut planes = Vec::with_capacity(img.planes());
-                for l in img.tile_locs(col, row) {
-                    if l.length > MAX_TILE_BYTES {
-                        return Err(Error::limits(&tat, format!("tile of {} bytes exceeds {MAX_TILE_BYTES}", l.length)));
-                    }
-                    let mut buf = vec![0u8; l.length as usize];
-                    self.src.read_exact_at(&mut buf, crate::io::multi::address(l)).map_err(|e| Error::io(&tat, e))?;
-                    planes.push(buf);
+                // Tile pixel (u, v) shows at level pixel (u + q.x - src_x, v + q.y - src_y).
+                let (dx, dy) = (q.x - q.src_x as i64, q.y - q.src_y as i64);
+                let part = ((ix0 - dx) as u64, (iy0 - dy) as u64, (ix1 - dx) as u64, (iy1 - dy) as u64, dx - rect.x, dy - rect.y);
+                by_tile.entry((q.row, q.col)).or_default().push(part);
+            }
+            work.extend(by_tile.into_iter().map(|((r, c), v)| ((c, r), v)));
+        } else {
+            let (cols, rows) = tile_span(&clip, img.tile_width, img.tile_height);
+            for row in rows {
+                for col in cols.clone() {
+                    let (x0, y0, x1, y1) = img.part_of_tile(&clip, col, row);
+                    let (tx, ty) = img.tile_origin(col, row);
+                    work.push(((col, row), vec![(x0, y0, x1, y1, tx as i64 - rect.x, ty as i64 - rect.y)]));
                 }
-                let refs: Vec<&[u8]> = planes.iter().map(Vec::as_slice).collect();
-                let (vw, vh) = img.valid_tile_size(col, row);
-                let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                let t = decode_native(&img.codec, &refs, g, &tat).map_err(|e| e.with_tile(col, row))?;
-                let (x0, y0, x1, y1) = img.part_of_tile(&clip, col, row);
-                let (tx, ty) = img.tile_origin(col, row);
-                let tc = t.channels;
-                if let Some(&(_, s)) = picks.iter().find(|&&(_, s)| s >= tc) {
-                    return Err(Error::format(&tat, format!("tile decodes to {tc} channels, sample {s} asked for")));
+            }
+        }
+        for ((col, row), parts) in work {
+            let tat = at.clone().with_tile(col, row);
+            if locate_tile(img, &*self.src, col, row, at)?.is_none() {
+                continue; // missing: 0
+            }
+            let mut planes = Vec::with_capacity(img.planes());
+            for l in img.tile_locs(col, row) {
+                if l.length > MAX_TILE_BYTES {
+                    return Err(Error::limits(&tat, format!("tile of {} bytes exceeds {MAX_TILE_BYTES}", l.length)));
                 }
-                let place = Placement { x0, y0, x1, y1, ox: tx as i64 - rect.x, oy: ty as i64 - rect.y, out_w: rect.w as usize, n, tw: t.width as usize, tc };
+                let mut buf = vec![0u8; l.length as usize];
+                self.src.read_exact_at(&mut buf, crate::io::multi::address(l)).map_err(|e| Error::io(&tat, e))?;
+                planes.push(buf);
+            }
+            let refs: Vec<&[u8]> = planes.iter().map(Vec::as_slice).collect();
+            let g = img.chunk_geometry(col, row);
+            let t = decode_native(&img.codec, &refs, g, &tat).map_err(|e| e.with_tile(col, row))?;
+            let tc = t.channels;
+            if let Some(&(_, s)) = picks.iter().find(|&&(_, s)| s >= tc) {
+                return Err(Error::format(&tat, format!("tile decodes to {tc} channels, sample {s} asked for")));
+            }
+            for (x0, y0, x1, y1, ox, oy) in parts {
+                let place = Placement { x0, y0, x1, y1, ox, oy, out_w: rect.w as usize, n, tw: t.width as usize, tc };
                 match (&t.samples, &mut *out) {
                     (Samples::U8(src), Samples::U8(dst)) => place.copy(src, dst, picks),
                     (Samples::U16(src), Samples::U16(dst)) => place.copy(src, dst, picks),
@@ -180,6 +205,10 @@ impl Slide {
         Ok(())
     }
 }
+
+/// A part of a stored tile to copy: (x0, y0, x1, y1) in tile pixels, half-open, and the offset
+/// (x, y) from tile pixels to output pixels.
+type Part = (u64, u64, u64, u64, i64, i64);
 
 /// Where a decoded tile's part `[x0, x1) × [y0, y1)` (tile pixels) goes in the output: tile
 /// pixel (x, y) is output pixel (x + ox, y + oy); the output is `out_w` pixels wide with `n`
