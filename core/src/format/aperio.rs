@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 
-use super::tiff_common::{icc_ref, image_from_ifd, is_tiled, levels_from_ifds, quickhash_input, tiff_properties};
+use super::tiff_common::{icc_ref, image_from_ifd, is_tiled, levels_from_ifds, quickhash_input, split_aperio_style, tiff_properties};
 use super::{parse_double, FormatDriver, Probe, SlideLayout};
 use crate::error::{Error, ImageRef, Result};
 use crate::tiff::tags;
@@ -49,26 +49,7 @@ impl FormatDriver for Aperio {
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
-        let mut level_ifds = Vec::new();
-        let mut assoc_ifds = Vec::new();
-        for i in 0..tf.ifds.len() {
-            if is_tiled(tf, i) {
-                level_ifds.push(i);
-                continue;
-            }
-            let name = if i == 1 {
-                Some("thumbnail")
-            } else {
-                match tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)? {
-                    Some(1) => Some("label"),
-                    Some(9) => Some("macro"),
-                    _ => None,
-                }
-            };
-            if let Some(n) = name {
-                assoc_ifds.push((n.to_string(), i));
-            }
-        }
+        let (level_ifds, assoc_ifds) = split_aperio_style(tf, src, at)?;
         if level_ifds.is_empty() {
             return Err(Error::format(at, "no tiled IFD"));
         }

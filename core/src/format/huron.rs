@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 
-use super::tiff_common::{image_from_ifd, is_tiled, levels_from_ifds, quickhash_input, resolution_mpp, tiff_properties};
+use super::tiff_common::{image_from_ifd, is_tiled, levels_from_ifds, quickhash_input, resolution_mpp, split_aperio_style, tiff_properties};
 use super::{g_strstrip, FormatDriver, Probe, SlideLayout};
 use crate::error::{Error, ImageRef, Result};
 use crate::tiff::tags;
@@ -55,25 +55,10 @@ impl FormatDriver for Huron {
     fn open(&self, probe: &Probe<'_>) -> Result<SlideLayout> {
         let (src, at) = (probe.src, probe.at);
         let tf = probe.tiff.map_err(|e| Error::format(at, e.to_string()))?;
-        let mut level_ifds = Vec::new();
+        let (level_ifds, assoc_ifds) = split_aperio_style(tf, src, at)?;
         let mut associated = BTreeMap::new();
-        for i in 0..tf.ifds.len() {
-            if is_tiled(tf, i) {
-                level_ifds.push(i);
-                continue;
-            }
-            let name = if i == 1 {
-                Some("thumbnail")
-            } else {
-                match tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)? {
-                    Some(1) => Some("label"),
-                    Some(9) => Some("macro"),
-                    _ => None,
-                }
-            };
-            if let Some(n) = name {
-                associated.insert(n.to_string(), image_from_ifd(tf, src, at, i, ImageRef::Associated(n.to_string()))?);
-            }
+        for (n, i) in assoc_ifds {
+            associated.insert(n.clone(), image_from_ifd(tf, src, at, i, ImageRef::Associated(n))?);
         }
         if level_ifds.is_empty() {
             return Err(Error::format(at, "no tiled IFD"));

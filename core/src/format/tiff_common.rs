@@ -295,6 +295,37 @@ pub(crate) fn levels_from_ifds(tf: &TiffFile, src: &dyn ByteSource, at: &Locatio
         .collect()
 }
 
+/// The main chain split as Aperio and Huron files are (OpenSlide 4.0.1's `openslide-vendor-aperio.c`
+/// and `-huron.c`): every tiled IFD is a level; of the others, IFD 1 is the `thumbnail`, one
+/// with NewSubfileType 1 the `label` and 9 the `macro` (others are ignored). Returns the level
+/// IFDs in file order and (name, IFD) of the associated images.
+///
+/// # Errors
+/// A NewSubfileType that cannot be read (`Format`).
+pub(crate) fn split_aperio_style(tf: &TiffFile, src: &dyn ByteSource, at: &Location) -> Result<(Vec<usize>, Vec<(String, usize)>)> {
+    let mut levels = Vec::new();
+    let mut associated = Vec::new();
+    for i in 0..tf.ifds.len() {
+        if is_tiled(tf, i) {
+            levels.push(i);
+            continue;
+        }
+        let name = if i == 1 {
+            Some("thumbnail")
+        } else {
+            match tf.reader(src, at, i).uint(tags::NEW_SUBFILE_TYPE)? {
+                Some(1) => Some("label"),
+                Some(9) => Some("macro"),
+                _ => None,
+            }
+        };
+        if let Some(n) = name {
+            associated.push((n.to_string(), i));
+        }
+    }
+    Ok((levels, associated))
+}
+
 /// Where the ICC profile (tag 34675) of IFD `i` is, without reading it; `None` when absent or
 /// empty. Its length is what `openslide.icc-size` reports (OpenSlide takes the tag's count).
 ///
