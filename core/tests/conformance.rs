@@ -112,6 +112,7 @@ static GENERATED: &[DriverCases] = &[
     DriverCases { driver: "trestle", files: &[("trestle-overlaps.tif", Reads::Ok), ("trestle-plain.tif", Reads::Ok)] },
     DriverCases { driver: "huron", files: &[("huron.tif", Reads::Ok)] },
     DriverCases { driver: "argos", files: &[("argos.avs", Reads::Ok)] },
+    DriverCases { driver: "sakura", files: &[("sakura.svslide", Reads::Ok)] },
     DriverCases {
         driver: "leica",
         files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)],

@@ -1,13 +1,14 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, argos, dicom, generic_tiff, hamamatsu, huron, leica, mirax, ome_tiff, philips, qptiff, trestle, ventana, FormatDriver};
+use super::{aperio, argos, dicom, generic_tiff, hamamatsu, huron, leica, mirax, ome_tiff, philips, qptiff, sakura, trestle, ventana, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
     &mirax::Mirax, // OpenSlide's table: synthetic, mirax, dicom, hamamatsu-vms-vmu, hamamatsu-ndpi, ...
     &dicom::Dicom,
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
+    &sakura::Sakura,       // OpenSlide 4.0.1's table: ... hamamatsu-ndpi, sakura, trestle, aperio ...
     &trestle::Trestle,     // OpenSlide 4.0.1 tries trestle before aperio, huron and argos after it
     &aperio::Aperio,
     &huron::Huron,
