@@ -11,7 +11,8 @@ Writes OUT_DIR/<target>/<seed> for the targets
   texts (ImageDescription XML, XMLPacket and ARGOS's tag 65000 of each IFD of the main chain,
   named ifd<N>.<tag>.xml), every Trestle and Huron slide with its IFD 0 ImageDescription (their
   key=value text), each followed by the slide itself (the template they are spliced into);
-* ndpi_tags: every NDPI file under 1 MiB as it is.
+* ndpi_tags: every NDPI file under 1 MiB as it is;
+* read_region: every generated Sakura slide (an SQLite database, opened from memory) as it is.
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
 the name, a data length (u32 LE) and the data. Inputs over 1 MiB (the targets' -max_len) are
@@ -152,6 +153,16 @@ def ndpi_seeds(out: str, roots) -> int:
     return n
 
 
+def sakura_seeds(out: str, roots) -> int:
+    """Every Sakura slide (an SQLite database, opened from memory) for ``read_region``."""
+    n = 0
+    for root in roots:
+        for p in walk(root):
+            if p.endswith(".svslide"):
+                n += write(out, "read_region", os.path.relpath(p, root).replace(os.sep, "_"), read(p))
+    return n
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -164,6 +175,7 @@ def main() -> None:
         "dicom_header": dicom_seeds(out, [vendor] + [os.path.join(testdata, d) for d in ("CMU-1-Small-Region-dicom",) if os.path.isdir(os.path.join(testdata, d))]),
         "vendor_xml": xml_seeds(out, roots),
         "ndpi_tags": ndpi_seeds(out, roots),
+        "read_region (sakura)": sakura_seeds(out, [vendor]),
     }
     if os.path.isfile(os.path.join(testdata, "camelyon-jpeg-ybr.dcm")):
         p = os.path.join(testdata, "camelyon-jpeg-ybr.dcm")
