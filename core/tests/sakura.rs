@@ -210,3 +210,27 @@ fn damaged_databases_are_typed_errors_naming_the_file() {
     assert!(s.associated_images().is_empty());
     assert_eq!(s.level_count(), 3);
 }
+
+/// Device reads (feature `cuda`) equal CPU reads byte for byte: the planar colour JPEGs go to
+/// the engine's CPU workers. The slide is `$SLIDESTREAM_SAKURA_SLIDE` or the generated one;
+/// skipped without a usable CUDA device.
+#[cfg(feature = "cuda")]
+#[test]
+fn device_reads_equal_cpu_reads() {
+    use slidestream::{gpu, PatchRequest, ReadOptions};
+    let Some(p) = std::env::var_os("SLIDESTREAM_SAKURA_SLIDE").map(PathBuf::from).or_else(|| fixtures().map(|d| d.join(NAME))) else { return };
+    if !common::gpu_present("sakura device_reads_equal_cpu_reads") {
+        return;
+    }
+    let slide = Slide::open(&p).unwrap();
+    let mut reqs = Vec::new();
+    for level in 0..slide.level_count() {
+        for (x, y) in [(-20, -20), (0, 0), (100, 90), (300, 250), (600, 470), (130, 130)] {
+            reqs.push(PatchRequest { slide: &slide, level, location: (x, y) });
+        }
+    }
+    let opts = ReadOptions { size: (96, 80), background: [255, 255, 255] };
+    let want = slidestream::read_patches(&reqs, &opts).unwrap();
+    let arr = gpu::read_patches_device(&reqs, &opts, 0).unwrap().into_result().unwrap();
+    assert_eq!(arr.to_host().unwrap(), want, "device pixels differ from the CPU's");
+}
