@@ -331,7 +331,7 @@ impl FormatDriver for Sakura {
 
     fn detect(&self, probe: &Probe<'_>) -> std::result::Result<(), String> {
         if probe.tiff.is_ok() {
-            return Err("is a TIFF file".into());
+            return Err("Is a TIFF file".into());
         }
         let db = Db::of_probe(probe).map_err(|e| e.message())?.ok_or("not an SQLite database")?;
         db.with(probe.at, |c| check_magic(c, probe.at)).map(|_| ()).map_err(|e| e.message())
