@@ -161,10 +161,8 @@ fn damaged_databases_are_typed_errors_naming_the_file() {
         ("two-configs", "INSERT INTO DataManagerSQLiteConfigXPO VALUES (2, 'other');"),
         (
             "view",
-            &format!(
-                "CREATE VIEW loop AS WITH RECURSIVE r(id, data) AS (SELECT '++MagicBytes', 'SVGigaPixelImage' UNION ALL SELECT id, data FROM r) SELECT id, data FROM r;
-                 UPDATE DataManagerSQLiteConfigXPO SET TableName = 'loop';"
-            ),
+            "CREATE VIEW loop AS WITH RECURSIVE r(id, data) AS (SELECT '++MagicBytes', 'SVGigaPixelImage' UNION ALL SELECT id, data FROM r) SELECT id, data FROM r;
+             UPDATE DataManagerSQLiteConfigXPO SET TableName = 'loop';",
         ),
     ] {
         let p = case(name, sql).unwrap();

@@ -176,11 +176,14 @@ fn codec() -> CodecInfo {
     }
 }
 
+/// A level's grid cells (col, row) → the blobs of red, green and blue found so far.
+type Cells = BTreeMap<(u64, u64), [Option<Blob>; 3]>;
+
 /// The levels, their tiles laid out in `lay`.
 fn levels(s: &Scan, ts: u32, (w, h): (u32, u32), lay: &mut Layout, at: &Location) -> Result<Vec<LayoutLevel>> {
     let codec = Arc::new(codec());
     let mut out = Vec::with_capacity(s.levels.len());
-    let mut cells: HashMap<i64, BTreeMap<(u64, u64), [Option<Blob>; 3]>> = s.levels.iter().map(|&d| (d, BTreeMap::new())).collect();
+    let mut cells: HashMap<i64, Cells> = s.levels.iter().map(|&d| (d, BTreeMap::new())).collect();
     let dims = |d: i64| ((w as i64 / d) as u64, (h as i64 / d) as u64);
     for (t, b) in &s.tiles {
         let Some(cell) = cells.get_mut(&t.downsample) else { continue };
