@@ -15,7 +15,8 @@ Writes OUT_DIR/<target>/<seed> for the targets
 * vsi_ets: the Olympus VSI slides of scripts/vendor_slides/vsi.py (written into a temporary
   folder; needs Pillow) and the real ../shared/formats3/vsi-ets-test-jpg2k.vsi, each as a bundle
   of the .vsi and its ETS file;
-* czi_segments: every CZI file under 1 MiB as it is (the generated ones and shared/formats3's).
+* czi_segments: every CZI file under 1 MiB as it is (the generated ones and shared/formats3's);
+* read_region: every generated Sakura slide (an SQLite database, opened from memory) as it is.
 
 A bundle (core/src/fuzzing.rs, `Bundle`) is b"SSFB\\x01", then per member a name length (u8),
 the name, a data length (u32 LE) and the data. Inputs over 1 MiB (the targets' -max_len) are
@@ -190,6 +191,16 @@ def czi_seeds(out: str, roots) -> int:
     return n
 
 
+def sakura_seeds(out: str, roots) -> int:
+    """Every Sakura slide (an SQLite database, opened from memory) for ``read_region``."""
+    n = 0
+    for root in roots:
+        for p in walk(root):
+            if p.endswith(".svslide"):
+                n += write(out, "read_region", os.path.relpath(p, root).replace(os.sep, "_"), read(p))
+    return n
+
+
 def main() -> None:
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -204,6 +215,7 @@ def main() -> None:
         "ndpi_tags": ndpi_seeds(out, roots),
         "vsi_ets": vsi_seeds(out, os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3")),
         "czi_segments": czi_seeds(out, roots + [d for d in (os.path.join(os.path.dirname(os.path.abspath(testdata)), "formats3"),) if os.path.isdir(d)]),
+        "read_region (sakura)": sakura_seeds(out, [vendor]),
     }
     if os.path.isfile(os.path.join(testdata, "camelyon-jpeg-ybr.dcm")):
         p = os.path.join(testdata, "camelyon-jpeg-ybr.dcm")

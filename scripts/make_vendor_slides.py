@@ -30,7 +30,7 @@ from vendor_slides.common import check_with_openslide, write_reference  # noqa: 
 
 # One module per vendor layout; each has build(out_dir) -> list[Generated].
 MODULES = ["mirax", "dicom", "hamamatsu", "vms", "philips", "ventana", "leica", "ome_tiff", "generic", "generic_16bit",
-           "trestle", "huron", "argos", "czi"]
+           "trestle", "huron", "argos", "czi", "sakura"]
 
 
 def main() -> int:

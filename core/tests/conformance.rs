@@ -112,6 +112,7 @@ static GENERATED: &[DriverCases] = &[
     DriverCases { driver: "trestle", files: &[("trestle-overlaps.tif", Reads::Ok), ("trestle-plain.tif", Reads::Ok)] },
     DriverCases { driver: "huron", files: &[("huron.tif", Reads::Ok)] },
     DriverCases { driver: "argos", files: &[("argos.avs", Reads::Ok)] },
+    DriverCases { driver: "sakura", files: &[("sakura.svslide", Reads::Ok)] },
     DriverCases {
         driver: "zeiss",
         files: &[("czi-bgr24-raw.czi", Reads::Ok), ("czi-bgr24-zstd0.czi", Reads::Ok), ("czi-bgr24-zstd1.czi", Reads::Ok), ("czi-bgr48-zstd1-hilo.czi", Reads::Ok)],

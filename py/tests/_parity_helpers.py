@@ -27,7 +27,7 @@ LOSSY_TOLERANCE = 2
 SLIDE_SUFFIXES = {".svs", ".tif", ".tiff", ".ndpi", ".scn", ".bif", ".mrxs", ".dcm"}
 # Vendors slidestream has a driver for; OpenSlide-readable files of other vendors must be
 # refused with UnsupportedFormatError.
-SUPPORTED_VENDORS = ("aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "trestle",
+SUPPORTED_VENDORS = ("aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "sakura", "trestle",
                      "ventana", "zeiss")
 # Generated OME-TIFF slides (left to test_channels.py, see slide_files).
 OME_SUFFIX = ".ome.tif"
@@ -133,7 +133,7 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
         return _mirax_compressions(path)
     if path.suffix.lower() == ".dcm":
         return _dicom_compressions(path)
-    if path.suffix.lower() in (".vms", ".vmu"):
+    if path.suffix.lower() in (".vms", ".vmu", ".svslide"):
         return _hamamatsu_key_compressions(path)
     if path.suffix.lower() == ".czi":
         return _czi_compressions(path)
@@ -148,9 +148,10 @@ def page_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
 def _hamamatsu_key_compressions(path: pathlib.Path) -> Dict[Tuple[int, int, bool], int]:
     """A Hamamatsu VMS / VMU key file has no IFDs of its own: its levels (sizes from OpenSlide)
     get JPEG's code 7 (VMS: JPEG image files and map) or 1 (VMU: raw NGR files), its
-    associated images (the macro JPEG) 7."""
+    associated images (the macro JPEG) 7. A Sakura SVSlide (an SQLite database, no IFDs either):
+    JPEG for its levels (one greyscale JPEG per colour) and associated images."""
     openslide = pytest.importorskip("openslide")
-    code = 7 if path.suffix.lower() == ".vms" else 1
+    code = 1 if path.suffix.lower() == ".vmu" else 7
     out: Dict[Tuple[int, int, bool], int] = {}
     with openslide.OpenSlide(str(path)) as osr:
         for w, h in osr.level_dimensions:

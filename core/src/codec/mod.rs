@@ -83,9 +83,11 @@ pub(crate) fn jpeg_color(codec: &CodecInfo) -> jpeg::JpegColor {
 /// converted here, not by TurboJPEG: 2 samples (grey + alpha) or 4 (CMYK, RGB + alpha).
 /// OpenSlide reads these through libtiff's RGBA interface (its direct JPEG path takes only
 /// 3-sample RGB/YCbCr), whose JPEG codec applies no colour transform to them. Such chunks are
-/// always decoded whole (no partial or DCT-scaled decoding) and never by nvJPEG.
+/// always decoded whole (no partial or DCT-scaled decoding) and never by nvJPEG. Separate
+/// planes (PlanarConfiguration 2; Sakura's one greyscale JPEG per colour) are decoded so too,
+/// one plane at a time, and interleaved.
 pub fn jpeg_raw(codec: &CodecInfo) -> bool {
-    codec.compression == Compression::Jpeg && matches!(codec.samples_per_pixel, 2 | 4)
+    codec.compression == Compression::Jpeg && (matches!(codec.samples_per_pixel, 2 | 4) || codec.planar_separate)
 }
 
 thread_local! {
@@ -116,6 +118,38 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
     let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
     let dec_err = |e: CodecError| Error::decode(at, e);
     match codec.compression {
+        Compression::Jpeg if codec.planar_separate => {
+            // One single-component JPEG per sample plane, decoded to its samples (libjpeg's
+            // greyscale output, as OpenSlide's Sakura driver decodes each colour) and
+            // interleaved; every plane must have the same dimensions.
+            let n = codec.samples_per_pixel as usize;
+            if planes.len() != n {
+                return Err(fmt_err(format!("{} JPEG planes for {n} samples", planes.len())));
+            }
+            let (mut s, mut plane) = (Vec::new(), Vec::new());
+            let mut dims = None;
+            for (p, data) in planes.iter().enumerate() {
+                let (w, h) = with_spliced_jpeg(codec, data, |stream| jpeg_part::decode_raw(stream, 1, g.tile_width, g.tile_height, &mut plane))
+                    .map_err(|e| match e {
+                        CodecError::Data(m) => fmt_err(format!("JPEG plane {p}: {m}")),
+                        e => dec_err(e),
+                    })?;
+                check_dims(w, h, g).map_err(dec_err)?;
+                match dims {
+                    None => {
+                        dims = Some((w, h));
+                        s.resize(w as usize * h as usize * n, 0);
+                    }
+                    Some(d) if d != (w, h) => return Err(fmt_err(format!("JPEG plane {p} is {w}x{h}, plane 0 {}x{}", d.0, d.1))),
+                    Some(_) => {}
+                }
+                for (i, &v) in plane.iter().enumerate() {
+                    s[i * n + p] = v;
+                }
+            }
+            let (w, _) = dims.unwrap_or((0, 0));
+            Ok(samples_to_rgba(&s, w as usize * n, n, codec, g))
+        }
         Compression::Jpeg if jpeg_raw(codec) => {
             let n = codec.samples_per_pixel as u32;
             let mut s = Vec::new();

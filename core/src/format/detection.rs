@@ -28,7 +28,7 @@ impl DetectionReport {
         const WEAK: &[&str] = &[
             "has no ", "does not start with", "is not tiled", "not a TIFF file", "does not have .mrxs", "not DICOM", "Is a TIFF file",
             "Dual-personality", "is not OME-XML", "does not name the Leica", "is not XML", "XML default namespace is not", "XML root",
-            "iScan not in",
+            "iScan not in", "not an SQLite database",
         ];
         for (name, v) in &self.verdicts {
             if let Err(r) = v {

@@ -69,8 +69,11 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
     if let Some(k) = layout.properties.keys().find(|k| k.starts_with("openslide.")) {
         return Err(Error::format(at, format!("driver {vendor} set the core's property {k}")));
     }
-    if sources.len() != layout.extra_sources.len() + 1 {
-        return Err(Error::format(at, format!("{} source files for a layout naming {} extra files", sources.len(), layout.extra_sources.len())));
+    if sources.len() != layout.extra_sources.len() + layout.virtual_sources.len() + 1 {
+        return Err(Error::format(
+            at,
+            format!("{} source files for a layout naming {} extra files and {} virtual sources", sources.len(), layout.extra_sources.len(), layout.virtual_sources.len()),
+        ));
     }
     if layout.levels.is_empty() {
         return Err(Error::format(at, "no pyramid levels"));

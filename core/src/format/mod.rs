@@ -29,6 +29,7 @@ pub mod philips;
 pub mod qptiff;
 mod quickhash;
 pub mod registry;
+pub mod sakura;
 pub(crate) mod tiff_common;
 pub(crate) mod tiff_strips;
 pub mod trestle;
@@ -269,12 +270,28 @@ pub struct Bounds {
     pub height: u64,
 }
 
+/// A source a driver builds itself over the slide's own bytes, for bytes that are no byte
+/// range of a file (a Sakura slide's tiles are SQLite blobs, spread over database pages:
+/// [`sakura`] lays them end to end in a virtual address range). Read through the slide's
+/// [`crate::io::multi::SourceSet`] as any extra file, so the read plan, the caches and both
+/// decode paths serve it unchanged.
+#[derive(Debug, Clone)]
+pub struct VirtualSource {
+    /// The name in error messages (the slide's file).
+    pub name: PathBuf,
+    /// The bytes; its [`ByteSource::len`] bounds the ranges the layout may name in it.
+    pub source: std::sync::Arc<dyn ByteSource>,
+}
+
 /// A slide as a driver describes it: plain data, checked and completed by [`finish()`].
 #[derive(Debug, Clone, Default)]
 pub struct SlideLayout {
     /// Further files the slide is read from, beyond the one opened (source 0); source `k` is
     /// `extra_sources[k - 1]`.
     pub extra_sources: Vec<PathBuf>,
+    /// Sources the driver built itself ([`VirtualSource`]): source
+    /// `1 + extra_sources.len() + k` is `virtual_sources[k]`. Empty for most formats.
+    pub virtual_sources: Vec<VirtualSource>,
     /// Pyramid levels, level 0 (full resolution) first.
     pub levels: Vec<LayoutLevel>,
     /// Associated images by name (`thumbnail`, `label`, `macro`).
@@ -368,8 +385,15 @@ pub fn open(
         });
     };
     let layout = driver.open(&probe)?;
-    let sources = finish::source_files(&layout.extra_sources, src.len(), at, identity, files)?;
-    set.inner().attach(&sources, files.and_then(|f| f.opener()));
+    let mut sources = finish::source_files(&layout.extra_sources, src.len(), at, identity, files)?;
+    for v in &layout.virtual_sources {
+        if v.source.len() > crate::io::multi::MAX_SOURCE_LEN {
+            return Err(Error::limits(at, format!("{} bytes of {} (limit 2^44)", v.source.len(), v.name.display())));
+        }
+        sources.push(crate::index::SourceFile { path: v.name.clone(), len: v.source.len(), identity: None });
+    }
+    let opened = layout.virtual_sources.iter().map(|v| v.source.clone()).collect();
+    set.inner().attach_opened(&sources, files.and_then(|f| f.opener()), opened);
     finish(driver.name(), layout, src, at, sources)
 }
 

@@ -1,7 +1,7 @@
 //! The ordered driver table: one line per driver, vendor drivers first, `generic-tiff` last
 //! (it takes any tiled TIFF), as OpenSlide's format table in `openslide.c`.
 
-use super::{aperio, argos, dicom, generic_tiff, hamamatsu, huron, leica, mirax, olympus, ome_tiff, philips, qptiff, trestle, ventana, zeiss, FormatDriver};
+use super::{aperio, argos, dicom, generic_tiff, hamamatsu, huron, leica, mirax, olympus, ome_tiff, philips, qptiff, sakura, trestle, ventana, zeiss, FormatDriver};
 
 /// Drivers in the order detection tries them.
 pub static DRIVERS: &[&dyn FormatDriver] = &[
@@ -9,6 +9,7 @@ pub static DRIVERS: &[&dyn FormatDriver] = &[
     &dicom::Dicom,
     &hamamatsu::Hamamatsu, // OpenSlide tries hamamatsu-ndpi before aperio
     &zeiss::Zeiss, // not TIFF: starts with ZISRAWFILE (OpenSlide's zeiss driver rejects TIFFs)
+    &sakura::Sakura,       // OpenSlide 4.0.1's table: ... hamamatsu-ndpi, sakura, trestle, aperio ...
     &trestle::Trestle,     // OpenSlide 4.0.1 tries trestle before aperio, huron and argos after it
     &aperio::Aperio,
     &huron::Huron,

@@ -98,6 +98,19 @@ impl SourceSet {
         let _ = self.extras.set(extras);
     }
 
+    /// [`SourceSet::attach`], with the last `opened.len()` of `sources` served by sources a
+    /// format driver built itself (views over the slide's own bytes, such as the SQLite blobs
+    /// of a Sakura slide: [`crate::format::VirtualSource`]) instead of files opened by path.
+    pub fn attach_opened(&self, sources: &[SourceFile], opener: Option<Opener>, opened: Vec<std::sync::Arc<dyn ByteSource>>) {
+        self.attach(sources, opener);
+        if let Some(extras) = self.extras.get() {
+            let first = extras.len().saturating_sub(opened.len());
+            for (e, src) in extras[first..].iter().zip(opened) {
+                let _ = e.file.set(Ok(Box::new(src)));
+            }
+        }
+    }
+
     /// Number of sources (1 + the attached extras).
     pub fn count(&self) -> usize {
         1 + self.extras.get().map_or(0, Vec::len)
