@@ -18,6 +18,9 @@ pub mod base64_text;
 pub mod bitmap;
 pub mod czi;
 pub mod jpegxr;
+mod planes;
+
+pub(crate) use planes::jp2k_samples;
 pub mod samples;
 pub mod stack;
 pub mod stream;
@@ -118,38 +121,7 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
     let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
     let dec_err = |e: CodecError| Error::decode(at, e);
     match codec.compression {
-        Compression::Jpeg if codec.planar_separate => {
-            // One single-component JPEG per sample plane, decoded to its samples (libjpeg's
-            // greyscale output, as OpenSlide's Sakura driver decodes each colour) and
-            // interleaved; every plane must have the same dimensions.
-            let n = codec.samples_per_pixel as usize;
-            if planes.len() != n {
-                return Err(fmt_err(format!("{} JPEG planes for {n} samples", planes.len())));
-            }
-            let (mut s, mut plane) = (Vec::new(), Vec::new());
-            let mut dims = None;
-            for (p, data) in planes.iter().enumerate() {
-                let (w, h) = with_spliced_jpeg(codec, data, |stream| jpeg_part::decode_raw(stream, 1, g.tile_width, g.tile_height, &mut plane))
-                    .map_err(|e| match e {
-                        CodecError::Data(m) => fmt_err(format!("JPEG plane {p}: {m}")),
-                        e => dec_err(e),
-                    })?;
-                check_dims(w, h, g).map_err(dec_err)?;
-                match dims {
-                    None => {
-                        dims = Some((w, h));
-                        s.resize(w as usize * h as usize * n, 0);
-                    }
-                    Some(d) if d != (w, h) => return Err(fmt_err(format!("JPEG plane {p} is {w}x{h}, plane 0 {}x{}", d.0, d.1))),
-                    Some(_) => {}
-                }
-                for (i, &v) in plane.iter().enumerate() {
-                    s[i * n + p] = v;
-                }
-            }
-            let (w, _) = dims.unwrap_or((0, 0));
-            Ok(samples_to_rgba(&s, w as usize * n, n, codec, g))
-        }
+        Compression::Jpeg if codec.planar_separate => planes::decode_planar_jpeg(codec, planes, g, at),
         Compression::Jpeg if jpeg_raw(codec) => {
             let n = codec.samples_per_pixel as u32;
             let mut s = Vec::new();
@@ -236,33 +208,6 @@ pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &
             Ok(samples_to_rgba(&bytes, stride, spp, codec, g))
         }
     }
-}
-
-/// Decode a JPEG 2000 chunk to its samples at the image's depth (16-bit images: 9- to 16-bit
-/// components as `U16`), after checking its SIZ marker against the tile and the codec before
-/// OpenJPEG allocates anything. Returns (width, height, components, samples).
-///
-/// # Errors
-/// As [`decode_chunk`].
-pub(crate) fn jp2k_samples(codec: &CodecInfo, stream: &[u8], g: ChunkGeometry, at: &Location) -> Result<(u32, u32, usize, Samples)> {
-    let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
-    let (w, h, csiz) = jp2k::siz(stream).map_err(fmt_err)?;
-    check_dims(w, h, g).map_err(|e| Error::decode(at, e))?;
-    // Checked before OpenJPEG allocates per-component and per-tile state from SIZ.
-    if csiz != codec.samples_per_pixel {
-        return Err(fmt_err(format!("JPEG 2000 stream has {csiz} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
-    }
-    let tiles = jp2k::tile_count(stream).map_err(fmt_err)?;
-    if tiles > jp2k::MAX_TILES {
-        return Err(Error::limits(at, format!("JPEG 2000 stream of {tiles} tiles (at most {})", jp2k::MAX_TILES)));
-    }
-    let wide = codec.sample_bits != crate::index::SampleBits::U8;
-    let (w, h, n, s) = jp2k::decode_samples(stream, wide).map_err(fmt_err)?;
-    check_dims(w, h, g).map_err(|e| Error::decode(at, e))?;
-    if n != codec.samples_per_pixel as usize {
-        return Err(fmt_err(format!("JPEG 2000 stream has {n} components, SamplesPerPixel is {}", codec.samples_per_pixel)));
-    }
-    Ok((w, h, n, s))
 }
 
 /// A sub-rectangle of a tile, in pixels relative to the tile's top-left corner.
