@@ -43,7 +43,7 @@ pub fn reference_roots() -> Vec<PathBuf> {
 }
 
 /// Vendors slidestream has a driver for (the rest must be refused with `Unsupported`).
-pub const SUPPORTED_VENDORS: &[&str] = &["aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "trestle", "ventana"];
+pub const SUPPORTED_VENDORS: &[&str] = &["aperio", "argos", "dicom", "generic-tiff", "hamamatsu", "huron", "leica", "mirax", "ome-tiff", "philips", "sakura", "trestle", "ventana"];
 
 /// Decode a PNG to RGBA8: (width, height, bytes).
 pub fn decode_png(path: &std::path::Path) -> (u32, u32, Vec<u8>) {
