@@ -8,7 +8,8 @@ command -v nasm >/dev/null 2>&1 || need+=(nasm)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
 # libclang for bindgen: the jpegxr crate (Zeiss CZI JPEG XR) generates its jxrlib bindings at
 # build time.
-[ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang-*.so* 2>/dev/null | head -1)" ] || need+=(libclang-dev)
+# (libclang itself: libclang-cpp, which other packages pull in, is not what bindgen loads.)
+[ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-*.so* /usr/lib/x86_64-linux-gnu/libclang-*.so* 2>/dev/null | grep -v 'libclang-cpp' | head -1)" ] || need+=(libclang-dev)
 # libFuzzer (C++, built by libfuzzer-sys for the fuzz targets).
 command -v c++ >/dev/null 2>&1 || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
