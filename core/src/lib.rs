@@ -74,6 +74,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod gpu;
 pub mod interrupt;
+pub mod limits;
 pub mod threads;
 
 internal_modules!(cache, codec, format, geometry, index, io, read, slide, tiff);
@@ -88,6 +89,7 @@ pub use index::{
     PositionedTile, RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
 };
 pub use io::metrics::IoCounters;
+pub use limits::{Limits, LIMITS};
 pub use io::{ByteSource, MemSource};
 pub use gpu::{read_patches_device, resize_patches_device};
 pub use slide::{alloc_pixels, resize_rgb_patches, ChannelRegion, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};

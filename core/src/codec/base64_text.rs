@@ -16,7 +16,7 @@ const LENIENT: GeneralPurpose = GeneralPurpose::new(
 
 /// Largest character reference skipped (`&#x10FFFF;` is 10 bytes); a longer `&...` run is an
 /// error rather than a scan to the end of the text.
-const MAX_REFERENCE: usize = 12;
+const MAX_REFERENCE: usize = crate::limits::LIMITS.char_reference_bytes;
 
 /// Decode `text` (bytes of base64 text, possibly with whitespace and character references).
 ///

@@ -15,7 +15,7 @@
 use crate::error::CodecError;
 
 /// Largest PNG or BMP image edge accepted, in pixels (as [`crate::format::MAX_TILE_EDGE`]).
-const MAX_EDGE: u32 = 16_384;
+const MAX_EDGE: u32 = crate::limits::LIMITS.tile_edge as u32;
 
 /// Decode a PNG stream to RGB samples (3 per pixel, rows `width × 3` bytes), converting grey,
 /// palette and 16-bit images to 8-bit RGB (16-bit samples keep their high byte) and dropping

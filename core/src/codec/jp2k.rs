@@ -25,7 +25,7 @@ pub fn siz(stream: &[u8]) -> Result<(u32, u32, u16), String> {
 /// Most tiles a codestream may declare. OpenJPEG allocates coding parameters for every tile
 /// and component from SIZ alone (about 4 KB + 1 KB per component each; the J2K limit of 65535
 /// tiles costs ~0.5 GB from a 50-byte header). Aperio writes one J2K tile per TIFF tile.
-pub(crate) const MAX_TILES: u64 = 4096;
+pub(crate) const MAX_TILES: u64 = crate::limits::LIMITS.j2k_tiles;
 
 /// The number of tiles the SIZ marker of a codestream declares (call after [`siz`] succeeded).
 ///

@@ -15,12 +15,12 @@ use crate::error::CodecError;
 /// Most scans of a multi-scan JPEG stream we decode: libjpeg-turbo's own tools (`djpeg
 /// -strict`/`-maxscans`, `tjbench`, TurboJPEG's `TJFLAG_LIMITSCANS`) use 500. A libjpeg
 /// progressive stream has 10 (`jpeg_simple_progression`); T.81 allows 896 per component.
-pub const MAX_SCANS: u32 = 500;
+pub const MAX_SCANS: u32 = crate::limits::LIMITS.jpeg_scans;
 
 /// Largest whole-image coefficient buffer, in bytes, that a multi-scan stream may need
 /// (64 MiB: a 4:4:4 progressive tile up to 2730², 4:2:0 up to 3860², greyscale up to 5790²).
 /// With [`MAX_SCANS`] this bounds a stream's work to 500 passes over 512 Ki blocks.
-pub const MAX_COEF_BYTES: u64 = 64 << 20;
+pub const MAX_COEF_BYTES: u64 = crate::limits::LIMITS.jpeg_coef_bytes;
 
 /// TurboJPEG's `TJPARAM_MAXMEMORY` (MiB): [`MAX_COEF_BYTES`] plus room for libjpeg's other
 /// allocations (row buffers, tables), so that our own check always fires first.

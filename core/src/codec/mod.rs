@@ -24,6 +24,7 @@ pub(crate) use planes::jp2k_samples;
 pub mod samples;
 pub mod stack;
 pub mod stream;
+pub mod table;
 
 use crate::error::{CodecError, Error, Location, Result};
 use crate::index::{Alpha, CodecInfo, Compression, Photometric};
@@ -118,96 +119,7 @@ pub fn with_spliced_jpeg<T>(codec: &CodecInfo, tile: &[u8], f: impl FnOnce(&[u8]
 /// does not cover the valid region; [`Error::Limits`] when a stream claims dimensions larger
 /// than the tile (checked from the header, before any pixel buffer is allocated).
 pub fn decode_chunk(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: &Location) -> Result<DecodedTile> {
-    let fmt_err = |m: String| Error::decode(at, CodecError::Data(m));
-    let dec_err = |e: CodecError| Error::decode(at, e);
-    match codec.compression {
-        Compression::Jpeg if codec.planar_separate => planes::decode_planar_jpeg(codec, planes, g, at),
-        Compression::Jpeg if jpeg_raw(codec) => {
-            let n = codec.samples_per_pixel as u32;
-            let mut s = Vec::new();
-            let (w, h) = with_spliced_jpeg(codec, planes[0], |stream| jpeg_part::decode_raw(stream, n, g.tile_width, g.tile_height, &mut s))
-                .map_err(dec_err)?;
-            check_dims(w, h, g).map_err(dec_err)?;
-            Ok(samples_to_rgba(&s, (w * n) as usize, n as usize, codec, g))
-        }
-        Compression::Jpeg if codec.jpeg_scale() > 1 => {
-            // NDPI levels OpenSlide synthesises: the stored tile decoded at 1/s by DCT scaling.
-            let s = codec.jpeg_scale();
-            let mut px = Vec::new();
-            let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| {
-                jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width.div_ceil(s), h.height.div_ceil(s), g))
-            })
-            .map_err(dec_err)?;
-            Ok(crop_rgba(px, w, g))
-        }
-        Compression::Jpeg => {
-            let mut px = Vec::new();
-            let hdr = with_spliced_jpeg(codec, planes[0], |stream| {
-                jpeg::decode_rgba(stream, None, &mut px, |h| check_dims(h.width, h.height, g))
-            })
-            .map_err(dec_err)?;
-            Ok(crop_rgba(px, hdr.width, g))
-        }
-        Compression::Jpeg2000 { ycbcr } => {
-            let (w, _, n, s) = jp2k_samples(codec, planes[0], g, at)?;
-            let mut s = match s {
-                Samples::U8(v) => v,
-                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
-            };
-            if ycbcr && n >= 3 {
-                jp2k::ycbcr_to_rgb(&mut s, n);
-            }
-            Ok(samples_to_rgba(&s, w as usize * n, n, codec, g))
-        }
-        Compression::WebP => {
-            let mut dec = image_webp::WebPDecoder::new(std::io::Cursor::new(planes[0]))
-                .map_err(|e| fmt_err(format!("WebP: {e}")))?;
-            let (w, h) = dec.dimensions();
-            check_dims(w, h, g).map_err(dec_err)?;
-            let n = if dec.has_alpha() { 4 } else { 3 };
-            let mut s = vec![0u8; w as usize * h as usize * n];
-            dec.read_image(&mut s).map_err(|e| fmt_err(format!("WebP: {e}")))?;
-            let mut info = codec.clone();
-            info.samples_per_pixel = n as u16;
-            info.photometric = Photometric::Rgb;
-            info.alpha = if n == 4 { Alpha::Unassociated } else { Alpha::None };
-            Ok(samples_to_rgba(&s, w as usize * n, n, &info, g))
-        }
-        Compression::Png | Compression::Bmp => {
-            let check = |w: u32, h: u32| check_dims(w, h, g);
-            let (w, _, s) = if codec.compression == Compression::Png { bitmap::decode_png(planes[0], check) } else { bitmap::decode_bmp24(planes[0], check) }
-                .map_err(dec_err)?;
-            let mut info = codec.clone();
-            info.samples_per_pixel = 3;
-            info.photometric = Photometric::Rgb;
-            info.alpha = Alpha::None;
-            Ok(samples_to_rgba(&s, w as usize * 3, 3, &info, g))
-        }
-        Compression::JpegXr => {
-            let t = jpegxr::decode_native(codec, planes[0], g, at)?;
-            let mut info = codec.clone();
-            // The decoded samples are R, G, B (or grey) already.
-            if info.photometric == Photometric::Bgr {
-                info.photometric = Photometric::Rgb;
-            }
-            info.samples_per_pixel = t.channels as u16;
-            let bytes = match t.samples {
-                Samples::U8(v) => v,
-                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
-            };
-            let full = ChunkGeometry { tile_width: t.width, tile_height: t.height, valid_width: t.width, valid_height: t.height };
-            Ok(samples_to_rgba(&bytes, t.width as usize * t.channels, t.channels, &info, full))
-        }
-        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd | Compression::CziZstd1 => {
-            let spp = codec.samples_per_pixel as usize;
-            let stride = g.tile_width as usize * spp;
-            let bytes = match samples::lossless(codec, planes, g).map_err(fmt_err)? {
-                Samples::U8(v) => v,
-                Samples::U16(v) => samples::to_8bit(&v, codec.photometric, codec.sample_bits),
-            };
-            Ok(samples_to_rgba(&bytes, stride, spp, codec, g))
-        }
-    }
+    (table::entry(codec.compression).decode)(codec, planes, g, at)
 }
 
 /// A sub-rectangle of a tile, in pixels relative to the tile's top-left corner.
@@ -244,7 +156,7 @@ pub fn decode_chunk_part(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, 
 /// As [`decode_chunk_part`].
 pub fn decode_chunk_part_with(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, want: PartRect, at: &Location, scan_known_good: bool) -> Result<DecodedTile> {
     check_part(want, g)?;
-    if codec.compression != Compression::Jpeg || jpeg_raw(codec) || codec.jpeg_scale() > 1 {
+    if !table::decodes_part(codec) {
         return decode_chunk(codec, planes, g, at);
     }
     PART_BUF.with(|cell| {

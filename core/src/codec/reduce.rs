@@ -9,7 +9,7 @@
 //! averages an image that OpenSlide's `get_thumbnail` has already pasted on the background.
 
 use crate::error::{Error, Location, Result};
-use crate::index::{CodecInfo, Compression};
+use crate::index::CodecInfo;
 
 use super::{check_dims, decode_chunk, jpeg, with_spliced_jpeg, ChunkGeometry, DecodedTile};
 
@@ -32,7 +32,7 @@ pub fn decode_chunk_reduced(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometr
         return Err(Error::Usage("reduction factor 0".into()));
     }
     let s = jpeg_scale(factor, (g.valid_width, g.valid_height));
-    let (px, width, scale, vw, vh) = if codec.compression == Compression::Jpeg && !super::jpeg_raw(codec) && s > 1 {
+    let (px, width, scale, vw, vh) = if super::table::decodes_reduced(codec) && s > 1 {
         let mut px = Vec::new();
         let (_, w, _) = with_spliced_jpeg(codec, planes[0], |stream| jpeg::decode_rgba_scaled(stream, s, &mut px, |h| check_dims(h.width, h.height, g)))
             .map_err(|e| Error::decode(at, e))?;

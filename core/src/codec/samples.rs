@@ -196,7 +196,7 @@ pub fn decode_native(codec: &CodecInfo, planes: &[&[u8]], g: ChunkGeometry, at: 
     if codec.compression == Compression::JpegXr {
         return super::jpegxr::decode_native(codec, planes[0], g, at);
     }
-    if matches!(codec.compression, Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd | Compression::CziZstd1) {
+    if super::table::entry(codec.compression).byte_codec {
         let stride = g.tile_width as usize * spp;
         fn crop<T: Copy>(v: Vec<T>, stride: usize, row: usize, rows: usize) -> Vec<T> {
             if stride == row {

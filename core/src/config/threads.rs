@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 /// Most threads a decode pool may have: 1024, a fixed bound (not a multiple of this machine's
 /// cores, so the same value is accepted everywhere); far above any core count where
 /// more threads still help, far below where thread stacks exhaust memory or the pid space.
-pub const MAX_THREADS: usize = 1024;
+pub const MAX_THREADS: usize = crate::limits::LIMITS.threads;
 
 /// The accepted values of `RAYON_NUM_THREADS`, in words (quoted in its error).
 const ACCEPTED: &str = "an integer from 0 to 1024 (0 = one thread per core; slidestream's cap on decode threads)";

@@ -54,7 +54,7 @@ use series::{Flavor, Instance};
 pub struct Dicom;
 
 /// Largest number of grid cells of one level (a header's sizes cannot make us allocate more).
-const MAX_CELLS: u64 = 1 << 26;
+const MAX_CELLS: u64 = crate::limits::LIMITS.dicom_cells;
 
 impl FormatDriver for Dicom {
     fn name(&self) -> &'static str {

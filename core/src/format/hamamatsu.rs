@@ -59,11 +59,11 @@ const NDPI_REFERENCE: u16 = 65427;
 const NDPI_PROPERTY_MAP: u16 = 65449;
 
 /// libjpeg's `JPEG_MAX_DIMENSION`: larger SOF sizes cannot be trusted (or decoded).
-const JPEG_MAX_DIMENSION: u64 = 65_500;
+const JPEG_MAX_DIMENSION: u64 = crate::limits::LIMITS.jpeg_dimension;
 /// Most bytes of a level's JPEG header (markers up to SOS) read at open.
-const MAX_HEADER_BYTES: u64 = 1 << 20;
+const MAX_HEADER_BYTES: u64 = crate::limits::LIMITS.jpeg_header_bytes;
 /// Largest strip scanned for restart markers at open when its MCU starts are missing.
-pub const MAX_SCANNED_STRIP_BYTES: u64 = 256 << 20;
+pub const MAX_SCANNED_STRIP_BYTES: u64 = crate::limits::LIMITS.restart_scan_bytes;
 
 /// The Hamamatsu NDPI driver.
 pub struct Hamamatsu;

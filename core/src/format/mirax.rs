@@ -66,9 +66,9 @@ use crate::index::{CodecInfo, Compression, Grid, ImageIndex, Photometric, Source
 
 const GENERAL: &str = "GENERAL";
 /// Largest Index.dat read at open (16 bytes per image record: 16 M images).
-const MAX_INDEX_BYTES: u64 = 256 << 20;
+const MAX_INDEX_BYTES: u64 = crate::limits::LIMITS.mirax_index_bytes;
 /// Largest associated-image header read to find its SOF.
-const MAX_JPEG_HEADER: u64 = 1 << 20;
+const MAX_JPEG_HEADER: u64 = crate::limits::LIMITS.jpeg_header_bytes;
 
 /// The MIRAX driver.
 pub struct Mirax;

@@ -51,9 +51,9 @@ pub use registry::DRIVERS;
 /// Largest tile edge accepted, in pixels: a decoded chunk must fit in memory many times over
 /// (16384² RGBA = 1 GiB). Not applied to TIFF strips (as wide as their image, see
 /// [`tiff_strips`]): their memory is bounded when read, by the read working set.
-pub const MAX_TILE_EDGE: u64 = 16_384;
+pub const MAX_TILE_EDGE: u64 = crate::limits::LIMITS.tile_edge;
 /// Largest image edge accepted, in pixels (2^31 - 1, as OpenSlide's int32 coordinates).
-pub const MAX_IMAGE_EDGE: u64 = (1 << 31) - 1;
+pub const MAX_IMAGE_EDGE: u64 = crate::limits::LIMITS.image_edge;
 
 /// What a driver sees when asked to detect or open a file.
 pub struct Probe<'a> {

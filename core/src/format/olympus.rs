@@ -48,7 +48,7 @@ use ets::{Ets, EtsCompression};
 use stacks::Stack;
 
 /// Most channels read from one stack.
-pub const MAX_CHANNELS: i64 = 256;
+pub const MAX_CHANNELS: i64 = crate::limits::LIMITS.vsi_channels;
 /// Most grid cells held densely over all levels and channels; larger grids are sparse.
 const MAX_DENSE_CELLS: u64 = 1 << 22;
 /// The ETS frame files tried in a stack's folder, in order.

@@ -43,9 +43,9 @@ use crate::tiff::{tags, TiffFile};
 pub struct OmeTiff;
 
 /// Largest OME-XML parsed (the description is also bounded by the TIFF tag limit).
-const MAX_XML_BYTES: usize = 64 << 20;
+const MAX_XML_BYTES: usize = crate::limits::LIMITS.xml_bytes;
 /// Most planes (C × Z × T) an OME-XML may declare.
-const MAX_PLANES: u64 = 1 << 20;
+const MAX_PLANES: u64 = crate::limits::LIMITS.ome_planes;
 
 /// What the driver takes from image 0's `Pixels` element.
 #[derive(Debug, Clone, PartialEq)]

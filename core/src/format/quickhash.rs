@@ -20,7 +20,7 @@ use crate::index::{ImageIndex, TileLoc};
 use crate::io::ByteSource;
 
 /// Lowest-level data above this many bytes disables the hash (OpenSlide's `5 << 20`).
-const MAX_HASHED_BYTES: u64 = 5 << 20;
+const MAX_HASHED_BYTES: u64 = crate::limits::LIMITS.quickhash_bytes;
 
 /// The hex digest, or `None` when the lowest level is too large to hash. `chunks`, when
 /// given, replaces the lowest level's stored chunks (`SlideLayout::quickhash_chunks`).

@@ -62,7 +62,7 @@ pub struct Sakura;
 const MAGIC: &[u8] = b"SVGigaPixelImage";
 
 /// Most rows of the unique table read at open (each may be a tile blob).
-const MAX_ROWS: u64 = 1 << 24;
+const MAX_ROWS: u64 = crate::limits::LIMITS.sakura_rows;
 
 /// The source tiles are read from: the first (only) virtual source.
 const BLOBS: SourceId = SourceId(1);

@@ -43,7 +43,7 @@ pub struct Trestle;
 
 /// Most tiles a level with overlaps may place (each becomes one placement): bounds the index
 /// a hostile file can make.
-const MAX_PLACEMENTS: u64 = 1 << 22;
+const MAX_PLACEMENTS: u64 = crate::limits::LIMITS.placements;
 
 /// The `trestle.<key>` properties of a description, in order (later duplicates win when
 /// inserted into a map).

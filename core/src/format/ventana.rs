@@ -240,7 +240,7 @@ fn children<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &'static str) -> impl Iter
 }
 
 /// Most placements accepted per level: a hostile EncodeInfo cannot make the index large.
-const MAX_PLACEMENTS: i64 = 1 << 24;
+const MAX_PLACEMENTS: i64 = crate::limits::LIMITS.placements as i64;
 
 impl Bif {
     fn parse(xml: &str, tile: (u64, u64)) -> std::result::Result<Bif, String> {

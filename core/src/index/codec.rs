@@ -41,22 +41,10 @@ pub enum Compression {
 }
 
 impl Compression {
-    /// The TIFF tag value(s) this compression is written with, for messages.
+    /// Short name, for messages (`jpeg`, `zstd1`, `jpeg2000-ycbcr`, ...; the codec table's
+    /// [`crate::codec::table::CodecEntry::name`]).
     pub fn name(&self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Jpeg => "jpeg",
-            Compression::Deflate => "deflate",
-            Compression::Lzw => "lzw",
-            Compression::Zstd => "zstd",
-            Compression::WebP => "webp",
-            Compression::Jpeg2000 { ycbcr: true } => "jpeg2000-ycbcr",
-            Compression::Jpeg2000 { ycbcr: false } => "jpeg2000-rgb",
-            Compression::Png => "png",
-            Compression::Bmp => "bmp",
-            Compression::CziZstd1 => "zstd1",
-            Compression::JpegXr => "jpegxr",
-        }
+        crate::codec::table::entry(*self).name
     }
 }
 

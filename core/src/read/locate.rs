@@ -19,7 +19,7 @@ use crate::io::ByteSource;
 
 /// Largest compressed tile accepted, in bytes (a 16384² RGBA tile stored raw is 1 GiB). A tile
 /// claiming more is refused before any allocation.
-pub const MAX_TILE_BYTES: u64 = 1 << 30;
+pub const MAX_TILE_BYTES: u64 = crate::limits::LIMITS.tile_bytes;
 
 /// Level `level` of `index`: its image, downsample and the [`Location`] naming file and level
 /// (for errors).

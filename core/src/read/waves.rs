@@ -20,47 +20,36 @@ use std::sync::Arc;
 
 use crate::codec::{DecodedTile, PartRect};
 use crate::error::{Error, Result};
-use crate::index::{Compression, ImageIndex};
+use crate::index::ImageIndex;
 use crate::read::fetch::{fetch_tiles, Batch};
 use crate::read::locate::locate_tile;
 
 /// Bytes held while tile (`col`, `row`) of `img` — or the part `part` of it — is read and
 /// decoded: its compressed bytes, the decoded RGBA (4 bytes per pixel of the tile's valid
 /// region, or of the part widened by one JPEG iMCU), and the decoder's transient buffers per
-/// pixel of the whole stored tile: JPEG 4 (libjpeg-turbo decodes into a tile-sized RGBA buffer
-/// that is then cropped; decoded reduced by `reduce` > 1, a buffer 1/s² of that, s being the
-/// DCT scale), uncompressed / deflate / LZW / zstd 2 × samples (the inflated samples,
-/// and a copy when planes are interleaved), JPEG 2000 5 × samples (OpenJPEG's 32-bit component
-/// planes, then 8-bit samples), WebP 4. An upper estimate, computed from the index alone.
+/// pixel of the whole stored tile, as the codec table gives them
+/// ([`crate::codec::table::CodecEntry::working`]; JPEG decoded reduced by `reduce` > 1: a
+/// buffer 1/s² of the tile, s being the DCT scale). An upper estimate, computed from the index
+/// alone.
 pub fn tile_charge(img: &ImageIndex, col: u64, row: u64, part: Option<PartRect>, reduce: u32) -> u64 {
     let compressed: u64 = img.tile_locs(col, row).map(|l| l.length).sum();
     let (vw, vh) = img.valid_tile_size(col, row);
     let stored = img.tile_width as u64 * img.tile_height as u64;
-    let spp = img.codec.samples_per_pixel as u64;
     let s = crate::codec::reduce::jpeg_scale(reduce, (vw, vh)) as u64;
-    if img.codec.compression == Compression::Jpeg && !crate::codec::jpeg_raw(&img.codec) && s > 1 {
+    let partial = crate::codec::table::decodes_part(&img.codec);
+    if crate::codec::table::decodes_reduced(&img.codec) && s > 1 {
         // DCT-scaled decode into a tile-sized / s² buffer, then the reduced output.
         return compressed.saturating_add((stored / (s * s) + 1).saturating_mul(8));
     }
-    let (out_px, transient_px) = match (img.codec.compression, part) {
-        (Compression::Jpeg, Some(p)) => {
+    let (out_px, transient_px) = match part {
+        // Only the part's rows (widened by one iMCU) are decoded and held.
+        Some(p) if partial => {
             let px = (p.w as u64 + 32).min(vw as u64) * p.h as u64;
             (px, px)
         }
-        (Compression::Jpeg, None) => (vw as u64 * vh as u64, stored),
         _ => (vw as u64 * vh as u64, stored),
     };
-    let transient_per_px = match img.codec.compression {
-        Compression::Jpeg | Compression::WebP => 4,
-        // The RGB samples and the decoder's rows.
-        Compression::Png | Compression::Bmp => 8,
-        Compression::Jpeg2000 { .. } => 5 * spp,
-        Compression::None | Compression::Deflate | Compression::Lzw | Compression::Zstd => 2 * spp,
-        // The inflated samples and, for HiLo packing, the unpacked copy (16-bit: 2 bytes each).
-        Compression::CziZstd1 => 4 * spp,
-        // jxrlib's output samples (up to 16 bits) and the 8-bit copy.
-        Compression::JpegXr => 3 * spp,
-    };
+    let transient_per_px = crate::codec::table::working_bytes_per_pixel(&img.codec);
     compressed.saturating_add(out_px.saturating_mul(4)).saturating_add(transient_px.saturating_mul(transient_per_px))
 }
 

@@ -49,11 +49,11 @@ use crate::io::ByteSource;
 /// directory's bytes are charged to it, so a chain of `n` IFDs needs a file of at least
 /// `3n` bytes (`8n` for BigTIFF); this cap bounds the memory of the parsed chain (tens of
 /// bytes per IFD) on top.
-pub const MAX_IFDS: usize = 1 << 20;
+pub const MAX_IFDS: usize = crate::limits::LIMITS.ifds;
 /// Most bytes one tag value may occupy (also bounded by the file size).
-pub const MAX_TAG_BYTES: u64 = 512 << 20;
+pub const MAX_TAG_BYTES: u64 = crate::limits::LIMITS.tag_bytes;
 /// Most entries in one IFD.
-pub const MAX_IFD_ENTRIES: u64 = 65_535;
+pub const MAX_IFD_ENTRIES: u64 = crate::limits::LIMITS.ifd_entries;
 
 /// The directories and out-of-line tag values of one IFD chain may occupy at most this many
 /// times the file size (they are disjoint in a valid file).

@@ -24,7 +24,7 @@ use crate::format::format_double;
 
 /// Nesting deeper than this is not reported (a hostile file cannot recurse without bound; the
 /// parser already bounds it by the file's size).
-const MAX_DEPTH: usize = 16;
+const MAX_DEPTH: usize = crate::limits::LIMITS.dicom_depth;
 
 /// Add `dicom.*` properties of every element of `obj` under `prefix` (`"dicom."`).
 pub(crate) fn add(obj: &InMemDicomObject, prefix: &str, out: &mut BTreeMap<String, String>) {

@@ -58,11 +58,11 @@ use crate::io::ByteSource;
 use crate::tiff::read_at;
 
 /// Most image files in a grid (`NoJpegColumns × NoJpegRows`): each is opened at open.
-pub const MAX_IMAGE_FILES: u64 = 4096;
+pub const MAX_IMAGE_FILES: u64 = crate::limits::LIMITS.vms_image_files;
 /// Largest image file scanned for restart markers at open.
-pub const MAX_SCANNED_FILE_BYTES: u64 = 256 << 20;
+pub const MAX_SCANNED_FILE_BYTES: u64 = crate::limits::LIMITS.restart_scan_bytes;
 /// Most bytes of a JPEG header (markers up to SOS) read at open.
-const MAX_HEADER_BYTES: u64 = 1 << 20;
+const MAX_HEADER_BYTES: u64 = crate::limits::LIMITS.jpeg_header_bytes;
 /// Piece size of the map file's quickhash chunks (the hash reads a chunk at a time).
 const HASH_CHUNK: u64 = 4 << 20;
 

@@ -12,7 +12,7 @@ use crate::io::ByteSource;
 pub(super) const GROUP_VMS: &str = "Virtual Microscope Specimen";
 pub(super) const GROUP_VMU: &str = "Uncompressed Virtual Microscope Specimen";
 /// Largest key file read (OpenSlide's `KEY_FILE_MAX_SIZE`, 64 KiB).
-pub const MAX_KEY_FILE_BYTES: u64 = 64 << 10;
+pub const MAX_KEY_FILE_BYTES: u64 = crate::limits::LIMITS.vms_key_file_bytes;
 /// The key file of a non-TIFF probe, when it is one of a VMS or VMU slide: `Ok(Some(..))`
 /// with its bytes; `Ok(None)` when it is not such a key file; `Err` for a VMS key file
 /// OpenSlide's detection refuses (no columns or rows).

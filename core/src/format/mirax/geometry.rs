@@ -24,7 +24,7 @@ use super::index::HierRecord;
 use crate::index::PositionedTile;
 
 /// Most placements accepted per level (a bound on open-time work and memory).
-pub const MAX_PLACEMENTS: u64 = 1 << 24;
+pub const MAX_PLACEMENTS: u64 = crate::limits::LIMITS.placements;
 
 /// One zoom level's section values and the parameters OpenSlide derives from them.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +48,7 @@ pub struct LevelGeom {
 /// Most level-0 camera images (`IMAGENUMBER_X × IMAGENUMBER_Y`) accepted: a bound on the loops
 /// and tables the camera grid sizes, checked before anything is sized by it (16.7 M images;
 /// the largest 3DHISTECH scans hold about a million).
-pub const MAX_CAMERA_IMAGES: u64 = MAX_PLACEMENTS;
+pub const MAX_CAMERA_IMAGES: u64 = crate::limits::LIMITS.placements;
 
 /// The level-0 pixel position of each camera position, row-major over
 /// `(images.0 / d) × (images.1 / d)` positions.

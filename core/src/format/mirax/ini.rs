@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 /// Largest `Slidedat.ini` read (OpenSlide's `SLIDEDAT_MAX_SIZE`).
-pub const MAX_INI_BYTES: u64 = 1 << 20;
+pub const MAX_INI_BYTES: u64 = crate::limits::LIMITS.mirax_ini_bytes;
 
 /// The groups of a key file in file order, each with its (key, value) pairs in file order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

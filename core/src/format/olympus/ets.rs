@@ -26,12 +26,12 @@ use crate::io::ByteSource;
 use crate::tiff::read_at;
 
 /// Most coordinates per tile (real files use 4 to 6).
-pub const MAX_DIMENSIONS: u32 = 16;
+pub const MAX_DIMENSIONS: u32 = crate::limits::LIMITS.ets_dimensions;
 /// Most pyramid levels (the level coordinate must be below this).
-pub const MAX_LEVELS: i32 = 32;
+pub const MAX_LEVELS: i32 = crate::limits::LIMITS.ets_levels;
 /// Largest tile table read, in bytes (44 bytes an entry for 6 dimensions: about 6 million
 /// tiles).
-pub const MAX_TABLE_BYTES: u64 = 256 << 20;
+pub const MAX_TABLE_BYTES: u64 = crate::limits::LIMITS.ets_table_bytes;
 /// Bytes of the additional header read (up to and including the use-pyramid flag).
 const ADDITIONAL_BYTES: u64 = 156;
 

@@ -38,11 +38,11 @@ pub(crate) const VOLUME_MAGIC: u16 = 21321;
 /// Size of a volume header in bytes.
 const VOLUME_HEADER: u64 = 24;
 /// Most fields read from one tree (real files hold a few thousand).
-pub const MAX_FIELDS: usize = 1 << 20;
+pub const MAX_FIELDS: usize = crate::limits::LIMITS.vsi_fields;
 /// Deepest volume nesting entered (real files nest about 10 deep).
-pub const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = crate::limits::LIMITS.vsi_depth;
 /// Largest field value read, in bytes (longer values are skipped).
-pub const MAX_VALUE_BYTES: u32 = 64 << 10;
+pub const MAX_VALUE_BYTES: u32 = crate::limits::LIMITS.vsi_value_bytes;
 
 /// A field's value.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,11 +19,11 @@ use crate::error::{Error, Location, Result};
 /// The root element of a QPTIFF page description.
 pub(crate) const ROOT: &str = "PerkinElmer-QPI-ImageDescription";
 /// Largest description parsed, in bytes (real ones are a few KiB; `ScanProfile` may be larger).
-const MAX_XML_BYTES: usize = 16 << 20;
+const MAX_XML_BYTES: usize = crate::limits::LIMITS.xml_bytes;
 /// Most fields taken from one description (nested elements included).
-const MAX_FIELDS: usize = 4096;
+const MAX_FIELDS: usize = crate::limits::LIMITS.xml_fields;
 /// Deepest element nesting flattened (deeper elements are taken as their text content).
-const MAX_DEPTH: usize = 8;
+const MAX_DEPTH: usize = crate::limits::LIMITS.xml_depth;
 
 /// What the driver takes from one page's description.
 #[derive(Debug, Clone, Default, PartialEq)]

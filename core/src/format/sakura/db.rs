@@ -22,7 +22,7 @@ pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// Largest slide read into memory when it is not a local file (a remote object, a fuzzer's
 /// input): SQLite reads a local file itself, anything else is copied into memory first.
-pub(crate) const MAX_IN_MEMORY_BYTES: u64 = 256 << 20;
+pub(crate) const MAX_IN_MEMORY_BYTES: u64 = crate::limits::LIMITS.sakura_in_memory_bytes;
 
 /// Where the database's bytes come from.
 #[derive(Debug)]

@@ -30,13 +30,13 @@ use crate::io::ByteSource;
 use crate::tiff::read_at;
 
 /// Most subblocks a file may list (a whole-slide scan at 40× has tens of thousands).
-pub const MAX_SUBBLOCKS: u64 = 4_000_000;
+pub const MAX_SUBBLOCKS: u64 = crate::limits::LIMITS.czi_subblocks;
 /// Most dimensions one directory entry may have (CZI defines about a dozen).
-pub const MAX_DIMENSIONS: u64 = 64;
+pub const MAX_DIMENSIONS: u64 = crate::limits::LIMITS.czi_dimensions;
 /// Largest metadata XML read, in bytes.
-pub const MAX_XML_BYTES: u64 = 64 << 20;
+pub const MAX_XML_BYTES: u64 = crate::limits::LIMITS.xml_bytes as u64;
 /// Most attachments a file may list.
-pub const MAX_ATTACHMENTS: u64 = 65_536;
+pub const MAX_ATTACHMENTS: u64 = crate::limits::LIMITS.czi_attachments;
 
 /// Segment header length in bytes.
 pub const SEGMENT_HEADER: u64 = 32;

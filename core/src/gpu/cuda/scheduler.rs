@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::batch::{Need, Src};
-use super::decode::bitstream::MAX_GPU_TILE_EDGE;
 use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
 use super::decode::GpuResult;
 use super::engine::Engine;
@@ -76,7 +75,7 @@ impl Engine {
             .map(|s| {
                 let (img, c) = (s.img, &s.img.codec);
                 let ok = lanes_ready
-                    && c.compression == Compression::Jpeg && !c.planar_separate && c.samples_per_pixel == 3 && img.tile_width <= MAX_GPU_TILE_EDGE && img.tile_height <= MAX_GPU_TILE_EDGE;
+                    && crate::codec::table::gpu_decodes(c, img.tile_width, img.tile_height);
                 if lanes_ready && !ok && c.compression == Compression::Jpeg {
                     self.note_cpu(format!("{}: JPEG with {} samples (planar {}) goes to the CPU decoder", s.at, c.samples_per_pixel, c.planar_separate));
                 }

@@ -22,12 +22,12 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 /// Most bytes the blocks of one open may hold; reads beyond go straight to the object.
-const MAX_BLOCK_BYTES: u64 = 128 << 20;
+const MAX_BLOCK_BYTES: u64 = crate::limits::LIMITS.remote_block_bytes;
 const MAGIC: &[u8; 8] = b"SSIDX01\n";
 /// Longest ETag an entry keeps (bytes): an ETag is one HTTP header value, and servers refuse
 /// header lines much longer than this (nginx's `large_client_header_buffers`, 8 KiB); an
 /// object with a longer one is not cached.
-const MAX_ETAG_BYTES: usize = 8192;
+const MAX_ETAG_BYTES: usize = crate::limits::LIMITS.etag_bytes;
 /// The smallest block size ([`Blocks::new`]).
 const MIN_BLOCK: u64 = 4096;
 

@@ -41,14 +41,14 @@ pub type StorageOptions = BTreeMap<String, String>;
 /// request far below the 65,534-byte URI limit of the HTTP client (the `http` crate's `Uri`),
 /// past which `object_store` panics ("request must be valid: InvalidUri(TooLong)") instead
 /// of returning an error.
-pub const MAX_URL_BYTES: usize = 8192;
+pub const MAX_URL_BYTES: usize = crate::limits::LIMITS.url_bytes;
 
 /// Longest object key (bucket and host not included) of an `s3://`, `gs://` or `az://` URL, in
 /// bytes of UTF-8 after percent-decoding: Amazon S3 ("a sequence of Unicode characters whose
 /// UTF-8 encoding is at most 1,024 bytes long"), Google Cloud Storage (object names of 1–1024
 /// bytes of UTF-8) and Azure Blob Storage (blob names of at most 1,024 characters) all refuse
 /// longer ones.
-pub const MAX_KEY_BYTES: usize = 1024;
+pub const MAX_KEY_BYTES: usize = crate::limits::LIMITS.key_bytes;
 
 /// Network settings of one store (from the `SLIDESTREAM_REMOTE_*` settings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

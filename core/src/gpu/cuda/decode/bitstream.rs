@@ -25,7 +25,7 @@ use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, CUdeviceptr, Res};
 use crate::gpu::cuda::trace;
 
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
-pub(crate) const MAX_GPU_TILE_EDGE: u32 = 16384;
+pub(crate) const MAX_GPU_TILE_EDGE: u32 = crate::limits::LIMITS.gpu_tile_edge;
 
 impl Engine {
     /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,

@@ -28,7 +28,7 @@ const MAGIC: &[u8; 8] = b"SLSKRN01";
 /// Magic, kind, key digest, payload length, payload digest.
 const HEADER: usize = 8 + 1 + 32 + 8 + 32;
 /// Largest payload accepted on read (the kernels compile to well under 1 MiB).
-const MAX_PAYLOAD: u64 = 64 << 20;
+const MAX_PAYLOAD: u64 = crate::limits::LIMITS.kernel_cache_bytes;
 
 /// What an image is: SASS for one architecture (`nvrtcGetCUBIN`) or PTX (NUL-terminated,
 /// JIT-compiled by the driver at module load).
