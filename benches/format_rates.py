@@ -12,6 +12,10 @@ batch compared with the CPU batch (max abs difference; 0 expected: the GPU path 
 bit-exactly and other codecs on its CPU workers). Prints a markdown table: format (vendor),
 slide, level-0 size, patch size, CPU patches/s, device patches/s, max diff (medians of the
 rounds). Page cache warm (one untimed read first).
+
+With ``--levels`` and ``--device``, every level is also compared: up to 16 regions of up to
+1024² covering it, each read with ``read_region`` (RGBA) on the CPU and on the device; the
+largest difference over all levels is the "levels diff" column (0 expected).
 """
 from __future__ import annotations
 
@@ -34,15 +38,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--levels", action="store_true", help="with --device: compare every level's regions too")
     a = ap.parse_args()
     rows = []
-    print("| format | slide | level 0 | patch | CPU patches/s | device patches/s | max diff |")
-    print("|---|---|---|---|---:|---:|---:|")
+    print("| format | slide | level 0 | patch | CPU patches/s | device patches/s | max diff | levels diff |")
+    print("|---|---|---|---|---:|---:|---:|---:|")
     for path in a.slides:
         try:
             s = ss.Slide(path, cache_bytes=0)
         except Exception as e:  # noqa: BLE001 - a row saying why
-            print(f"| ? | {os.path.basename(path)} | error: {type(e).__name__}: {e} | | | | |")
+            print(f"| ? | {os.path.basename(path)} | error: {type(e).__name__}: {e} | | | | | |")
             continue
         w, h = s.dimensions
         p = max(1, min(a.size, w, h))
@@ -62,16 +67,38 @@ def main() -> None:
                 d = s.read_regions(locs, 0, (p, p), device=a.device)
                 dev.append(a.patches / (time.perf_counter() - t))
             diff = int(np.abs(np.asarray(d).astype(np.int16) - cpu_batch.astype(np.int16)).max())
+        level_diff = levels_diff(s, a.device) if a.device and a.levels else None
         vendor = s.properties.get("openslide.vendor", "?")
         row = dict(format=vendor, slide=os.path.basename(os.path.dirname(path)) + "/" + os.path.basename(path), size=[w, h], patch=p,
-                   cpu=statistics.median(cpu), device=statistics.median(dev) if dev else None, max_diff=diff)
+                   cpu=statistics.median(cpu), device=statistics.median(dev) if dev else None, max_diff=diff,
+                   levels_diff=level_diff)
         rows.append(row)
         dv = f"{row['device']:,.0f}" if dev else "—"
-        print(f"| {vendor} | {row['slide']} | {w}×{h} | {p}² | {row['cpu']:,.0f} | {dv} | {'—' if diff is None else diff} |", flush=True)
+        print(f"| {vendor} | {row['slide']} | {w}×{h} | {p}² | {row['cpu']:,.0f} | {dv} | {'—' if diff is None else diff} | {'—' if level_diff is None else level_diff} |", flush=True)
         s.close()
+    if a.device:
+        # Which path the bytes took and which decoder took the tiles, over the whole run.
+        st = ss.gpu_stats(a.device)
+        print("gpu_stats:", json.dumps({k: v for k, v in st.items() if any(w in k for w in ("path", "tiles", "fallback", "bytes"))}, default=str))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"rows": rows, "gpu_stats": ss.gpu_stats(a.device) if a.device else None}, f, indent=1, default=str)
+
+
+def levels_diff(s, device) -> int:
+    """Largest |device - CPU| over up to 16 regions of up to 1024² covering each level (RGBA)."""
+    worst = 0
+    for level, (lw, lh) in enumerate(s.level_dimensions):
+        ds = s.level_downsamples[level]
+        step = 1024
+        starts = [(x, y) for y in range(0, lh, step) for x in range(0, lw, step)][:16]
+        for x, y in starts:
+            size = (min(step, lw - x), min(step, lh - y))
+            loc = (int(x * ds), int(y * ds))
+            cpu = np.asarray(s.read_region(loc, level, size))
+            dev = np.asarray(s.read_region(loc, level, size, device=device))
+            worst = max(worst, int(np.abs(dev.astype(np.int16) - cpu.astype(np.int16)).max()))
+    return worst
 
 
 if __name__ == "__main__":
