@@ -7,7 +7,7 @@
 //! The expected kinds are slidestream's (`Error::kind_name`); OpenSlide's own error text is
 //! in `cases.json` for each. A `read` case is one OpenSlide opens and fails to read; we may
 //! find the damage earlier (at open: e.g. scanning the fragments once), so only the kind of
-//! the first error of open-then-read is compared. Until a `dicom` driver is registered (`SUPPORTED_VENDORS`), every
+//! the first error of open-then-read is compared. Until a `dicom` driver is registered (`supported_vendors`), every
 //! case must be refused as `unsupported`, the rule for formats OpenSlide reads and we do not.
 
 mod common;
@@ -15,7 +15,7 @@ mod common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use common::{vendor_slides, SUPPORTED_VENDORS};
+use common::{supported_vendors, vendor_slides};
 use serde_json::Value;
 use slidestream::{Error, Slide};
 
@@ -46,7 +46,7 @@ fn outcome(path: &std::path::Path, stage: &str) -> Result<Vec<(u64, u64)>, Error
 #[test]
 fn bad_dicom_inputs_give_their_error_kind() {
     let Some((vd, cases)) = cases() else { return };
-    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    let driver = supported_vendors().contains(&"dicom");
     assert!(cases.len() >= 10, "only {} cases", cases.len());
     for c in &cases {
         let name = c["case"].as_str().unwrap();
@@ -98,7 +98,7 @@ fn dicom_references() -> Option<(PathBuf, Vec<(PathBuf, Value)>)> {
 #[test]
 fn dicom_folders_open_as_their_file() {
     let Some((vd, refs)) = dicom_references() else { return };
-    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    let driver = supported_vendors().contains(&"dicom");
     let mut n = 0;
     for (_dir, r) in refs {
         let folder = vd.join(r["file"].as_str().unwrap());
@@ -128,7 +128,7 @@ fn dicom_folders_open_as_their_file() {
 #[test]
 fn any_file_of_a_dicom_folder_opens_the_slide() {
     let Some((vd, refs)) = dicom_references() else { return };
-    let driver = SUPPORTED_VENDORS.contains(&"dicom");
+    let driver = supported_vendors().contains(&"dicom");
     let mut n = 0;
     for (dir, r) in refs {
         let want: std::collections::BTreeMap<String, String> = serde_json::from_str(&std::fs::read_to_string(dir.join("properties.json")).unwrap()).unwrap();
