@@ -29,7 +29,13 @@ SLOW = {"SLIDESTREAM_REMOTE_TIMEOUT_MS": "600000", "SLIDESTREAM_REMOTE_RETRIES":
 def _child(code: str, env: dict[str, str] | None = None, watchdog_s: float = 120) -> list[str]:
     """Run `code` in a fresh interpreter (the tests folder on sys.path, TESTS and CMU defined);
     its stdout lines. A child still running after `watchdog_s` fails the test."""
-    prelude = f"import sys; sys.path.insert(0, {str(TESTS)!r}); TESTS = {str(TESTS)!r}; CMU = {str(CMU)!r}\n"
+    # SIGINT gets Python's own handler back: a test run started in the background by a
+    # non-interactive shell (`cmd &`) passes SIGINT ignored to every child, and a Python
+    # started with it ignored never raises KeyboardInterrupt.
+    prelude = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        f"sys.path.insert(0, {str(TESTS)!r}); TESTS = {str(TESTS)!r}; CMU = {str(CMU)!r}\n"
+    )
     try:
         r = subprocess.run(
             [sys.executable, "-c", prelude + textwrap.dedent(code)],
