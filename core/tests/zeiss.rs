@@ -35,6 +35,10 @@ fn real_multichannel_files_open_with_their_channels() {
     let names = s.channel_names();
     assert_eq!(names.len(), 21, "{names:?}");
     assert!(names[0].ends_with(".R") && names[2].ends_with(".B"), "{names:?}");
+    // The R, G, B samples of each BGR24 channel are shown in the primaries.
+    let colors = s.channel_colors();
+    assert_eq!(colors.len(), 21);
+    assert!(colors.chunks(3).all(|c| c == [Some([255, 0, 0]), Some([0, 255, 0]), Some([0, 0, 255])]), "{colors:?}");
     let all = s.read_region_channels((0, 0), 0, (147, 81), None).unwrap();
     let Samples::U8(v) = &all.data else { panic!("8-bit channels") };
     assert_eq!(v.len(), 147 * 81 * 21);
@@ -49,6 +53,8 @@ fn real_multichannel_files_open_with_their_channels() {
     let s = Slide::open(&p).unwrap();
     assert_eq!(s.level_dimensions(), vec![(510, 512)], "the bounding box of the mosaic (SizeX/SizeY name one subblock)");
     assert_eq!(s.channel_names().len(), 2);
+    // The file's `Information/Image/Dimensions/Channels/Channel/Color`: #00FF00 (ATTO 488), #FFFFFF.
+    assert_eq!(s.channel_colors(), vec![Some([0, 255, 0]), Some([255, 255, 255])]);
     let c = s.read_region_channels((0, 0), 0, (510, 512), None).unwrap();
     assert!(matches!(c.data, Samples::U8(_)));
 }

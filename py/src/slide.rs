@@ -322,6 +322,16 @@ impl PySlide {
         self.run(py, |s| Ok(s.channel_names()))
     }
 
+    /// Display colour of each channel of ``channel_names``, in the same order: an (r, g, b) tuple
+    /// of ints 0-255 from the format's metadata (QPTIFF ``Color``, OME-XML ``Channel/@Color``, CZI
+    /// ``Channel/Color``; the R, G, B samples of a CZI BGR channel get the primaries), or None where
+    /// the file gives none. For a slide's stored samples ``R``, ``G``, ``B`` are the primaries and
+    /// ``gray``, ``alpha``, ``A`` None.
+    #[getter]
+    fn channel_colors(&self, py: Python<'_>) -> PyResult<Vec<Option<(u8, u8, u8)>>> {
+        self.run(py, |s| Ok(s.channel_colors().into_iter().map(|c| c.map(|[r, g, b]| (r, g, b))).collect()))
+    }
+
     /// Read many patches of one level: uint8 array of shape (n, height, width, 3), RGB.
     ///
     /// ``locations``: n (x, y) level-0 pixel pairs: a sequence of pairs (tuples, lists, numpy

@@ -82,6 +82,22 @@ def test_channel_selection_and_errors():
         s.read_region_channels((0, 0), 0, (4, 4), channels=[-1])
     with pytest.raises(ValueError):
         s.read_region_channels((0, 0), 9, (4, 4))
+    assert s.channel_colors == [None] * 4  # the generated OME-XML gives no Color
     rgb = slidestream.Slide(str(root / "ome-brightfield.ome.tif"))
+    assert rgb.channel_names == ["R", "G", "B"] and rgb.channel_colors == [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
     a = rgb.read_region_channels((0, 0), 0, (8, 8))
     assert a.dtype == np.uint8 and np.array_equal(a, rgb.read_region((0, 0), 0, (8, 8))[..., :3])
+
+
+def test_ome_channel_colors_are_the_signed_rgba_integers_of_the_xml(tmp_path):
+    """OME-XML ``Channel/@Color`` is a signed 32-bit RGBA integer; text that is not one gives None."""
+    tifffile = pytest.importorskip("tifffile")
+    path = tmp_path / "colors.ome.tif"
+    data = np.arange(4 * 64 * 64, dtype=np.uint16).reshape(4, 64, 64)
+    meta = {"axes": "CYX", "Channel": {"Name": ["DAPI", "FITC", "white", "odd"], "Color": [65535, 16711935, -1, "blue"]}}
+    with tifffile.TiffWriter(path, ome=True) as tw:
+        tw.write(data, tile=(32, 32), photometric="minisblack", metadata=meta)
+    with slidestream.Slide(str(path)) as s:
+        assert s.channel_names == ["DAPI", "FITC", "white", "odd"]
+        assert s.channel_colors == [(0, 0, 255), (0, 255, 0), (255, 255, 255), None]
+        np.testing.assert_array_equal(s.read_region_channels((0, 0), 0, (64, 64)), np.moveaxis(data, 0, -1))

@@ -69,6 +69,10 @@ def test_every_level_and_channel_reads_as_tifffile(qptiffs):
             for i, c in enumerate(case["channels"]):
                 rgb = "".join(f"{int(v):02X}" for v in c["color"].split(","))
                 assert props[f"qptiff.channel[{i}].color-rgb"] == rgb
+            assert s.channel_colors == [tuple(int(v) for v in c["color"].split(",")) for c in case["channels"]]
+        else:
+            assert s.channel_names == ["R", "G", "B"]
+            assert s.channel_colors == [(255, 0, 0), (0, 255, 0), (0, 0, 255)]
             # One channel, by index, from a window of level 1.
             want = _oracle(out / f"{name}.L1.raw", case, 1)
             got = s.read_region_channels((40, 60), 1, (33, 17), [2])

@@ -163,7 +163,7 @@ pub fn finish(vendor: &'static str, layout: SlideLayout, src: &dyn ByteSource, a
         p.insert("openslide.icc-size".into(), icc.len().to_string());
     }
     if let Some(ch) = &layout.channels {
-        if ch.levels.len() != levels.len() || ch.levels.iter().any(|c| c.len() != ch.names.len()) || ch.names.is_empty() {
+        if ch.levels.len() != levels.len() || ch.levels.iter().any(|c| c.len() != ch.names.len()) || ch.names.is_empty() || !(ch.colors.is_empty() || ch.colors.len() == ch.names.len()) {
             return Err(Error::format(at, "channel planes do not cover every level and channel"));
         }
         for (k, (planes, l)) in ch.levels.iter().zip(&levels).enumerate() {

@@ -275,7 +275,7 @@ fn build_levels(ets: &Ets, stack: &Stack, at: &Location) -> Result<Built> {
     let levels = images.iter().enumerate().map(|(k, l)| LayoutLevel { image: l[0].clone(), origin: format!("ETS level {k}") }).collect();
     let channel_planes = c_index.map(|_| {
         let names = (0..channels).map(|c| stack.channel_names.iter().find(|(i, _)| *i == c).map_or_else(|| format!("C{c}"), |(_, n)| n.clone())).collect();
-        ChannelPlanes { names, levels: images, samples: Vec::new() }
+        ChannelPlanes { names, levels: images, samples: Vec::new(), colors: Vec::new() }
     });
     let planes = stack.dims.iter().filter(|(k, _)| Some(*k) != c_index).filter_map(|(k, m)| plane_max.get(k).map(|v| (*m, v + 1))).collect();
     Ok(Built { levels, channels: channel_planes, channel_count: nch, planes })

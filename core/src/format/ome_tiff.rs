@@ -47,6 +47,14 @@ const MAX_XML_BYTES: usize = crate::limits::LIMITS.xml_bytes;
 /// Most planes (C × Z × T) an OME-XML may declare.
 const MAX_PLANES: u64 = crate::limits::LIMITS.ome_planes;
 
+/// An OME-XML `Channel/@Color` as (R, G, B): the OME schema's `Color` type, a signed 32-bit
+/// integer holding R, G, B and alpha from the most significant byte down (so opaque white is
+/// -1); `None` for text that is not such an integer. Alpha is dropped.
+fn ome_color(text: &str) -> Option<[u8; 3]> {
+    let v = text.trim().parse::<i64>().ok().filter(|v| (i32::MIN as i64..=u32::MAX as i64).contains(v))? as u32;
+    Some([(v >> 24) as u8, (v >> 16) as u8, (v >> 8) as u8])
+}
+
 /// What the driver takes from image 0's `Pixels` element.
 #[derive(Debug, Clone, PartialEq)]
 struct Pixels {
@@ -55,6 +63,8 @@ struct Pixels {
     order: [usize; 3], // positions of C, Z, T in DimensionOrder's last three letters
     /// (name, samples per pixel) of each Channel element.
     channels: Vec<(Option<String>, u64)>,
+    /// The display colour of each Channel element (`Color`, see [`ome_color`]).
+    colors: Vec<Option<[u8; 3]>>,
     /// (first plane, IFD, plane count) of each TiffData element.
     tiff_data: Vec<(u64, u64, Option<u64>)>,
     mpp: Option<(f64, f64)>,
@@ -113,6 +123,7 @@ fn parse_pixels(xml: &str, at: &Location) -> Result<Pixels> {
         _ => return Err(Error::format(at, format!("OME-XML DimensionOrder {dim:?}"))),
     };
     let mut channels = Vec::new();
+    let mut colors = Vec::new();
     let mut tiff_data = Vec::new();
     let mut spp_total = 0u64;
     for n in px.children().filter(|n| n.is_element()) {
@@ -127,6 +138,7 @@ fn parse_pixels(xml: &str, at: &Location) -> Result<Pixels> {
                 }
                 spp_total += spp;
                 channels.push((n.attribute("Name").map(String::from), spp));
+                colors.push(n.attribute("Color").and_then(ome_color));
             }
             "TiffData" => {
                 if let Some(u) = n.children().find(|c| c.is_element() && c.tag_name().name() == "UUID") {
@@ -159,7 +171,7 @@ fn parse_pixels(xml: &str, at: &Location) -> Result<Pixels> {
         },
         _ => None,
     };
-    let mut p = Pixels { attrs, size, order, channels, tiff_data: Vec::new(), mpp };
+    let mut p = Pixels { attrs, size, order, channels, colors, tiff_data: Vec::new(), mpp };
     for (first, ifd, count) in tiff_data {
         let start = p.plane_index(first[0], first[1], first[2]).ok_or_else(|| Error::format(at, format!("OME-XML TiffData First {first:?} outside the planes")))?;
         p.tiff_data.push((start, ifd, count));
@@ -293,7 +305,7 @@ impl FormatDriver for OmeTiff {
                 }
             }
             let names = px.channels.iter().enumerate().map(|(c, (n, _))| n.clone().unwrap_or_else(|| format!("C{c}"))).collect();
-            Some(ChannelPlanes { names, levels: per_level, samples: Vec::new() })
+            Some(ChannelPlanes { names, levels: per_level, samples: Vec::new(), colors: px.colors.clone() })
         } else {
             None
         };
@@ -362,6 +374,18 @@ fn resolution_mpp(tf: &TiffFile, src: &dyn crate::io::ByteSource, at: &Location)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ome_colors_are_signed_rgba_integers() {
+        assert_eq!(ome_color("-1"), Some([255, 255, 255]));
+        assert_eq!(ome_color("65535"), Some([0, 0, 255]));
+        assert_eq!(ome_color(" -16776961 "), Some([255, 0, 0]));
+        assert_eq!(ome_color("16711935"), Some([0, 255, 0]));
+        assert_eq!(ome_color("4294967295"), Some([255, 255, 255]));
+        for bad in ["", "red", "#FF0000", "4294967296", "-2147483649", "1.5"] {
+            assert_eq!(ome_color(bad), None, "{bad:?}");
+        }
+    }
 
     fn pixels(order: &str, c: u32, z: u32, t: u32, inner: &str) -> Result<Pixels> {
         let xml = format!(

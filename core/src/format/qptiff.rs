@@ -180,8 +180,13 @@ impl FormatDriver for Qptiff {
         if let Some(p) = objective_power {
             properties.insert("qptiff.objective-power".into(), format_double(p));
         }
-        let channels =
-            grey.then(|| ChannelPlanes { names, samples: Vec::new(), levels: groups.into_iter().map(|g| g.into_iter().map(|(_, img)| img).collect()).collect() });
+        let colors = level0_descs.iter().map(|d| d.color()).collect();
+        let channels = grey.then(|| ChannelPlanes {
+            names,
+            samples: Vec::new(),
+            levels: groups.into_iter().map(|g| g.into_iter().map(|(_, img)| img).collect()).collect(),
+            colors,
+        });
         Ok(SlideLayout {
             icc: icc_ref(tf, src, at, 0)?,
             levels,

@@ -89,7 +89,7 @@ impl FormatDriver for Zeiss {
         }
         layout.downsamples = plan.downsamples.iter().map(|&d| d as f64).collect();
         layout.regions = plan.regions.clone();
-        layout.channels = channel_planes(&plan, &meta.channel_names);
+        layout.channels = channel_planes(&plan, &meta.channel_names, &meta.channel_colors);
         layout.tile_hints = Some(Vec::new());
         layout.associated = associated(src, at, &segments::attachments(src, at, 0, &hdr)?)?;
         layout.mpp = meta.mpp;
@@ -107,13 +107,16 @@ impl FormatDriver for Zeiss {
 }
 
 /// Channel planes for a file of several channels (`None` for one).
-fn channel_planes(plan: &levels::Plan, xml_names: &[String]) -> Option<ChannelPlanes> {
+/// Channel colours come from the metadata; the R, G and B samples of a BGR24/48 channel get the
+/// primaries.
+fn channel_planes(plan: &levels::Plan, xml_names: &[String], xml_colors: &[Option<[u8; 3]>]) -> Option<ChannelPlanes> {
     if plan.channels.len() < 2 {
         return None;
     }
     let mut names = Vec::new();
     let mut samples = Vec::new();
     let mut which = Vec::new();
+    let mut colors = Vec::new();
     for (i, &c) in plan.channels.iter().enumerate() {
         let base = usize::try_from(c).ok().and_then(|c| xml_names.get(c)).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("C{c}"));
         let spp = plan.images[0][i].codec.samples_per_pixel as usize;
@@ -121,16 +124,18 @@ fn channel_planes(plan: &levels::Plan, xml_names: &[String]) -> Option<ChannelPl
             names.push(base);
             samples.push(0);
             which.push(i);
+            colors.push(usize::try_from(c).ok().and_then(|c| xml_colors.get(c).copied().flatten()));
         } else {
             for (s, rgb) in ["R", "G", "B"].iter().enumerate().take(spp) {
                 names.push(format!("{base}.{rgb}"));
                 samples.push(s);
                 which.push(i);
+                colors.push(Some([[255, 0, 0], [0, 255, 0], [0, 0, 255]][s]));
             }
         }
     }
     let levels = plan.images.iter().map(|per_channel| which.iter().map(|&i| per_channel[i].clone()).collect()).collect();
-    Some(ChannelPlanes { names, levels, samples })
+    Some(ChannelPlanes { names, levels, samples, colors })
 }
 
 /// The associated images among `atts` (OpenSlide's names).

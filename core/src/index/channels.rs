@@ -19,6 +19,10 @@ pub struct ChannelPlanes {
     /// of a BGR24 channel image); empty: sample 0 of every channel's image, which then has one
     /// sample per pixel.
     pub samples: Vec<usize>,
+    /// Per channel, its display colour (R, G, B) from the format's metadata (QPTIFF `Color`,
+    /// OME-XML `Channel/@Color`, CZI `Channel/Color`), `None` where the file gives none or a
+    /// malformed one; empty: none known for any channel.
+    pub colors: Vec<Option<[u8; 3]>>,
 }
 
 impl ChannelPlanes {
@@ -26,5 +30,10 @@ impl ChannelPlanes {
     /// says otherwise).
     pub fn sample(&self, c: usize) -> usize {
         self.samples.get(c).copied().unwrap_or(0)
+    }
+
+    /// The display colour of channel `c` ([`colors`](Self::colors)), `None` when unknown.
+    pub fn color(&self, c: usize) -> Option<[u8; 3]> {
+        self.colors.get(c).copied().flatten()
     }
 }

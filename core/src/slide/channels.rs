@@ -63,6 +63,26 @@ impl Slide {
         }
     }
 
+    /// The display colour (R, G, B) of each channel of [`channel_names`](Self::channel_names),
+    /// in the same order: from the format's metadata for channels stored as separate images
+    /// (QPTIFF `Color`, OME-XML `Channel/@Color`, CZI `Channel/Color`; the R, G, B samples of
+    /// a CZI BGR channel get the primaries), `None` where the file gives none; for a slide's
+    /// stored samples, `R`, `G`, `B` are the primaries and `gray`, `alpha`, `A` have none.
+    pub fn channel_colors(&self) -> Vec<Option<[u8; 3]>> {
+        match &self.index.channels {
+            Some(ch) => (0..ch.names.len()).map(|c| ch.color(c)).collect(),
+            None => sample_names(&self.index.levels[0].image)
+                .iter()
+                .map(|n| match n.as_str() {
+                    "R" => Some([255, 0, 0]),
+                    "G" => Some([0, 255, 0]),
+                    "B" => Some([0, 0, 255]),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
     /// Read a region's channels at their stored depth (8- or 16-bit unsigned), not converted
     /// to RGBA.
     ///

@@ -220,6 +220,14 @@ class Slide:
         names for OME-TIFF multichannel slides (``"C<i>"`` when unnamed), else the stored
         samples of level 0: ``["gray"]`` (+ ``"alpha"``) or ``["R", "G", "B"]`` (+ ``"A"``)."""
 
+    @property
+    def channel_colors(self) -> List[Optional[Tuple[int, int, int]]]:
+        """Display colour of each channel of ``channel_names``, in the same order: an (r, g, b) tuple
+        of ints 0-255 from the format's metadata (QPTIFF ``Color``, OME-XML ``Channel/@Color``, CZI
+        ``Channel/Color``; the R, G, B samples of a CZI BGR channel get the primaries), or None where
+        the file gives none. For a slide's stored samples ``R``, ``G``, ``B`` are the primaries and
+        ``gray``, ``alpha``, ``A`` None."""
+
     def read_region_channels(
         self, location: Tuple[int, int], level: int, size: Tuple[int, int], channels: Optional[Sequence[int]] = None
     ) -> Union[npt.NDArray[np.uint8], npt.NDArray[np.uint16]]:

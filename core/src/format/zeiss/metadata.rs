@@ -38,6 +38,20 @@ pub struct Metadata {
     /// Channel names from `Information.Image.Dimensions.Channels.Channel` (`Name`, else
     /// `Id`), in document order.
     pub channel_names: Vec<String>,
+    /// The display colour of each of those channels (its `Color` element, else the same
+    /// channel's in `DisplaySetting.Channels`; see [`czi_color`]), in the same order.
+    pub channel_colors: Vec<Option<[u8; 3]>>,
+}
+
+/// A CZI `Color` (`#AARRGGBB`, or `#RRGGBB`, hexadecimal, as ZEN writes channel colours) as
+/// (R, G, B); `None` for anything else. Alpha is dropped.
+pub fn czi_color(text: &str) -> Option<[u8; 3]> {
+    let hex = text.trim().strip_prefix('#')?;
+    if !(hex.len() == 6 || hex.len() == 8) || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let v = u32::from_str_radix(hex, 16).ok()?;
+    Some([(v >> 16) as u8, (v >> 8) as u8, v as u8])
 }
 
 const SECTIONS: [&str; 4] = ["AttachmentInfos", "DisplaySetting", "Information", "Scaling"];
@@ -117,6 +131,18 @@ pub fn parse(text: &str, at: &Location) -> Result<Metadata> {
         let image = xml::child(meta, "Information").and_then(|n| xml::child(n, "Image"));
         if let Some(ch) = image.and_then(|n| xml::child(n, "Dimensions")).and_then(|n| xml::child(n, "Channels")) {
             m.channel_names = xml::children(ch, "Channel").map(|c| c.attribute("Name").or_else(|| c.attribute("Id")).unwrap_or("").to_string()).collect();
+            let display: Vec<Node<'_, '_>> =
+                xml::child(meta, "DisplaySetting").and_then(|d| xml::child(d, "Channels")).map(|d| xml::children(d, "Channel").collect()).unwrap_or_default();
+            m.channel_colors = xml::children(ch, "Channel")
+                .enumerate()
+                .map(|(i, c)| {
+                    let own = xml::child(c, "Color").and_then(|n| czi_color(&xml::content(n)));
+                    // The display setting of the same channel: the same Id, else the same position.
+                    let id = c.attribute("Id");
+                    let shown = display.iter().find(|d| id.is_some() && d.attribute("Id") == id).or_else(|| display.get(i));
+                    own.or_else(|| shown.and_then(|d| xml::child(*d, "Color")).and_then(|n| czi_color(&xml::content(n))))
+                })
+                .collect();
         }
     }
     let p = &m.properties;
@@ -135,6 +161,15 @@ pub fn parse(text: &str, at: &Location) -> Result<Metadata> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn czi_colors_are_hex_argb_or_rgb() {
+        assert_eq!(czi_color("#FF00FF33"), Some([0, 255, 0x33]));
+        assert_eq!(czi_color(" #0000ff "), Some([0, 0, 255]));
+        for bad in ["", "FF0000", "#FFF", "#GG000000", "#FF00FF00FF", "red"] {
+            assert_eq!(czi_color(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn properties_follow_openslides_naming() {
@@ -165,5 +200,26 @@ mod tests {
         let (x, y) = m.mpp.unwrap();
         assert!((x - 0.25).abs() < 1e-12 && (y - 0.25).abs() < 1e-12);
         assert_eq!(m.channel_names, vec!["TL Brightfield".to_string(), String::new()]);
+        assert_eq!(m.channel_colors, vec![None, None]);
+    }
+
+    /// A channel's colour is its own `Color`, else its display setting's (by Id, else position).
+    #[test]
+    fn channel_colors_come_from_the_channel_or_its_display_setting() {
+        let x = r##"<ImageDocument><Metadata>
+          <Information><Image><Dimensions><Channels>
+            <Channel Id="Channel:0" Name="DAPI"><Color>#FF0000FF</Color></Channel>
+            <Channel Id="Channel:1" Name="FITC"/>
+            <Channel Name="Cy5"/>
+            <Channel Id="Channel:3" Name="bad"><Color>blue</Color></Channel>
+          </Channels></Dimensions></Image></Information>
+          <DisplaySetting><Channels>
+            <Channel Id="Channel:1"><Color>#FF00FF00</Color></Channel>
+            <Channel Id="Channel:0"><Color>#FFFFFFFF</Color></Channel>
+            <Channel Id="Channel:9"><Color>#FFFF0000</Color></Channel>
+          </Channels></DisplaySetting>
+        </Metadata></ImageDocument>"##;
+        let m = parse(x, &Location::file("t.czi")).unwrap();
+        assert_eq!(m.channel_colors, vec![Some([0, 0, 255]), Some([0, 255, 0]), Some([255, 0, 0]), None]);
     }
 }
