@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages slidestream's build needs (cmake and nasm build the vendored
-# libjpeg-turbo; gcc builds OpenJPEG, zstd and jxrlib; libclang runs bindgen for jxrlib). Idempotent: does nothing when they are present.
+# libjpeg-turbo; gcc builds OpenJPEG, zstd and jxrlib; libclang runs bindgen for jxrlib) and its
+# tests (Chromium and chromedriver, libmagic). Idempotent: does nothing when they are present.
 set -euo pipefail
 need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
@@ -12,6 +13,12 @@ command -v cc >/dev/null 2>&1 || need+=(build-essential)
 [ -n "$(ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-*.so* /usr/lib/x86_64-linux-gnu/libclang-*.so* 2>/dev/null | grep -v 'libclang-cpp' | head -1)" ] || need+=(libclang-dev)
 # libFuzzer (C++, built by libfuzzer-sys for the fuzz targets).
 command -v c++ >/dev/null 2>&1 || need+=(g++)
+# Headless Chromium and its WebDriver for the viewer test of `slidestream serve`
+# (py/tests/test_serve_browser.py drives /usr/bin/chromedriver through selenium).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -x /usr/bin/chromedriver ] || need+=(chromium-driver)
+# libmagic for python-magic, which the IIIF validator imports (py/tests/test_serve_iiif.py).
+[ -n "$(ls /usr/lib/*/libmagic.so.1 /usr/lib/libmagic.so.1 2>/dev/null | head -1)" ] || need+=(libmagic1)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
