@@ -42,7 +42,7 @@
 //! [`SlideOptions`]; results ([`Rgba`], [`SlideIndex`] and its levels); errors ([`Error`],
 //! [`GpuError`], [`CodecError`], [`Location`]); statistics ([`CacheStats`], [`IoCounters`],
 //! [`gpu::GpuStats`]); the shared tile cache ([`TileCache`] of [`DecodedTile`]s by [`TileKey`]);
-//! byte sources ([`ByteSource`], [`MemSource`]); the format-driver trait
+//! byte sources ([`ByteSource`], [`MemSource`]); Deep Zoom tiles ([`deepzoom::DeepZoom`]); the format-driver trait
 //! ([`FormatDriver`]); settings ([`config`]).
 //!
 //! ## Layout
@@ -72,6 +72,7 @@ pub mod config;
 pub mod error;
 #[cfg(feature = "unstable")]
 pub mod fuzzing;
+pub mod deepzoom;
 pub mod gpu;
 pub mod interrupt;
 pub mod limits;
@@ -92,4 +93,4 @@ pub use io::metrics::IoCounters;
 pub use limits::{Limits, LIMITS};
 pub use io::{ByteSource, MemSource};
 pub use gpu::{read_patches_device, resize_patches_device};
-pub use slide::{alloc_pixels, resize_rgb_patches, ChannelRegion, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};
+pub use slide::{alloc_pixels, resize_rgb_box, resize_rgb_patches, ChannelRegion, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};

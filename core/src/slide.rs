@@ -6,12 +6,13 @@ pub(crate) mod patches;
 mod reduced;
 mod region;
 mod resize;
+mod thumbnail;
 pub mod resize_taps;
 
 pub use channels::ChannelRegion;
 pub use patches::{read_patches, read_patches_into, PatchRequest, ReadOptions};
 pub use reduced::Rgb;
-pub use resize::resize_rgb_patches;
+pub use resize::{resize_rgb_box, resize_rgb_patches};
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};

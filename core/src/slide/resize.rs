@@ -64,6 +64,38 @@ pub fn resize_rgb_patches(src: &[u8], n: usize, from: (u32, u32), to: (u32, u32)
     })
 }
 
+/// Resize one RGB image `src` (`from` = (width, height), interleaved R, G, B `u8`) to `to`,
+/// sampling the source rectangle `crop` = (left, top, right, bottom) in source pixels (may be
+/// fractional, as Pillow's `Image.resize(size, LANCZOS, box=...)`), with the same Lanczos-3
+/// convolution and pass order as [`resize_rgb_patches`]. Returns `to.0 × to.1 × 3` bytes.
+///
+/// # Errors
+/// [`Error::Usage`] when a size is zero, `src` has the wrong length or `crop` is empty or
+/// leaves the image.
+pub fn resize_rgb_box(src: &[u8], from: (u32, u32), crop: (f64, f64, f64, f64), to: (u32, u32)) -> Result<Vec<u8>> {
+    let (l, t, r, b) = crop;
+    let n = (from.0 as usize).checked_mul(from.1 as usize).and_then(|p| p.checked_mul(3));
+    if from.0 == 0 || from.1 == 0 || to.0 == 0 || to.1 == 0 || n != Some(src.len()) {
+        return Err(Error::Usage(format!("resize: {from:?} -> {to:?} with {} source bytes", src.len())));
+    }
+    if !(l >= 0.0 && t >= 0.0 && r > l && b > t && r <= from.0 as f64 && b <= from.1 as f64) {
+        return Err(Error::Usage(format!("resize: box {crop:?} outside the {from:?} image")));
+    }
+    let err = |e: &dyn std::fmt::Display| Error::Usage(format!("resize: {e}"));
+    let s = ImageRef::new(from.0, from.1, src, PixelType::U8x3).map_err(|e| err(&e))?;
+    let mut resizer = Resizer::new();
+    let alg = ResizeAlg::Convolution(FilterType::Lanczos3);
+    // Horizontal pass over the box's columns (all source rows), then the vertical pass over
+    // its rows: Pillow's order and its 8-bit intermediate.
+    let mut mid = Image::new(to.0, from.1, PixelType::U8x3);
+    let h_opts = ResizeOptions::new().resize_alg(alg).crop(l, 0.0, r - l, from.1 as f64);
+    resizer.resize(&s, &mut mid, &h_opts).map_err(|e| err(&e))?;
+    let mut out = Image::new(to.0, to.1, PixelType::U8x3);
+    let v_opts = ResizeOptions::new().resize_alg(alg).crop(0.0, t, to.0 as f64, b - t);
+    resizer.resize(&mid, &mut out, &v_opts).map_err(|e| err(&e))?;
+    Ok(out.into_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@ mod gpu;
 mod info;
 mod output;
 mod region;
+mod serve;
 mod sigint;
 mod tiles;
 
@@ -172,6 +173,48 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Serve a slide, or every slide under a directory, over HTTP: IIIF Image API 3.0, Deep
+    /// Zoom, /slides.json and a viewer page at / (docs/serve.md). Binds to localhost by default;
+    /// runs until Ctrl-C.
+    Serve {
+        /// A slide file, or a directory searched recursively for slides.
+        path: PathBuf,
+        /// Address to bind (0.0.0.0 exposes the slides to the network).
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// TCP port; 0 picks a free one (printed on the first line).
+        #[arg(long, default_value_t = 8000, value_parser = parse_bound_u64::<0, 65535>, allow_hyphen_values = true)]
+        port: u64,
+        /// Deep Zoom tile edge, pixels without overlap (1 to 4096).
+        #[arg(long, default_value_t = 254, value_parser = parse_bound_u64::<1, 4096>, allow_hyphen_values = true)]
+        tile_size: u64,
+        /// Deep Zoom overlap, pixels (0 to 64).
+        #[arg(long, default_value_t = 1, value_parser = parse_bound_u64::<0, 64>, allow_hyphen_values = true)]
+        overlap: u64,
+        /// Deep Zoom renders the whole slide, not only the openslide.bounds-* region.
+        #[arg(long)]
+        no_limit_bounds: bool,
+        /// Quality of JPEG answers (1 to 100).
+        #[arg(long, default_value_t = 75, value_parser = parse_bound_u64::<1, 100>, allow_hyphen_values = true)]
+        jpeg_quality: u64,
+        /// Requests rendered at once (1 to 1024; default: 2 x cores); more wait in a queue.
+        #[arg(long, value_parser = parse_bound_u64::<1, 1024>, allow_hyphen_values = true)]
+        max_requests: Option<u64>,
+        /// Largest output image, pixels (IIIF maxArea; 1024 to 268435456).
+        #[arg(long, default_value_t = 1 << 24, value_parser = parse_bound_u64::<1024, 268435456>, allow_hyphen_values = true)]
+        max_area: u64,
+        /// Let IIIF `^` sizes exceed the region (sizeUpscaling).
+        #[arg(long)]
+        allow_upscale: bool,
+    },
+}
+
+/// An integer from `LO` to `HI` inclusive.
+fn parse_bound_u64<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String> {
+    match parse_count::<u64>(s)? {
+        n if (LO..=HI).contains(&n) => Ok(n),
+        n => Err(format!("{n} is out of range: expected an integer from {LO} to {HI}")),
+    }
 }
 
 
@@ -239,6 +282,21 @@ fn threads(flag: Option<usize>) -> Result<(), Error> {
 
 fn run(cmd: Cmd) -> Result<(), Error> {
     match cmd {
+        Cmd::Serve { path, host, port, tile_size, overlap, no_limit_bounds, jpeg_quality, max_requests, max_area, allow_upscale } => {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            serve::serve(serve::ServeOptions {
+                path,
+                host,
+                port: port as u16,
+                tile_size: tile_size as u32,
+                overlap: overlap as u32,
+                limit_bounds: !no_limit_bounds,
+                jpeg_quality: jpeg_quality as u8,
+                max_requests: max_requests.map_or(2 * cores, |n| n as usize),
+                allow_upscale,
+                max_area,
+            })
+        }
         Cmd::Info { path, json, why, io_stats } => info::info(&path, json, why, io_stats),
         Cmd::Region { path, location, level, size, output } => region::region(&path, location, level, size, &output),
         Cmd::Associated { path, name, output } => region::associated(&path, &name, &output),
