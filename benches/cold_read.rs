@@ -61,12 +61,12 @@ struct Args {
     decode_us: u64,
 }
 
-const DEFAULT_VARIANTS: &str =
-    "decode,io1,io4,io16,io32,io64,io128,io1+hint,io32+hint,io32+bghint,direct32,direct64,\
+const DEFAULT_VARIANTS: &str = "decode,io1,io4,io16,io32,io64,io128,io1+hint,io32+hint,io32+bghint,direct32,direct64,\
      lanes1,lanes32,lanes1+hint,lanes32+hint,lanes32+bghint,warm-io1,warm-io4,warm-io32,warm-io32+hint,warm-lanes32,warm-lanes32+bghint";
 
 fn parse_args() -> Args {
-    let mut a = Args { slide: PathBuf::new(), patches: 4096, size: 256, reps: 3, level: 0, variants: Vec::new(), e2e: false, drop_caches: false, decode_us: 100 };
+    let mut a =
+        Args { slide: PathBuf::new(), patches: 4096, size: 256, reps: 3, level: 0, variants: Vec::new(), e2e: false, drop_caches: false, decode_us: 100 };
     let mut variants = DEFAULT_VARIANTS.to_string();
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 
 os.environ.setdefault("SLIDESTREAM_DECODE_THREADS", "1")
 os.environ.setdefault("SLIDESTREAM_CACHE_BYTES", "0")

@@ -24,7 +24,6 @@ import os
 import pathlib
 import random
 import statistics
-import sys
 import time
 
 ap = argparse.ArgumentParser()

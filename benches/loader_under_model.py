@@ -5,7 +5,11 @@ ahead in a thread). Also the model's own rate alone and with the loader. One JSO
 
 usage: python benches/loader_under_model.py SLIDE [SLIDE ...]   (GPU, torch, torchvision)
 """
-import json, os, sys, threading, time
+import json
+import os
+import sys
+import threading
+import time
 
 import numpy as np
 import torch

@@ -46,7 +46,8 @@ fn benches(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("read_region_random_{name}"));
         let cfg = Config { partial_decode_max_fraction: frac, ..Config::from_env().expect("SLIDESTREAM_* settings") };
         // No caching between iterations: a fresh, tiny cache keeps every read cold.
-        let slide = Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg), ..Default::default() }).unwrap();
+        let slide =
+            Slide::open_with(&path, SlideOptions { cache: Some(std::sync::Arc::new(TileCache::new(0))), config: Some(cfg), ..Default::default() }).unwrap();
         for level in [0usize, 2] {
             if level >= slide.level_count() {
                 continue;
@@ -60,10 +61,8 @@ fn benches(c: &mut Criterion) {
                 }
                 for (label, aligned) in [("unaligned", None), ("aligned", Some(tile))] {
                     // Level-k locations, converted to the level-0 frame read_region expects.
-                    let locs: Vec<(i64, i64)> = locations(w, h, size, 64, aligned)
-                        .into_iter()
-                        .map(|(x, y)| ((x as f64 * ds).ceil() as i64, (y as f64 * ds).ceil() as i64))
-                        .collect();
+                    let locs: Vec<(i64, i64)> =
+                        locations(w, h, size, 64, aligned).into_iter().map(|(x, y)| ((x as f64 * ds).ceil() as i64, (y as f64 * ds).ceil() as i64)).collect();
                     let mut buf = vec![0u8; (size * size * 4) as usize];
                     let mut i = 0;
                     g.throughput(Throughput::Bytes(size * size * 4));

@@ -58,7 +58,7 @@ def main() -> int:
     print("\n| stream | events | device ms | share of window |\n|---|---:|---:|---:|")
     for s, (n, d) in sorted(by_stream.items(), key=lambda kv: -kv[1][1]):
         print(f"| {s} | {n} | {d / 1e3:.1f} | {100 * d / window:.1f} % |")
-    print(f"\n| operation | kind | count | device ms | mean µs | streams |\n|---|---|---:|---:|---:|---|")
+    print("\n| operation | kind | count | device ms | mean µs | streams |\n|---|---|---:|---:|---:|---|")
     for (cat, name), (n, d, ss) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[: a.top]:
         print(f"| {name} | {cat} | {n} | {d / 1e3:.1f} | {d / n:.1f} | {','.join(map(str, sorted(ss, key=str)))[:40]} |")
     return 0

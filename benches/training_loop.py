@@ -239,7 +239,6 @@ def worker(spec) -> dict:
 
 
 def worker_big_batch(spec, res, slides):
-    import numpy as np
     import slidestream
 
     n = spec["big_batch"]

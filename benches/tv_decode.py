@@ -3,8 +3,11 @@
 Splices JPEGTables into N level-0 tiles of a slide (as TIFF readers do), then times
 torchvision.io.decode_jpeg(list, device='cuda') in batches; prints tiles/s.
 """
-import sys, time
-import tifffile, torch, torchvision
+import sys
+import time
+import tifffile
+import torch
+import torchvision
 from torchvision.io import decode_jpeg
 
 path, n, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

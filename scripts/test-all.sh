@@ -22,6 +22,8 @@ rm -rf "$SLIDESTREAM_VENDOR_SLIDES"
 export SLIDESTREAM_TEST_SERVERS="$PWD/target/test-servers.json"
 trap '.venv/bin/python scripts/remote_servers.py stop --state "$SLIDESTREAM_TEST_SERVERS" || true' EXIT
 .venv/bin/python scripts/remote_servers.py start --state "$SLIDESTREAM_TEST_SERVERS"
+# Formatting and lints (cargo fmt, clippy -D warnings, ruff): scripts/lint.sh says what runs.
+bash scripts/lint.sh
 # Rust: unit, integration and doc tests of the core.
 cargo test -p slidestream --locked 2>&1
 # The `cuda` feature builds everywhere (CUDA is loaded at run time); its unit tests check the

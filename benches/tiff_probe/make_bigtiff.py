@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
+# ruff: noqa: E701, E702  (a compact probe script: one-line loops kept)
 """Write a BigTIFF whose level 0 is EDGE x EDGE pixels in 256x256 uncompressed RGB tiles; every
 tile points at the same 196608-byte block (structure probe only). usage: make_bigtiff.py OUT EDGE"""
-import struct, sys
+import struct
+import sys
 out, edge = sys.argv[1], int(sys.argv[2])
 T = 256
 n = ((edge + T - 1) // T) ** 2

@@ -152,7 +152,16 @@ struct Decoder {
 
 impl Decoder {
     fn new(ffi: Ffi, hardware: bool) -> Result<Decoder, String> {
-        let mut d = Decoder { ffi, backend: "default", engines: 0, stream: std::ptr::null_mut(), handle: std::ptr::null_mut(), state: std::ptr::null_mut(), batch: 0, buffers: Vec::new() };
+        let mut d = Decoder {
+            ffi,
+            backend: "default",
+            engines: 0,
+            stream: std::ptr::null_mut(),
+            handle: std::ptr::null_mut(),
+            state: std::ptr::null_mut(),
+            batch: 0,
+            buffers: Vec::new(),
+        };
         let f = &d.ffi;
         // SAFETY: out-pointers to fields; documented call order (context current first). Drop
         // releases only what was made.
@@ -190,7 +199,10 @@ impl Decoder {
         for (i, s) in streams.iter().enumerate() {
             let (mut nc, mut ss, mut w, mut h) = (0, 0, [0 as c_int; 4], [0 as c_int; 4]);
             // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
-            check(unsafe { (self.ffi.nv_image_info)(self.handle, s.as_ptr(), s.len(), &mut nc, &mut ss, w.as_mut_ptr(), h.as_mut_ptr()) }, &format!("nvjpegGetImageInfo (stream {i})"))?;
+            check(
+                unsafe { (self.ffi.nv_image_info)(self.handle, s.as_ptr(), s.len(), &mut nc, &mut ss, w.as_mut_ptr(), h.as_mut_ptr()) },
+                &format!("nvjpegGetImageInfo (stream {i})"),
+            )?;
             if !(1..=4).contains(&nc) || w[0] <= 0 || h[0] <= 0 || w[0] > 16384 || h[0] > 16384 {
                 return Err(format!("stream {i}: {nc} components of {}x{}", w[0], h[0]));
             }
@@ -285,6 +297,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Photometric::Rgb => jpeg::JpegColor::Rgb,
         Photometric::YCbCr => jpeg::JpegColor::YCbCr,
         Photometric::MinIsBlack => jpeg::JpegColor::Gray,
+        other => return Err(format!("{path}: level {level}: JPEG tiles of photometric {other:?} are not compared by this example").into()),
     };
     // Raw tile bytes (complete, in-image tiles only) spliced with JPEGTables.
     let at = Location::file(path);
@@ -325,7 +338,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_diff = max_diff.max(gpu.iter().zip(&cpu.rgba).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0));
             compared += 1;
         }
-        println!("backend {} ({} engines): {compared} tiles compared with the CPU decoder, max abs diff {max_diff}; {skipped} subsampled tiles not compared", dec.backend, dec.engines);
+        println!(
+            "backend {} ({} engines): {compared} tiles compared with the CPU decoder, max abs diff {max_diff}; {skipped} subsampled tiles not compared",
+            dec.backend, dec.engines
+        );
         let total = max_tiles.max(batch);
         let work: Vec<&[u8]> = (0..total).map(|i| streams[i % streams.len()].as_slice()).collect();
         dec.decode(&work[..batch.min(work.len())], false)?; // warm-up
@@ -334,7 +350,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             dec.decode(chunk, false)?;
         }
         let secs = t0.elapsed().as_secs_f64();
-        println!("backend {}: {total} tiles of {}x{} in {secs:.3} s: {:.0} tiles/s (batches of {batch}, planar output)", dec.backend, img.tile_width, img.tile_height, total as f64 / secs);
+        println!(
+            "backend {}: {total} tiles of {}x{} in {secs:.3} s: {:.0} tiles/s (batches of {batch}, planar output)",
+            dec.backend,
+            img.tile_width,
+            img.tile_height,
+            total as f64 / secs
+        );
     }
     Ok(())
 }

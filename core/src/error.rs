@@ -155,7 +155,10 @@ impl CodecError {
     /// `true` for failures that are limits (the stream or the output would exceed a size
     /// bound: [`Error::Limits`]), `false` for damaged data ([`Error::Format`]).
     pub fn is_limit(&self) -> bool {
-        matches!(self, CodecError::LargerThanTile { .. } | CodecError::BufferTooSmall { .. } | CodecError::TooManyScans { .. } | CodecError::DecoderMemory { .. })
+        matches!(
+            self,
+            CodecError::LargerThanTile { .. } | CodecError::BufferTooSmall { .. } | CodecError::TooManyScans { .. } | CodecError::DecoderMemory { .. }
+        )
     }
 
     /// The same error with `prefix` in front of its text (e.g. "plane 1: ", "WebP: "); only

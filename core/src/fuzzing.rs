@@ -320,10 +320,18 @@ mod tests {
         let e = b.encode();
         let mut data = e.clone();
         data.resize(4096, 0);
-        let n = mutate_member(&mut data, e.len(), 4096, 3, |n| n.ends_with("Index.dat"), |d| 2..d.len(), |buf, size, _| {
-            buf[..size].iter_mut().for_each(|v| *v = 1);
-            size + 1
-        });
+        let n = mutate_member(
+            &mut data,
+            e.len(),
+            4096,
+            3,
+            |n| n.ends_with("Index.dat"),
+            |d| 2..d.len(),
+            |buf, size, _| {
+                buf[..size].iter_mut().for_each(|v| *v = 1);
+                size + 1
+            },
+        );
         let got = Bundle::decode(&data[..n]).unwrap();
         assert_eq!(got.members[1], b.members[1]);
         assert_eq!(got.members[2].1, vec![7, 7, 1, 1, 1, 1, 1, 1, 1, 1, 0], "the window mutated and grown by one byte");

@@ -69,10 +69,10 @@ macro_rules! internal_modules {
 }
 
 pub mod config;
+pub mod deepzoom;
 pub mod error;
 #[cfg(feature = "unstable")]
 pub mod fuzzing;
-pub mod deepzoom;
 pub mod gpu;
 pub mod interrupt;
 pub mod limits;
@@ -85,12 +85,14 @@ pub use codec::{DecodedTile, Samples};
 pub use config::Config;
 pub use error::{CodecError, Error, GpuError, ImageRef, Location, Result};
 pub use format::{DetectionReport, FormatDriver};
+pub use gpu::{read_patches_device, resize_patches_device};
 pub use index::{
-    Alpha, BlobRef, ChannelPlanes, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, Piece, PositionedGrid,
-    PositionedTile, RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
+    Alpha, BlobRef, ChannelPlanes, CodecInfo, Compression, FileIdentity, Grid, ImageIndex, Level, Photometric, Piece, PositionedGrid, PositionedTile,
+    RegularGrid, SampleBits, SlideIndex, SourceFile, SourceId, SparseGrid, TileLoc, TileRef, TileStream,
 };
 pub use io::metrics::IoCounters;
-pub use limits::{Limits, LIMITS};
 pub use io::{ByteSource, MemSource};
-pub use gpu::{read_patches_device, resize_patches_device};
-pub use slide::{alloc_pixels, resize_rgb_box, resize_rgb_patches, ChannelRegion, read_patches, read_patches_into, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions};
+pub use limits::{Limits, LIMITS};
+pub use slide::{
+    alloc_pixels, read_patches, read_patches_into, resize_rgb_box, resize_rgb_patches, ChannelRegion, PatchRequest, ReadOptions, Rgb, Rgba, Slide, SlideOptions,
+};

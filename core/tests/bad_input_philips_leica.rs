@@ -175,7 +175,10 @@ fn leica_missing_dimension_attributes_are_format_errors() {
     for (what, xml) in [
         ("no ifd", leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replace("ifd=\"1\"", "")),
         ("no sizeY", leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replacen("sizeY=\"32\" ifd=\"1\"", "ifd=\"1\"", 1)),
-        ("bad sizeX", leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replacen("sizeX=\"32\" sizeY=\"32\" ifd=\"1\"", "sizeX=\"3x2\" sizeY=\"32\" ifd=\"1\"", 1)),
+        (
+            "bad sizeX",
+            leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replacen("sizeX=\"32\" sizeY=\"32\" ifd=\"1\"", "sizeX=\"3x2\" sizeY=\"32\" ifd=\"1\"", 1),
+        ),
         ("zero sizeX", leica_xml(&[(1, 0, 32)], (0, 0), Some(0), "")),
         ("no view", leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replacen("<view", "<notview", 2)),
         ("no collection size", leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replace("<collection sizeX=\"64000\"", "<collection")),
@@ -191,7 +194,8 @@ fn leica_xml_naming_missing_ifds_or_no_main_image_is_a_format_error() {
     let fluo = leica_xml(&[(1, 32, 32)], (0, 0), Some(0), "").replacen("<illuminationSource>brightfield", "<illuminationSource>fluorescence", 2);
     assert_eq!(err_kind(open(leica(&fluo).path()), "no brightfield main image"), "format");
     // New-style quickhash (a non-brightfield image) needs a macro.
-    let xml = leica_xml(&[(1, 32, 32)], (0, 0), None, "").replace("</collection>", "<image><pixels/><view sizeX=\"1\" sizeY=\"1\" offsetX=\"0\" offsetY=\"0\"/></image></collection>");
+    let xml = leica_xml(&[(1, 32, 32)], (0, 0), None, "")
+        .replace("</collection>", "<image><pixels/><view sizeX=\"1\" sizeY=\"1\" offsetX=\"0\" offsetY=\"0\"/></image></collection>");
     assert_eq!(err_kind(open(leica(&xml).path()), "no macro for the quickhash"), "format");
 }
 

@@ -13,15 +13,15 @@ fn lcg(seed: &mut u64) -> u64 {
 #[test]
 fn batch_equals_stacked_single_reads() {
     let Some(td) = testdata() else { return };
-    for (file, size) in [("CMU-1-Small-Region.svs", (256u64, 200u64)), ("boxes.tiff", (64, 48)), ("sparse.tiff", (300, 300)), ("tcga-cr-7395-01a-01-ts1.svs", (256, 256))] {
+    for (file, size) in
+        [("CMU-1-Small-Region.svs", (256u64, 200u64)), ("boxes.tiff", (64, 48)), ("sparse.tiff", (300, 300)), ("tcga-cr-7395-01a-01-ts1.svs", (256, 256))]
+    {
         let slide = Slide::open(td.join(file)).unwrap();
         for level in 0..slide.level_count() {
             let (w, h) = slide.dimensions();
             let mut seed = 7 + level as u64;
             // Random locations, some partly or wholly outside, some repeated (shared tiles).
-            let mut locs: Vec<(i64, i64)> = (0..40)
-                .map(|_| ((lcg(&mut seed) % (w + 600)) as i64 - 300, (lcg(&mut seed) % (h + 600)) as i64 - 300))
-                .collect();
+            let mut locs: Vec<(i64, i64)> = (0..40).map(|_| ((lcg(&mut seed) % (w + 600)) as i64 - 300, (lcg(&mut seed) % (h + 600)) as i64 - 300)).collect();
             locs.push(locs[0]);
             locs.push((-10_000, -10_000));
             let bg = [255, 128, 0];

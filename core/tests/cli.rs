@@ -141,7 +141,9 @@ fn the_output_format_follows_the_extension_and_dash_is_stdout() {
     let p = sample();
     let s = p.to_str().unwrap();
     let dir = TempDir::new("formats");
-    for (name, magic) in [("out.png", &b"\x89PNG"[..]), ("OUT.PNG", b"\x89PNG"), ("noext", b"\x89PNG"), ("out.jpg", b"\xff\xd8\xff"), ("out.JPEG", b"\xff\xd8\xff")] {
+    for (name, magic) in
+        [("out.png", &b"\x89PNG"[..]), ("OUT.PNG", b"\x89PNG"), ("noext", b"\x89PNG"), ("out.jpg", b"\xff\xd8\xff"), ("out.JPEG", b"\xff\xd8\xff")]
+    {
         let f = dir.0.join(name);
         let (code, _, err) = cli(&["region", s, "--location", "100,200", "--size", "48,32", "-o", f.to_str().unwrap()]);
         assert_eq!(code, 0, "{name}: {err}");

@@ -17,9 +17,17 @@ const THREADS: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Region { level: usize, loc: (i64, i64), size: (u64, u64) },
+    Region {
+        level: usize,
+        loc: (i64, i64),
+        size: (u64, u64),
+    },
     /// `read_regions_rgb_into` of several patches, compared with the single-threaded batch.
-    Batch { level: usize, locs: [(i64, i64); 3], size: (u64, u64) },
+    Batch {
+        level: usize,
+        locs: [(i64, i64); 3],
+        size: (u64, u64),
+    },
 }
 
 fn run(slide: &Slide, op: Op) -> Vec<u8> {
@@ -65,8 +73,7 @@ fn check_slide(name: &str, cache_bytes: usize, reads_per_thread: usize) {
     let done = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = std::sync::mpsc::channel::<std::thread::Result<()>>();
     for th in 0..THREADS {
-        let (slide, ops, single, max_resident, done, tx) =
-            (slide.clone(), ops.clone(), single.clone(), max_resident.clone(), done.clone(), tx.clone());
+        let (slide, ops, single, max_resident, done, tx) = (slide.clone(), ops.clone(), single.clone(), max_resident.clone(), done.clone(), tx.clone());
         std::thread::spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut rng = Rng::new(th as u64 + 1);

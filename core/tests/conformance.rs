@@ -105,26 +105,22 @@ static GENERATED: &[DriverCases] = &[
             ("generic-signed8.tif", Reads::Ok),
         ],
     },
-    DriverCases {
-        driver: "ventana",
-        files: &[("ventana-bif-overlaps.bif", Reads::Ok), ("ventana-tiff.tif", Reads::Ok)],
-    },
+    DriverCases { driver: "ventana", files: &[("ventana-bif-overlaps.bif", Reads::Ok), ("ventana-tiff.tif", Reads::Ok)] },
     DriverCases { driver: "trestle", files: &[("trestle-overlaps.tif", Reads::Ok), ("trestle-plain.tif", Reads::Ok)] },
     DriverCases { driver: "huron", files: &[("huron.tif", Reads::Ok)] },
     DriverCases { driver: "argos", files: &[("argos.avs", Reads::Ok)] },
     DriverCases { driver: "sakura", files: &[("sakura.svslide", Reads::Ok)] },
     DriverCases {
         driver: "zeiss",
-        files: &[("czi-bgr24-raw.czi", Reads::Ok), ("czi-bgr24-zstd0.czi", Reads::Ok), ("czi-bgr24-zstd1.czi", Reads::Ok), ("czi-bgr48-zstd1-hilo.czi", Reads::Ok)],
+        files: &[
+            ("czi-bgr24-raw.czi", Reads::Ok),
+            ("czi-bgr24-zstd0.czi", Reads::Ok),
+            ("czi-bgr24-zstd1.czi", Reads::Ok),
+            ("czi-bgr48-zstd1-hilo.czi", Reads::Ok),
+        ],
     },
-    DriverCases {
-        driver: "leica",
-        files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)],
-    },
-    DriverCases {
-        driver: "philips",
-        files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)],
-    },
+    DriverCases { driver: "leica", files: &[("leica-scn.tiff", Reads::Ok), ("leica-two-areas.tiff", Reads::Ok), ("leica-scn-2010-03.tiff", Reads::Ok)] },
+    DriverCases { driver: "philips", files: &[("philips-sparse.tiff", Reads::Ok), ("philips-xml.tiff", Reads::Ok), ("philips-depth.tiff", Reads::Ok)] },
     DriverCases {
         driver: "hamamatsu",
         files: &[
@@ -161,12 +157,8 @@ static GENERATED: &[DriverCases] = &[
 ];
 
 /// Files (or folders: their first file) no driver opens, and the error kind open gives.
-static REFUSED: &[(&str, &str)] = &[
-    ("broken.svs", "unsupported"),
-    ("seek_too_large.tif", "format"),
-    ("unopenable.tiff", "unsupported"),
-    ("zero_gi.tif", "unsupported"),
-];
+static REFUSED: &[(&str, &str)] =
+    &[("broken.svs", "unsupported"), ("seek_too_large.tif", "format"), ("unopenable.tiff", "unsupported"), ("zero_gi.tif", "unsupported")];
 
 /// Entries of the test-data folder that are not slides.
 const NOT_SLIDES: &[&str] = &["MANIFEST.md", "manifest.json", "reference", "reference-multifile"];

@@ -95,7 +95,7 @@ fn a_changed_sibling_is_an_error_when_its_tiles_are_read() {
     let r = s.read_region((0, 0), 2, (100, 100));
     let _ = std::fs::remove_dir_all(&tmp);
     let _ = dir;
-    let e = r.err().expect("reading a changed file must fail");
+    let e = r.expect_err("reading a changed file must fail");
     assert!(matches!(e.kind_name(), "io" | "format"), "{e}");
 }
 
@@ -124,10 +124,10 @@ fn tile_errors_name_the_file_that_holds_the_tile() {
     let gone = s.read_region((0, 0), 3, (50, 50));
     let level0 = s.read_region((0, 0), 0, (64, 64)).map(|_| ());
     let _ = std::fs::remove_dir_all(&tmp);
-    let e = corrupt.err().expect("a frame without SOI must fail");
+    let e = corrupt.expect_err("a frame without SOI must fail");
     assert_eq!(e.kind_name(), "format", "{e}");
     assert!(e.to_string().starts_with(&format!("{}: level 2: tile (0, 0)", l2.display())), "{e}");
-    let e = gone.err().expect("a deleted instance must fail");
+    let e = gone.expect_err("a deleted instance must fail");
     match &e {
         slidestream::Error::Io { at, source } => {
             assert_eq!(at.path, l3, "{e}");

@@ -105,7 +105,7 @@ fn dicom_folders_open_as_their_file() {
         let file = vd.join(r["open"].as_str().unwrap());
         let by_folder = catch_unwind(|| Slide::open(&folder)).unwrap_or_else(|_| panic!("{}: panicked", folder.display()));
         if !driver {
-            let err = by_folder.err().expect("a DICOM folder opened without a dicom driver");
+            let err = by_folder.expect_err("a DICOM folder opened without a dicom driver");
             assert_eq!(err.kind_name(), "unsupported", "{}: {err}", folder.display());
             n += 1;
             continue;
@@ -139,7 +139,7 @@ fn any_file_of_a_dicom_folder_opens_the_slide() {
         for f in files {
             let res = catch_unwind(|| Slide::open(&f)).unwrap_or_else(|_| panic!("{}: panicked", f.display()));
             if !driver || refused.contains(&f) {
-                let err = res.err().expect("a DICOM file opened without a dicom driver");
+                let err = res.expect_err("a DICOM file opened without a dicom driver");
                 assert_eq!(err.kind_name(), "unsupported", "{}: {err}", f.display());
             } else {
                 let s = res.unwrap_or_else(|e| panic!("{}: {e}", f.display()));

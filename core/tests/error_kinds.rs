@@ -121,7 +121,9 @@ fn gpu_readers() -> Vec<(&'static str, Reader)> {
         ));
         v.push((
             if channels == 3 { "read_regions_device (RGB)" } else { "read_regions_device (RGBA)" },
-            Box::new(move |s: &Slide, c: &Case| Some(s.read_regions_device(&vec![c.location; c.patches], c.level, c.size, &opts).and_then(|b| b.into_result()).map(drop))),
+            Box::new(move |s: &Slide, c: &Case| {
+                Some(s.read_regions_device(&vec![c.location; c.patches], c.level, c.size, &opts).and_then(|b| b.into_result()).map(drop))
+            }),
         ));
     }
     v

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use common::jpeg::{self, assemble, jpeg_tiff};
-use common::tiffwriter::{cut_tiles, predict_horizontal, to_planes, tag, Chunk, Ifd, Rng, TempPath, Tiff, Value, Variant};
+use common::tiffwriter::{cut_tiles, predict_horizontal, tag, to_planes, Chunk, Ifd, Rng, TempPath, Tiff, Value, Variant};
 use slidestream::{Config, Error, Slide, SlideOptions, TileCache};
 
 // ---------------------------------------------------------------------------------------------
@@ -18,11 +18,8 @@ use slidestream::{Config, Error, Slide, SlideOptions, TileCache};
 
 /// Open with a private, cold cache and default settings (independent of SLIDESTREAM_* variables).
 fn open_private(path: &std::path::Path, cache_bytes: usize) -> Slide {
-    Slide::open_with(
-        path,
-        SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(Config::default()), ..Default::default() },
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    Slide::open_with(path, SlideOptions { cache: Some(Arc::new(TileCache::new(cache_bytes))), config: Some(Config::default()), ..Default::default() })
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn open(path: &std::path::Path) -> Slide {
@@ -89,10 +86,7 @@ fn first_diff(got: &[u8], want: &[u8], width: u64) -> String {
 }
 
 fn assert_no_magenta(data: &[u8], what: &str) {
-    assert!(
-        !data.chunks_exact(4).any(|p| p[..3] == MAGENTA && p[3] == 255),
-        "{what}: tile padding (magenta) leaked into the output"
-    );
+    assert!(!data.chunks_exact(4).any(|p| p[..3] == MAGENTA && p[3] == 255), "{what}: tile padding (magenta) leaked into the output");
 }
 
 /// Compress one chunk with a lossless TIFF codec.
@@ -173,24 +167,24 @@ fn uncompressed_pyramid_reads_exact_pixels_in_every_tiff_flavour() {
         assert!((ds[2] - (200.0 / 37.0 + 150.0 / 28.0) / 2.0).abs() < 1e-12, "{ds:?}");
 
         let fixed: &[Read] = &[
-            (0, (0, 0), (64, 64)),      // exactly tile (0, 0)
-            (0, (64, 64), (64, 64)),    // exactly tile (1, 1)
-            (0, (10, 20), (100, 90)),   // unaligned, crosses 2x2 tiles
-            (0, (63, 63), (2, 2)),      // the corner of four tiles
-            (0, (0, 0), (200, 150)),    // whole level, edge tiles
-            (0, (190, 140), (40, 30)),  // edge tile corner, partly outside
-            (0, (-30, -10), (50, 40)),  // partly outside, negative
-            (0, (-1, -1), (1, 1)),      // wholly outside, just
-            (0, (200, 0), (5, 5)),      // wholly outside, right
-            (0, (-5000, 7), (10, 3)),   // far outside
-            (1, (0, 0), (100, 75)),     // whole level 1
-            (1, (31, 51), (20, 20)),    // odd location: origin (15, 25)
-            (1, (-3, -3), (10, 10)),    // origin floor(-1.5) = -2
-            (1, (120, 100), (50, 50)),  // crosses the level-1 edge tiles
-            (2, (0, 0), (37, 28)),      // whole non-integer level
-            (2, (100, 100), (20, 10)),  // origin floor(100 / 5.381) = 18
-            (2, (-7, -7), (5, 5)),      // origin floor(-1.3) = -2
-            (2, (190, 140), (10, 10)),  // origin (35, 26): 2x2 pixels inside
+            (0, (0, 0), (64, 64)),     // exactly tile (0, 0)
+            (0, (64, 64), (64, 64)),   // exactly tile (1, 1)
+            (0, (10, 20), (100, 90)),  // unaligned, crosses 2x2 tiles
+            (0, (63, 63), (2, 2)),     // the corner of four tiles
+            (0, (0, 0), (200, 150)),   // whole level, edge tiles
+            (0, (190, 140), (40, 30)), // edge tile corner, partly outside
+            (0, (-30, -10), (50, 40)), // partly outside, negative
+            (0, (-1, -1), (1, 1)),     // wholly outside, just
+            (0, (200, 0), (5, 5)),     // wholly outside, right
+            (0, (-5000, 7), (10, 3)),  // far outside
+            (1, (0, 0), (100, 75)),    // whole level 1
+            (1, (31, 51), (20, 20)),   // odd location: origin (15, 25)
+            (1, (-3, -3), (10, 10)),   // origin floor(-1.5) = -2
+            (1, (120, 100), (50, 50)), // crosses the level-1 edge tiles
+            (2, (0, 0), (37, 28)),     // whole non-integer level
+            (2, (100, 100), (20, 10)), // origin floor(100 / 5.381) = 18
+            (2, (-7, -7), (5, 5)),     // origin floor(-1.3) = -2
+            (2, (190, 140), (10, 10)), // origin (35, 26): 2x2 pixels inside
         ];
         for &(level, loc, size) in fixed {
             check_pyramid_region(&slide, level, loc, size);
@@ -366,10 +360,7 @@ fn rgb_coded_jpeg_without_adobe_marker_is_not_ycbcr_converted() {
     let f = |x: u64, y: u64| if x < 64 { blocks(x, y) } else { smooth(x, y) };
     let src = raster(w as u64, h as u64, |x, y| f(x, y).to_vec());
     let tiles_rgb = cut_tiles(&src, w, h, 3, t, t, &[0, 0, 0]);
-    let streams: Vec<Vec<u8>> = tiles_rgb
-        .iter()
-        .map(|p| jpeg::aperio_style(&jpeg::compress(p, t, t, 98, turbojpeg::Subsamp::None, true)))
-        .collect();
+    let streams: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::aperio_style(&jpeg::compress(p, t, t, 98, turbojpeg::Subsamp::None, true))).collect();
     for s in &streams {
         let (segs, _) = jpeg::segments(s);
         assert!(segs.iter().all(|&(m, _, _)| !(0xE0..=0xEF).contains(&m)), "APPn markers left");
@@ -442,11 +433,7 @@ fn abbreviated_jpeg_with_jpeg_tables_matches_full_stream() {
         b.to_vec()
     });
     let tiles_rgb = cut_tiles(&src, w, h, 3, t, t, &[0, 0, 0]);
-    for (photometric, rgb_coded, ss) in [
-        (6u16, false, turbojpeg::Subsamp::Sub2x2),
-        (6, false, turbojpeg::Subsamp::None),
-        (2, true, turbojpeg::Subsamp::None),
-    ] {
+    for (photometric, rgb_coded, ss) in [(6u16, false, turbojpeg::Subsamp::Sub2x2), (6, false, turbojpeg::Subsamp::None), (2, true, turbojpeg::Subsamp::None)] {
         let full: Vec<Vec<u8>> = tiles_rgb.iter().map(|p| jpeg::compress(p, t, t, 90, ss, rgb_coded)).collect();
         let reference = assemble(&full.iter().map(|s| jpeg::decode(s).2).collect::<Vec<_>>(), w, h, t, t);
         let mut tables = None;
@@ -479,12 +466,8 @@ const PART_TILES: (usize, usize, usize, usize, usize) = (160, 128, 64, 192, 128)
 
 /// (Photometric, RGB-coded, subsampling) of the partial-decoding tests: YCbCr 4:2:0, 4:2:2,
 /// 4:4:4 and Aperio-style RGB.
-const PART_CODINGS: [(u16, bool, turbojpeg::Subsamp); 4] = [
-    (6, false, turbojpeg::Subsamp::Sub2x2),
-    (6, false, turbojpeg::Subsamp::Sub2x1),
-    (6, false, turbojpeg::Subsamp::None),
-    (2, true, turbojpeg::Subsamp::None),
-];
+const PART_CODINGS: [(u16, bool, turbojpeg::Subsamp); 4] =
+    [(6, false, turbojpeg::Subsamp::Sub2x2), (6, false, turbojpeg::Subsamp::Sub2x1), (6, false, turbojpeg::Subsamp::None), (2, true, turbojpeg::Subsamp::None)];
 
 /// The RGB tiles of the padded grid: blocks with sharp edges mixed with a smooth gradient
 /// (`mul` varies the gradient between tests).
@@ -509,14 +492,16 @@ fn partial_jpeg_decoding_matches_whole_tile_decoding() {
         let reference = assemble(&streams.iter().map(|s| jpeg::decode(s).2).collect::<Vec<_>>(), gw, gh, t, t);
         let file = jpeg_tiff(streams, w as u32, h as u32, t as u32, photometric, None);
         let config = Config { partial_decode_max_fraction: 1.0, ..Config::default() };
-        let slide = Slide::open_with(file.path(), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), config: Some(config), ..Default::default() }).unwrap();
+        let slide =
+            Slide::open_with(file.path(), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), config: Some(config), ..Default::default() }).unwrap();
         let reff = |x: u64, y: u64| {
             let i = (y as usize * gw + x as usize) * 4;
             [reference[i], reference[i + 1], reference[i + 2], reference[i + 3]]
         };
         let mut rng = Rng::new(99);
         #[allow(clippy::type_complexity)]
-        let mut regions: Vec<((i64, i64), (u64, u64))> = vec![((0, 0), (160, 128)), ((5, 7), (1, 1)), ((17, 33), (15, 2)), ((63, 63), (2, 2)), ((130, 100), (30, 28))];
+        let mut regions: Vec<((i64, i64), (u64, u64))> =
+            vec![((0, 0), (160, 128)), ((5, 7), (1, 1)), ((17, 33), (15, 2)), ((63, 63), (2, 2)), ((130, 100), (30, 28))];
         for _ in 0..300 {
             regions.push(((rng.range(-8, 160), rng.range(-8, 128)), (rng.range(1, 48) as u64, rng.range(1, 48) as u64)));
         }
@@ -587,13 +572,24 @@ fn decoding_into_a_caller_buffer_places_the_same_pixels_as_decode_chunk() {
         // Empty parts and parts outside the valid region are usage errors (TurboJPEG would read
         // a zero-sized crop as "to the edge" and write past the buffer).
         let big = vec![0u8; t * t * 4];
-        for bad in [PartRect { x: 0, y: 8, w: 16, h: 0 }, PartRect { x: 0, y: 0, w: 0, h: 0 }, PartRect { x: 60, y: 0, w: 8, h: 8 }, PartRect { x: 0, y: 0, w: u32::MAX, h: 4 }] {
+        for bad in [
+            PartRect { x: 0, y: 8, w: 16, h: 0 },
+            PartRect { x: 0, y: 0, w: 0, h: 0 },
+            PartRect { x: 60, y: 0, w: 8, h: 8 },
+            PartRect { x: 0, y: 0, w: u32::MAX, h: 4 },
+        ] {
             assert!(matches!(decode_jpeg_into(&img.codec, &streams[0], g, Some(bad), &at, &mut big.clone()), Err(Error::Usage(_))), "{bad:?}");
             assert!(matches!(slidestream::codec::decode_chunk_part(&img.codec, &[&streams[0]], g, bad, &at), Err(Error::Usage(_))), "{bad:?}");
         }
         // A crop TurboJPEG would widen to the image edge is refused by the JPEG layer too.
         let mut spliced = Vec::new();
-        slidestream::codec::jpeg::splice(img.codec.jpeg_tables(), &streams[0], if rgb_coded { slidestream::codec::jpeg::JpegColor::Rgb } else { slidestream::codec::jpeg::JpegColor::YCbCr }, &mut spliced).unwrap();
+        slidestream::codec::jpeg::splice(
+            img.codec.jpeg_tables(),
+            &streams[0],
+            if rgb_coded { slidestream::codec::jpeg::JpegColor::Rgb } else { slidestream::codec::jpeg::JpegColor::YCbCr },
+            &mut spliced,
+        )
+        .unwrap();
         let mut tiny = vec![0u8; 16];
         let zero = slidestream::codec::jpeg::Crop { x: 0, y: 8, width: 16, height: 0 };
         assert!(slidestream::codec::jpeg::decode_rgba_into(&spliced, &mut tiny, |_| Ok(Some(zero))).is_err());
@@ -789,9 +785,7 @@ fn webp_lossless_tiles_are_bit_exact() {
     Tiff::new(Variant::BigTiff, vec![ifd]).write(file.path());
     let slide = open(file.path());
     let got = slide.read_region((-3, -3), 0, (90, 50)).unwrap();
-    let want = expected_region((w as u64, h as u64), 1.0, (-3, -3), (90, 50), &|x, y| {
-        [sample(x, y, 0), sample(x, y, 1), sample(x, y, 2), sample(x, y, 3)]
-    });
+    let want = expected_region((w as u64, h as u64), 1.0, (-3, -3), (90, 50), &|x, y| [sample(x, y, 0), sample(x, y, 1), sample(x, y, 2), sample(x, y, 3)]);
     assert!(got.data == want, "{}", first_diff(&got.data, &want, 90));
 }
 
@@ -865,8 +859,7 @@ fn generic_tiff_levels_are_ifd0_and_reduced_images() {
         }
     };
     let file = TempPath::new("levels.tif");
-    Tiff::new(Variant::Classic, vec![mk(0, 200, 150, None), mk(1, 100, 75, Some(1)), mk(9, 50, 50, Some(0)), mk(2, 37, 28, Some(1))])
-        .write(file.path());
+    Tiff::new(Variant::Classic, vec![mk(0, 200, 150, None), mk(1, 100, 75, Some(1)), mk(9, 50, 50, Some(0)), mk(2, 37, 28, Some(1))]).write(file.path());
     let slide = open(file.path());
     assert_eq!(slide.level_dimensions(), vec![(200, 150), (100, 75), (37, 28)]);
     for (level, l) in PYRAMID.iter().enumerate() {

@@ -59,7 +59,13 @@ fn regions(slide: &Slide, seed: u64, random: usize) -> Vec<Region> {
         let (w, h) = slide.level_dimensions()[level];
         let ds = slide.level_downsamples()[level];
         let l0 = |v: i64| (v as f64 * ds) as i64;
-        for (x, y, rw, rh) in [(0i64, 0i64, 300u64, 200u64), (w as i64 / 3, h as i64 / 3, 517, 259), (w as i64 - 100, h as i64 - 50, 300, 300), (-37, -11, 128, 128), (w as i64 + 10, 0, 64, 64)] {
+        for (x, y, rw, rh) in [
+            (0i64, 0i64, 300u64, 200u64),
+            (w as i64 / 3, h as i64 / 3, 517, 259),
+            (w as i64 - 100, h as i64 - 50, 300, 300),
+            (-37, -11, 128, 128),
+            (w as i64 + 10, 0, 64, 64),
+        ] {
             out.push(((l0(x), l0(y)), level, (rw, rh)));
         }
         for _ in 0..random {
@@ -118,7 +124,11 @@ fn every_test_slide_reads_the_same_on_the_gpu() {
     }
     assert!(checked >= 10, "only {checked} slides opened");
     let after = gpu::stats(0);
-    assert!(after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid, "no tile was decoded by nvJPEG");
+    assert!(
+        after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
+            > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid,
+        "no tile was decoded by nvJPEG"
+    );
     assert!(after.decoded_cpu > before.decoded_cpu, "non-JPEG slides must decode on the CPU and upload");
 }
 
@@ -141,7 +151,11 @@ fn generated_jpeg_pyramids_match_the_cpu_for_every_subsampling() {
         let after = gpu::stats(0);
         eprintln!("YCbCr {name}: GPU vs libjpeg-turbo {d_expected}, GPU vs CPU path max abs diff {worst}");
         assert!(worst <= TOLERANCE, "{name}: max abs diff {worst}");
-        assert!(after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid, "{name}: nvJPEG decoded nothing");
+        assert!(
+            after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
+                > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid,
+            "{name}: nvJPEG decoded nothing"
+        );
     }
 }
 
@@ -340,7 +354,14 @@ fn the_compat_mode_in_effect_is_reported() {
     assert!(compare(&slide, (1000, 1000), 0, (700, 700)) <= TOLERANCE);
     let st = gpu::stats(0);
     let asked = std::env::var("SLIDESTREAM_COMPAT_MODE").ok().and_then(|v| gpu::CompatMode::parse(&v)).unwrap_or_default();
-    eprintln!("compat mode {}: io path {} ({}); nvJPEG {}; read amplification {:.3}", st.compat_mode, st.io_path, st.io_reason, st.nvjpeg_backend, st.read_amplification());
+    eprintln!(
+        "compat mode {}: io path {} ({}); nvJPEG {}; read amplification {:.3}",
+        st.compat_mode,
+        st.io_path,
+        st.io_reason,
+        st.nvjpeg_backend,
+        st.read_amplification()
+    );
     assert_eq!(st.compat_mode, asked.as_str());
     let nvfs = Path::new("/proc/driver/nvidia-fs").exists() || Path::new("/sys/module/nvidia_fs").exists();
     match asked {
@@ -351,7 +372,12 @@ fn the_compat_mode_in_effect_is_reported() {
             // VM: cuFile cannot read its virtio disk's volume attributes; docs/gpu.md).
             let through = st.cufile_gds_bytes + st.cufile_compat_bytes > before.cufile_gds_bytes + before.cufile_compat_bytes;
             let refused = st.cufile_handle_failures > 0 && st.cufile_handle_error.contains("cuFileHandleRegister");
-            eprintln!("cuFile: {} bytes through cuFile; refusals {} ({})", st.cufile_gds_bytes + st.cufile_compat_bytes, st.cufile_handle_failures, st.cufile_handle_error);
+            eprintln!(
+                "cuFile: {} bytes through cuFile; refusals {} ({})",
+                st.cufile_gds_bytes + st.cufile_compat_bytes,
+                st.cufile_handle_failures,
+                st.cufile_handle_error
+            );
             assert!(through || refused, "no byte went through cuFile and no refusal was reported");
         }
         gpu::CompatMode::Auto => assert_eq!(st.io_path, if nvfs { "cufile" } else { "posix" }),
@@ -370,7 +396,13 @@ fn outside_and_empty_requests_on_the_device() {
     let slide = Slide::open(dir.join("CMU-1-Small-Region.svs")).expect("open");
     let out = slide.read_region_device((-5000, -5000), 0, (64, 32), &RGBA).expect("read").to_host().expect("download");
     assert!(out.iter().all(|&v| v == 0));
-    let out = slide.read_regions_device(&[(-5000, -5000)], 0, (64, 32), &DeviceOptions { background: [1, 2, 3], ..RGB }).expect("read").into_result().expect("patch").to_host().expect("download");
+    let out = slide
+        .read_regions_device(&[(-5000, -5000)], 0, (64, 32), &DeviceOptions { background: [1, 2, 3], ..RGB })
+        .expect("read")
+        .into_result()
+        .expect("patch")
+        .to_host()
+        .expect("download");
     assert!(out.chunks(3).all(|p| p == [1, 2, 3]));
     let empty = slide.read_regions_device(&[], 0, (64, 32), &RGB).expect("empty batch").into_result().expect("no patches");
     assert_eq!(empty.shape(), &[0, 32, 64, 3]);
@@ -409,7 +441,11 @@ fn a_large_batch_uses_every_decoder_and_stays_within_the_cache_budget() {
         let mut cpu = vec![0u8; locs.len() * (t * t * 3) as usize];
         slide.read_regions_rgb_into(&locs, 0, (t as u64, t as u64), RGB.background, &mut cpu).expect("CPU");
         let diff = max_abs_diff(&dev, &cpu);
-        let (hw_n, hy_n, cpu_n) = (after.decoded_hardware + after.decoded_device_bitstream - before.decoded_hardware - before.decoded_device_bitstream, after.decoded_hybrid - before.decoded_hybrid, after.decoded_cpu - before.decoded_cpu);
+        let (hw_n, hy_n, cpu_n) = (
+            after.decoded_hardware + after.decoded_device_bitstream - before.decoded_hardware - before.decoded_device_bitstream,
+            after.decoded_hybrid - before.decoded_hybrid,
+            after.decoded_cpu - before.decoded_cpu,
+        );
         eprintln!(
             "{}: {} tiles in one batch: GPU vs CPU max abs diff {diff}; decoded (all tests) by nvJPEG hardware {hw_n}, hybrid {hy_n}, CPU {cpu_n} ({} lanes, {} CPU workers); device memory held by tiles {} bytes, cache {} of {} bytes, {} evictions",
             path.file_name().unwrap_or_default().to_string_lossy(),
@@ -469,7 +505,10 @@ fn small_patches_decode_partially_on_cpu_workers_and_stay_out_of_the_cache() {
             let diff = max_abs_diff(&dev, &cpu);
             partial = after.decoded_cpu_partial - before.decoded_cpu_partial;
             workers = after.cpu_workers;
-            eprintln!("{name}: {} small patches: GPU vs CPU max abs diff {diff}; partial CPU-worker decodes (all tests) {partial}, {workers} CPU workers", locs.len());
+            eprintln!(
+                "{name}: {} small patches: GPU vs CPU max abs diff {diff}; partial CPU-worker decodes (all tests) {partial}, {workers} CPU workers",
+                locs.len()
+            );
             assert!(diff <= TOLERANCE, "{name}: small patches differ by {diff}");
             if partial > 0 || workers == 0 {
                 break;
@@ -577,7 +616,11 @@ fn cross_slide_device_batches_equal_the_cpu_batch() {
         let per = (size.0 * size.1 * 3) as usize;
         let worst = compare_batch(&batch, &cpu, per, &format!("batch of {n}"));
         let dev = batch.array.to_host().expect("download");
-        eprintln!("{n} patches over {} slides: device vs CPU batch max abs diff {worst}, {} failed patches", slides.len(), batch.errors.iter().filter(|e| e.is_some()).count());
+        eprintln!(
+            "{n} patches over {} slides: device vs CPU batch max abs diff {worst}, {} failed patches",
+            slides.len(),
+            batch.errors.iter().filter(|e| e.is_some()).count()
+        );
         assert!(worst <= TOLERANCE, "max abs diff {worst}");
         // The same patches per slide and level, one read_regions_device call each.
         for (k, r) in requests.iter().enumerate().step_by(7).filter(|(k, _)| batch.errors[*k].is_none()) {

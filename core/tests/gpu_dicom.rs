@@ -50,7 +50,8 @@ fn dicom_regions_read_the_same_on_the_gpu() {
             let (w, h) = slide.level_dimensions()[level];
             let ds = slide.level_downsamples()[level];
             let l0 = |v: i64| (v as f64 * ds) as i64;
-            let mut rects = vec![(0i64, 0i64, 300u64, 200u64), (w as i64 / 3, h as i64 / 3, 517, 259), (w as i64 - 100, h as i64 - 50, 300, 300), (-37, -11, 128, 128)];
+            let mut rects =
+                vec![(0i64, 0i64, 300u64, 200u64), (w as i64 / 3, h as i64 / 3, 517, 259), (w as i64 - 100, h as i64 - 50, 300, 300), (-37, -11, 128, 128)];
             // Across frame edges (500, 1000, ... on level 0 of the CMU slide).
             rects.push((450, 480, 120, 90));
             for _ in 0..8 {

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::tiffwriter::{Chunk, Ifd, Tiff, Value, Variant};
-use slidestream::io::{ByteSource, MemSource};
 use slidestream::cache::TileCache;
+use slidestream::io::{ByteSource, MemSource};
 use slidestream::{Slide, SlideOptions};
 
 const ICC_TAG: u16 = 34675;
@@ -61,7 +61,8 @@ fn open(bottom_to_top: bool, icc: &[u8]) -> (Slide, Arc<AtomicU64>, Arc<AtomicU6
     let bytes = Tiff::new(Variant::BigTiff, ifds).to_bytes();
     let (calls, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let src = Counting { inner: MemSource::new(bytes), calls: calls.clone(), bytes: read.clone() };
-    let slide = Slide::from_source("gt450-like.tif", Box::new(src), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), ..SlideOptions::default() }).unwrap();
+    let slide =
+        Slide::from_source("gt450-like.tif", Box::new(src), SlideOptions { cache: Some(Arc::new(TileCache::new(0))), ..SlideOptions::default() }).unwrap();
     (slide, calls, read)
 }
 
@@ -103,4 +104,3 @@ fn icc_profiles_on_every_ifd_are_not_read_at_open_and_read_once_when_asked() {
     slide.read_region((500, 400), 2, (64, 64)).unwrap();
     assert!(read.load(Ordering::Relaxed) - after < icc.len() as u64 / 4, "reads of other levels read a profile");
 }
-

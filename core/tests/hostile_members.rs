@@ -156,7 +156,11 @@ impl DicomCopy {
     }
     fn member(&self, level: usize) -> PathBuf {
         let dir = self.root.join("slide");
-        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("level-{level}-"))).unwrap()
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("level-{level}-")))
+            .unwrap()
     }
     fn open(&self) -> Slide {
         Slide::open(self.member(0)).unwrap()

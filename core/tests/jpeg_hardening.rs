@@ -239,7 +239,11 @@ fn parts_of_damaged_tiles_give_the_whole_tiles_outcome() {
             .map(|i| {
                 let rgb: Vec<u8> = (0..64 * 64).flat_map(|p| common::jpeg::smooth_noise(p % 64, p / 64, 10 * k as u64 + i)).collect();
                 let s = common::jpeg::compress(&rgb, 64, 64, 85, ss, false);
-                if i % 2 == 1 { damage_scan(&s, &mut rng, 2) } else { s }
+                if i % 2 == 1 {
+                    damage_scan(&s, &mut rng, 2)
+                } else {
+                    s
+                }
             })
             .collect();
         let (spp, photometric) = if ss == Subsamp::Gray { (1, 1) } else { (3, 6) };
@@ -263,7 +267,13 @@ fn parts_of_damaged_tiles_give_the_whole_tiles_outcome() {
         tally.wrong.len()
     );
     assert!(tally.whole_failed > 0 && tally.whole_failed < tally.parts, "both outcomes are exercised: {tally:?}");
-    assert!(tally.wrong.is_empty(), "{} of {} parts differ:\n{}", tally.wrong.len(), 2 * tally.parts, tally.wrong.iter().take(8).cloned().collect::<Vec<_>>().join("\n"));
+    assert!(
+        tally.wrong.is_empty(),
+        "{} of {} parts differ:\n{}",
+        tally.wrong.len(),
+        2 * tally.parts,
+        tally.wrong.iter().take(8).cloned().collect::<Vec<_>>().join("\n")
+    );
 }
 
 #[test]
@@ -274,9 +284,8 @@ fn repeated_region_reads_of_damaged_tiles_keep_the_whole_tiles_outcome() {
     // of the corpus file decodes without error despite its damage; the other three fail.
     let path = corrupt("wrong-pixels/jpeg-scan-bytes-damaged.tif");
     let reference = open_private(&path);
-    let whole: Vec<Result<Vec<u8>, String>> = (0..4)
-        .map(|k| reference.read_region(((k % 2) * 240, (k / 2) * 240), 0, (240, 240)).map(|r| r.data).map_err(|e| e.kind_name().to_string()))
-        .collect();
+    let whole: Vec<Result<Vec<u8>, String>> =
+        (0..4).map(|k| reference.read_region(((k % 2) * 240, (k / 2) * 240), 0, (240, 240)).map(|r| r.data).map_err(|e| e.kind_name().to_string())).collect();
     assert_eq!(whole.iter().filter(|w| w.is_ok()).count(), 1, "one tile decodes");
     let slide = open_private(&path);
     let mut rng = Rng::new(5);

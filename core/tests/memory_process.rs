@@ -63,7 +63,8 @@ fn a_long_batch_of_one_pixel_patches_plans_in_runs() {
     let working = 2 * MIB as u64;
     let slide = open(f.path(), 2 * MIB, working);
     let n = 400_000usize;
-    let requests: Vec<PatchRequest<'_>> = (0..n as i64).map(|k| PatchRequest { slide: &slide, level: 0, location: ((k * 37) % 2048, (k * 101) % 2048) }).collect();
+    let requests: Vec<PatchRequest<'_>> =
+        (0..n as i64).map(|k| PatchRequest { slide: &slide, level: 0, location: ((k * 37) % 2048, (k * 101) % 2048) }).collect();
     let opts = ReadOptions { size: (1, 1), background: [0, 0, 0] };
     let (out, peak) = peak_of(|| read_patches(&requests, &opts).unwrap());
     assert_eq!(out.len(), 3 * n);

@@ -96,11 +96,8 @@ fn a_mirax_folder_without_slidedat_is_not_detected() {
 /// The generated MIRAX slides (`mirax-*.mrxs` beside their folders).
 fn mirax_slides() -> Vec<std::path::PathBuf> {
     let Some(vd) = vendor_slides() else { return Vec::new() };
-    let mut v: Vec<_> = std::fs::read_dir(&vd)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "mrxs"))
-        .collect();
+    let mut v: Vec<_> =
+        std::fs::read_dir(&vd).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "mrxs")).collect();
     v.sort();
     v
 }

@@ -150,7 +150,13 @@ fn every_level_equals_the_ets_oracle_and_missing_tiles_are_transparent() {
                 }
                 assert_eq!(px[3], 255);
                 for ch in 0..3 {
-                    let v = if rgb { want[i * 3 + ch] } else if wide { want[i * n] >> 8 } else { want[i * n] };
+                    let v = if rgb {
+                        want[i * 3 + ch]
+                    } else if wide {
+                        want[i * n] >> 8
+                    } else {
+                        want[i * n]
+                    };
                     worst = worst.max((px[ch] as u16).abs_diff(v));
                 }
             }

@@ -64,8 +64,7 @@ fn no_icc_tag_means_no_profile_and_no_icc_size() {
 
 #[test]
 fn an_icc_profile_past_the_end_of_the_file_is_refused_at_open() {
-    let ifd = Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(vec![1u8; 16 * 16 * 3])])
-        .tag(ICC_TAG, Value::Claim { field_type: 7, count: 100, offset: 1 << 30 });
+    let ifd = Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(vec![1u8; 16 * 16 * 3])]).tag(ICC_TAG, Value::Claim { field_type: 7, count: 100, offset: 1 << 30 });
     let f = TempPath::new("icc-past-eof.tif");
     Tiff::new(Variant::Classic, vec![ifd]).write(f.path());
     let e = Slide::open(f.path()).unwrap_err();
@@ -87,7 +86,8 @@ fn greyscale_plus_alpha_jpeg_opens_and_a_one_component_stream_under_it_is_a_form
     .unwrap()
     .to_vec();
     for tiled in [true, false] {
-        let mut ifd = if tiled { Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(jpeg.clone())]) } else { Ifd::stripped(16, 16, 16, vec![Chunk::Data(jpeg.clone())]) };
+        let mut ifd =
+            if tiled { Ifd::tiled(16, 16, 16, 16, vec![Chunk::Data(jpeg.clone())]) } else { Ifd::stripped(16, 16, 16, vec![Chunk::Data(jpeg.clone())]) };
         ifd = ifd.color(2, 1).compression(7);
         ifd.extra_samples = Some(vec![2]);
         // Both drivers need a tiled IFD 0, so the stripped case is an Aperio label (an untiled

@@ -47,7 +47,8 @@ fn a_cross_slide_batch_equals_per_slide_reads() {
             // The RGBA region path (its own assembly) composited over the background.
             let want = composite(&r.slide.read_region(r.location, r.level, opts.size).unwrap().data, opts.background);
             let g = &got[k * patch..(k + 1) * patch];
-            let diff = g.iter().zip(&want).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i / 3 % 96, i / 3 / 96, *a, *b)).take(5).collect::<Vec<_>>();
+            let diff =
+                g.iter().zip(&want).enumerate().filter(|(_, (a, b))| a != b).map(|(i, (a, b))| (i / 3 % 96, i / 3 / 96, *a, *b)).take(5).collect::<Vec<_>>();
             assert!(g == &want[..], "{diff:?} patch {k} ({:?} level {} at {:?}), working set {working}", r.slide.index().path(), r.level, r.location);
         }
         let mut again = vec![7u8; got.len()];
@@ -74,7 +75,13 @@ fn cross_slide_batch_errors() {
     let mixed = [PatchRequest { slide: &a, level: 0, location: (0, 0) }, PatchRequest { slide: &small, level: 0, location: (0, 0) }];
     assert_eq!(read_patches(&mixed, &opts).unwrap_err().kind_name(), "limits");
     // A corrupt tile fails the batch with the error naming that slide's file.
-    let e = read_patches(&[PatchRequest { slide: &a, level: 0, location: (0, 0) }, PatchRequest { slide: &Slide::open(td.join("unreadable.svs")).unwrap(), level: 0, location: (0, 0) }], &opts);
+    let e = read_patches(
+        &[
+            PatchRequest { slide: &a, level: 0, location: (0, 0) },
+            PatchRequest { slide: &Slide::open(td.join("unreadable.svs")).unwrap(), level: 0, location: (0, 0) },
+        ],
+        &opts,
+    );
     if let Err(e) = e {
         assert!(e.to_string().contains("unreadable.svs"), "{e}");
     }

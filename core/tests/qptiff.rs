@@ -301,8 +301,7 @@ fn hostile_qptiff_headers_are_typed_errors() {
     }
     // A well-formed minimal file reads: one grey channel named from its XML.
     let f = TempPath::new("minimal.qptiff");
-    Tiff::new(Variant::Classic, vec![grey_page(32, 32, 16, "FullResolution", "DAPI"), grey_page(16, 16, 16, "ReducedResolution", "DAPI")])
-        .write(f.path());
+    Tiff::new(Variant::Classic, vec![grey_page(32, 32, 16, "FullResolution", "DAPI"), grey_page(16, 16, 16, "ReducedResolution", "DAPI")]).write(f.path());
     assert_eq!(outcome(f.path()).0, "ok");
     let s = Slide::open(f.path()).unwrap();
     assert_eq!((s.vendor(), s.level_count(), s.channel_names()), ("qptiff", 2, vec!["DAPI".to_string()]));

@@ -98,12 +98,7 @@ fn properties_and_geometry_match_openslide() {
             assert!(extra_ome || theirs.contains_key(k), "{name}: property {k} = {:?} not in OpenSlide's", ours[k]);
         }
         let regions = regions.expect("regions.json");
-        let dims: Vec<(u64, u64)> = regions["level_dimensions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| (d[0].as_u64().unwrap(), d[1].as_u64().unwrap()))
-            .collect();
+        let dims: Vec<(u64, u64)> = regions["level_dimensions"].as_array().unwrap().iter().map(|d| (d[0].as_u64().unwrap(), d[1].as_u64().unwrap())).collect();
         if ome {
             // OpenSlide's one level is our level 0.
             assert_eq!(slide.level_dimensions()[..dims.len()], dims[..], "{name}");
@@ -119,10 +114,7 @@ fn properties_and_geometry_match_openslide() {
             (a, b) => panic!("{name}: mpp {a:?} vs {b:?}"),
         }
         // OpenSlide lists associated images in properties even when reading them fails.
-        let assoc: Vec<String> = theirs
-            .keys()
-            .filter_map(|k| k.strip_prefix("openslide.associated.")?.strip_suffix(".width").map(String::from))
-            .collect();
+        let assoc: Vec<String> = theirs.keys().filter_map(|k| k.strip_prefix("openslide.associated.")?.strip_suffix(".width").map(String::from)).collect();
         assert_eq!(slide.associated_images().keys().cloned().collect::<Vec<_>>(), assoc, "{name}");
         checked += 1;
     }

@@ -17,7 +17,11 @@ fn cli(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
 #[test]
 fn bad_values_exit_1_with_one_line_naming_the_variable() {
     for (name, value) in [("SLIDESTREAM_COMPAT_MODE", "of"), ("SLIDESTREAM_CACHE_BYTES", "lots"), ("SLIDESTREAM_GPU_WORKERS", "0")] {
-        for args in [&["tiles", SAMPLE][..], &["info", SAMPLE][..], &["region", SAMPLE, "--location", "0,0", "--level", "0", "--size", "8,8", "--output", "/dev/null"][..]] {
+        for args in [
+            &["tiles", SAMPLE][..],
+            &["info", SAMPLE][..],
+            &["region", SAMPLE, "--location", "0,0", "--level", "0", "--size", "8,8", "--output", "/dev/null"][..],
+        ] {
             let out = cli(&[(name, value)], args);
             let err = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{name}={value} {args:?}: {err}");
@@ -40,7 +44,8 @@ fn good_values_are_used() {
     let out = cli(&[("SLIDESTREAM_MAX_REGION_BYTES", "")], &["info", SAMPLE]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // A region larger than SLIDESTREAM_MAX_REGION_BYTES is refused with a limits error.
-    let out = cli(&[("SLIDESTREAM_MAX_REGION_BYTES", "1024")], &["region", SAMPLE, "--location", "0,0", "--level", "0", "--size", "64,64", "--output", "/dev/null"]);
+    let out =
+        cli(&[("SLIDESTREAM_MAX_REGION_BYTES", "1024")], &["region", SAMPLE, "--location", "0,0", "--level", "0", "--size", "64,64", "--output", "/dev/null"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_region_bytes"), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -63,9 +63,7 @@ fn cases(dir: &Path) -> Vec<Json> {
 /// The oracle's samples (grey or RGB) as opaque RGBA.
 fn oracle_rgba(path: &Path, samples: usize) -> Vec<u8> {
     let raw = std::fs::read(path).unwrap();
-    raw.chunks_exact(samples)
-        .flat_map(|p| if samples == 1 { [p[0], p[0], p[0], 255] } else { [p[0], p[1], p[2], 255] })
-        .collect()
+    raw.chunks_exact(samples).flat_map(|p| if samples == 1 { [p[0], p[0], p[0], 255] } else { [p[0], p[1], p[2], 255] }).collect()
 }
 
 fn max_diff(a: &[u8], b: &[u8]) -> u8 {

@@ -17,7 +17,9 @@ const ISCAN: &str = r#"<?xml version="1.0"?><iScan Magnification="20" ScanRes="0
 fn encode_info(ox: i64, oy: i64) -> String {
     // Tiles numbered from 1 from the bottom-left, the second row (from the bottom) right to
     // left: bottom row 1, 2 (left to right), top row 4, 3.
-    let j = |d: &str, a: u32, b: u32, x: i64, y: i64| format!(r#"<TileJointInfo Direction="{d}" Tile1="{a}" Tile2="{b}" OverlapX="{x}" OverlapY="{y}" Confidence="5"/>"#);
+    let j = |d: &str, a: u32, b: u32, x: i64, y: i64| {
+        format!(r#"<TileJointInfo Direction="{d}" Tile1="{a}" Tile2="{b}" OverlapX="{x}" OverlapY="{y}" Confidence="5"/>"#)
+    };
     format!(
         r#"<EncodeInfo><AoiOrigin><AOI0 OriginX="0" OriginY="0"/></AoiOrigin><SlideStitchInfo><ImageInfo AOIScanned="1" Width="{T}" Height="{T}" NumRows="2" NumCols="2" Pos-X="0" Pos-Y="0">{}{}{}{}</ImageInfo></SlideStitchInfo></EncodeInfo>"#,
         j("RIGHT", 1, 2, ox, 0),

@@ -262,7 +262,8 @@ fn hostile_vmu_files_are_typed_errors_naming_the_file() {
         return;
     }
     let put = |at: usize, v: i32| move |b: &mut Vec<u8>| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Vec<u8>)>, &str, &str)> = vec![
+    type Case = (&'static str, Box<dyn FnOnce(&mut Vec<u8>)>, &'static str, &'static str);
+    let cases: Vec<Case> = vec![
         ("bad-magic", Box::new(|b: &mut Vec<u8>| b[0] = b'X'), "format", "Bad magic"),
         ("truncated-data", Box::new(|b: &mut Vec<u8>| b.truncate(b.len() - 1)), "format", "too short"),
         ("truncated-header", Box::new(|b: &mut Vec<u8>| b.truncate(20)), "format", "header"),
@@ -270,10 +271,15 @@ fn hostile_vmu_files_are_typed_errors_naming_the_file() {
         ("column-width-0", Box::new(put(12, 0)), "format", "column width 0"),
         ("column-width-negative", Box::new(put(12, -64)), "format", "column width -64"),
         ("column-width-not-dividing", Box::new(put(12, 48)), "format", "not multiple of column width"),
-        ("column-width-huge", Box::new(|b: &mut Vec<u8>| {
-            b[4..8].copy_from_slice(&(1i32 << 30).to_le_bytes());
-            b[12..16].copy_from_slice(&(1i32 << 30).to_le_bytes());
-        }), "limits", "column width"),
+        (
+            "column-width-huge",
+            Box::new(|b: &mut Vec<u8>| {
+                b[4..8].copy_from_slice(&(1i32 << 30).to_le_bytes());
+                b[12..16].copy_from_slice(&(1i32 << 30).to_le_bytes());
+            }),
+            "limits",
+            "column width",
+        ),
         ("width-huge", Box::new(put(4, 64 << 24)), "format", "too short"),
         ("height-huge", Box::new(put(8, i32::MAX)), "format", "too short"),
         ("width-negative", Box::new(put(4, -320)), "format", "width -320"),

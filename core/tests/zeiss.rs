@@ -151,15 +151,23 @@ fn bad_input_gives_typed_errors() {
         ("attachment-dir-past-end", Box::new(|b| b[104..112].copy_from_slice(&(1i64 << 40).to_le_bytes())), &["format"]),
         ("attachment-past-end", Box::new(move |b| b[att + 32 + 256 + 12..att + 32 + 256 + 20].copy_from_slice(&(1i64 << 40).to_le_bytes())), &["format"]),
         ("attachment-count", Box::new(move |b| b[att + 32..att + 36].copy_from_slice(&i32::MAX.to_le_bytes())), &["limits"]),
-        ("thumbnail-not-jpeg", Box::new(move |b| {
-            let pos = le64(b, att + 32 + 256 + 12);
-            b[pos + 288..pos + 290].copy_from_slice(b"XX");
-        }), &["format"]),
+        (
+            "thumbnail-not-jpeg",
+            Box::new(move |b| {
+                let pos = le64(b, att + 32 + 256 + 12);
+                b[pos + 288..pos + 290].copy_from_slice(b"XX");
+            }),
+            &["format"],
+        ),
         ("bad-schema", Box::new(move |b| b[first..first + 2].copy_from_slice(b"XX")), &["format"]),
-        ("bad-xml", Box::new(|b| {
-            let m = le64(b, 92);
-            b[m + 288] = b'&';
-        }), &["format"]),
+        (
+            "bad-xml",
+            Box::new(|b| {
+                let m = le64(b, 92);
+                b[m + 288] = b'&';
+            }),
+            &["format"],
+        ),
     ];
     for (name, patch, want) in cases {
         let p = patched(&src, name, patch);

@@ -43,11 +43,16 @@ pub(crate) fn path(obj: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
 pub(crate) fn storage_options(obj: Option<&Bound<'_, PyAny>>) -> PyResult<std::collections::BTreeMap<String, String>> {
     let mut out = std::collections::BTreeMap::new();
     let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(out) };
-    let d = obj.cast::<pyo3::types::PyDict>().map_err(|_| PyTypeError::new_err(format!("storage_options must be a dict of str to str, got {}", type_name(obj))))?;
+    let d =
+        obj.cast::<pyo3::types::PyDict>().map_err(|_| PyTypeError::new_err(format!("storage_options must be a dict of str to str, got {}", type_name(obj))))?;
     for (k, v) in d.iter() {
         let key: String = k.extract().map_err(|_| PyTypeError::new_err(format!("storage_options keys must be str, got {}", type_name(&k))))?;
         let value = if v.is_instance_of::<pyo3::types::PyBool>() {
-            if v.extract::<bool>()? { "true".to_string() } else { "false".to_string() }
+            if v.extract::<bool>()? {
+                "true".to_string()
+            } else {
+                "false".to_string()
+            }
         } else if v.is_instance_of::<PyString>() {
             v.extract::<String>()?
         } else if v.is_instance_of::<pyo3::types::PyInt>() {
@@ -123,8 +128,7 @@ pub(crate) fn pair<'py>(obj: &Bound<'py, PyAny>, name: &str, form: &str) -> PyRe
         }
     }
     let sequence_like = !(obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() || obj.is_instance_of::<PyDict>())
-        && (obj.cast::<pyo3::types::PySequence>().is_ok()
-            || obj.cast::<numpy::PyUntypedArray>().is_ok_and(|a| numpy::PyUntypedArrayMethods::ndim(a) == 1));
+        && (obj.cast::<pyo3::types::PySequence>().is_ok() || obj.cast::<numpy::PyUntypedArray>().is_ok_and(|a| numpy::PyUntypedArrayMethods::ndim(a) == 1));
     if !sequence_like {
         return Err(PyTypeError::new_err(format!("{name} must be a pair {form} of ints, got {}", type_name(obj))));
     }
@@ -209,9 +213,7 @@ pub(crate) fn background_rgb(obj: Option<&Bound<'_, PyAny>>) -> PyResult<[u8; 3]
     if let Ok(v) = obj.extract::<u8>() {
         return Ok([v; 3]);
     }
-    let t: (u8, u8, u8) = obj
-        .extract()
-        .map_err(|_| PyValueError::new_err("background must be an int 0..=255 or an (r, g, b) tuple of such ints"))?;
+    let t: (u8, u8, u8) = obj.extract().map_err(|_| PyValueError::new_err("background must be an int 0..=255 or an (r, g, b) tuple of such ints"))?;
     Ok([t.0, t.1, t.2])
 }
 

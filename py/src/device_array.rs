@@ -137,7 +137,9 @@ impl PyDeviceArray {
         let mut consumer: i64 = slidestream::gpu::LEGACY_STREAM as i64;
         if let Some(s) = stream {
             if !s.is_none() {
-                consumer = s.extract::<i64>().map_err(|_| PyTypeError::new_err(format!("stream must be None or an int, got {}", s.get_type().name().map(|n| n.to_string()).unwrap_or_default())))?;
+                consumer = s.extract::<i64>().map_err(|_| {
+                    PyTypeError::new_err(format!("stream must be None or an int, got {}", s.get_type().name().map(|n| n.to_string()).unwrap_or_default()))
+                })?;
             }
         }
         let here = (dlpack::KDL_CUDA, self.inner.device() as i32);

@@ -57,10 +57,8 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             // OSError(errno, strerror, filename) picks FileNotFoundError, PermissionError...;
             // strerror as Python's os.strerror gives it (the C library's text for errno).
             Some(n) => {
-                let strerror = py
-                    .import("os")
-                    .and_then(|os| os.getattr("strerror")?.call1((n,))?.extract::<String>())
-                    .unwrap_or_else(|_| source.kind().to_string());
+                let strerror =
+                    py.import("os").and_then(|os| os.getattr("strerror")?.call1((n,))?.extract::<String>()).unwrap_or_else(|_| source.kind().to_string());
                 // filename as os.fsdecode gives it (surrogate escapes for non-UTF-8 bytes), so
                 // it equals the str the caller passed or os.listdir returned.
                 match crate::args::path_str(py, &at.path) {

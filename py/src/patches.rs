@@ -16,10 +16,13 @@ use crate::errors::{invalid_argument, OrRaise};
 use crate::process;
 use crate::slide::PySlide;
 
+/// One parsed request: slide index, level, level-0 location (x, y).
+pub(crate) type Request = (usize, usize, (i64, i64));
+
 /// `requests` ((slide index, level, x, y) rows, int64 (n, 4)) of `n_slides` slides as
 /// (slide, level, location) triples: ValueError for another shape, InvalidArgumentError for a
 /// slide index out of range or a negative level (a level past the slide's count fails the read).
-pub(crate) fn parse_requests(py: Python<'_>, n_slides: usize, requests: &PyReadonlyArray2<'_, i64>) -> PyResult<Vec<(usize, usize, (i64, i64))>> {
+pub(crate) fn parse_requests(py: Python<'_>, n_slides: usize, requests: &PyReadonlyArray2<'_, i64>) -> PyResult<Vec<Request>> {
     let rows = requests.as_array();
     if rows.ncols() != 4 {
         return Err(PyValueError::new_err(format!("requests must have shape (n, 4), got (n, {})", rows.ncols())));
@@ -28,7 +31,11 @@ pub(crate) fn parse_requests(py: Python<'_>, n_slides: usize, requests: &PyReado
     for (k, r) in rows.outer_iter().enumerate() {
         let (s, level) = (r[0], r[1]);
         let Some(slide) = usize::try_from(s).ok().filter(|&s| s < n_slides) else {
-            let msg = if n_slides == 0 { format!("request {k}: slide index {s}, but no slides were given") } else { format!("request {k}: slide index {s} out of range for {n_slides} slide(s)") };
+            let msg = if n_slides == 0 {
+                format!("request {k}: slide index {s}, but no slides were given")
+            } else {
+                format!("request {k}: slide index {s} out of range for {n_slides} slide(s)")
+            };
             return Err(invalid_argument(py, msg));
         };
         let Ok(level) = usize::try_from(level) else {
@@ -97,7 +104,11 @@ pub(crate) fn resize_patches_py<'py>(py: Python<'py>, patches: PyReadonlyArray4<
         Ok(s) => s.into(),
         Err(_) => patches.as_array().iter().copied().collect::<Vec<u8>>().into(),
     };
-    let out_len = n.checked_mul(th as usize).and_then(|v| v.checked_mul(tw as usize)).and_then(|v| v.checked_mul(3)).ok_or_else(|| PyValueError::new_err("output size overflows"))?;
+    let out_len = n
+        .checked_mul(th as usize)
+        .and_then(|v| v.checked_mul(tw as usize))
+        .and_then(|v| v.checked_mul(3))
+        .ok_or_else(|| PyValueError::new_err("output size overflows"))?;
     let out = crate::guard::detach(py, move || {
         let mut out = slidestream::alloc_pixels(out_len);
         resize_rgb_patches(&src, n, (w32, h32), (tw32, th32), &mut out).map(|()| out)
@@ -116,7 +127,12 @@ pub(crate) fn resize_patches_py<'py>(py: Python<'py>, patches: PyReadonlyArray4<
 /// without a usable GPU.
 #[pyfunction]
 #[pyo3(name = "_resize_patches_device")]
-pub(crate) fn resize_patches_device_py(py: Python<'_>, groups: Vec<(Bound<'_, PyDeviceArray>, PyReadonlyArray1<'_, i64>)>, n: usize, size: &Bound<'_, PyAny>) -> PyResult<PyDeviceArray> {
+pub(crate) fn resize_patches_device_py(
+    py: Python<'_>,
+    groups: Vec<(Bound<'_, PyDeviceArray>, PyReadonlyArray1<'_, i64>)>,
+    n: usize,
+    size: &Bound<'_, PyAny>,
+) -> PyResult<PyDeviceArray> {
     let (tw, th) = args::size(size)?;
     let (Ok(tw), Ok(th)) = (u32::try_from(tw), u32::try_from(th)) else {
         return Err(invalid_argument(py, "size must fit in 32 bits"));

@@ -21,8 +21,8 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -197,7 +197,14 @@ fn describe(o: &Bound<'_, PyAny>) -> String {
 impl PyPrefetcher {
     #[new]
     #[pyo3(signature = (slides, size, background=None, device=None, readers=1))]
-    fn new(py: Python<'_>, slides: Vec<PyRef<'_, PySlide>>, size: &Bound<'_, PyAny>, background: Option<&Bound<'_, PyAny>>, device: Option<&Bound<'_, PyAny>>, readers: usize) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        slides: Vec<PyRef<'_, PySlide>>,
+        size: &Bound<'_, PyAny>,
+        background: Option<&Bound<'_, PyAny>>,
+        device: Option<&Bound<'_, PyAny>>,
+        readers: usize,
+    ) -> PyResult<Self> {
         let size = args::size(size)?;
         let background = args::background_rgb(background)?;
         let device = args::device(device)?;
@@ -222,30 +229,30 @@ impl PyPrefetcher {
                 // SLIDESTREAM_THREAD_NICE (fixed at the first open; raising cannot fail).
                 drop(slidestream::threads::lower_this_thread());
                 loop {
-                // One job at a time per thread; the lock is held only to receive.
-                let job = match jobs.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(_) => return,
-                };
-                let Ok(job) = job else { return }; // the consumer closed
-                if stop.load(Ordering::Relaxed) {
-                    continue; // closed: skip what is still queued
-                }
-                let seq = job.seq;
-                let r = catch_unwind(AssertUnwindSafe(|| {
-                    #[cfg(feature = "test-hooks")]
-                    {
-                        crate::guard::hooks::before_call();
-                        let ms = stall_due();
-                        if ms > 0 {
-                            std::thread::sleep(Duration::from_millis(ms));
-                        }
+                    // One job at a time per thread; the lock is held only to receive.
+                    let job = match jobs.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return }; // the consumer closed
+                    if stop.load(Ordering::Relaxed) {
+                        continue; // closed: skip what is still queued
                     }
-                    read_one(&slides, job, &opts, device)
-                }));
-                if done.send((seq, r)).is_err() {
-                    return; // the consumer is gone: drop the batch
-                }
+                    let seq = job.seq;
+                    let r = catch_unwind(AssertUnwindSafe(|| {
+                        #[cfg(feature = "test-hooks")]
+                        {
+                            crate::guard::hooks::before_call();
+                            let ms = stall_due();
+                            if ms > 0 {
+                                std::thread::sleep(Duration::from_millis(ms));
+                            }
+                        }
+                        read_one(&slides, job, &opts, device)
+                    }));
+                    if done.send((seq, r)).is_err() {
+                        return; // the consumer is gone: drop the batch
+                    }
                 }
             });
             match spawned {
@@ -271,7 +278,9 @@ impl PyPrefetcher {
         let reqs = parse_requests(py, self.slides.len(), &rows)?;
         let out = match out {
             None => None,
-            Some(_) if self.device.is_some() => return Err(PyValueError::new_err("out: device batches are read into device memory; a host destination applies to host batches only")),
+            Some(_) if self.device.is_some() => {
+                return Err(PyValueError::new_err("out: device batches are read into device memory; a host destination applies to host batches only"))
+            }
             Some(o) => Some(self.destination(o, reqs.len())?),
         };
         let mut st = self.state.lock().map_err(|_| PyRuntimeError::new_err("slidestream prefetcher: poisoned"))?;
@@ -361,7 +370,8 @@ impl PyPrefetcher {
             Out::Device(a) => Ok(Some(Bound::new(py, PyDeviceArray::new(a))?.into_any())),
             Out::Into(owner) => Ok(Some(owner.into_bound(py))),
             Out::Host(data, n) => {
-                let arr = ndarray::Array4::from_shape_vec((n, self.size.1 as usize, self.size.0 as usize, 3), data).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                let arr = ndarray::Array4::from_shape_vec((n, self.size.1 as usize, self.size.0 as usize, 3), data)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
                 Ok(Some(PyArray4::from_owned_array(py, arr).into_any()))
             }
         }

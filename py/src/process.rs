@@ -62,9 +62,7 @@ pub(crate) fn pool_and_cache(py: Python<'_>) -> PyResult<(Arc<rayon::ThreadPool>
         if let Some(n) = threads {
             builder = builder.num_threads(n);
         }
-        let pool = builder
-            .build()
-            .map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
+        let pool = builder.build().map_err(|e| PyOSError::new_err(format!("cannot start decode threads: {e}")))?;
         let cache = shared_cache(py, g.as_ref())?;
         *g = Some(ProcState { pid, pool: Arc::new(pool), cache });
     }

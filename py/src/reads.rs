@@ -14,8 +14,7 @@ use crate::slide::PySlide;
 
 /// An RGBA result as a numpy uint8 array (height, width, 4) owning the buffer.
 fn rgba_array(py: Python<'_>, r: Rgba) -> PyResult<Bound<'_, PyArray3<u8>>> {
-    let arr = ndarray::Array3::from_shape_vec((r.height as usize, r.width as usize, 4), r.data)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let arr = ndarray::Array3::from_shape_vec((r.height as usize, r.width as usize, 4), r.data).map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(PyArray3::from_owned_array(py, arr))
 }
 
@@ -97,8 +96,7 @@ impl PySlide {
         let level = self.level(py, level)?;
         let bg = args::background_rgb(background)?;
         let (img, f) = self.run(py, move |s| s.read_level_reduced(level, max_factor, bg))?;
-        let arr = ndarray::Array3::from_shape_vec((img.height as usize, img.width as usize, 3), img.data)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let arr = ndarray::Array3::from_shape_vec((img.height as usize, img.width as usize, 3), img.data).map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok((PyArray3::from_owned_array(py, arr), f))
     }
 }

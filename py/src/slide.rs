@@ -131,7 +131,13 @@ impl PySlide {
     /// `lazy=True` defers opening to the first use (used when unpickling).
     #[new]
     #[pyo3(signature = (path, *, cache_bytes=None, lazy=false, storage_options=None))]
-    fn new(py: Python<'_>, path: &Bound<'_, PyAny>, cache_bytes: Option<&Bound<'_, PyAny>>, lazy: bool, storage_options: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: &Bound<'_, PyAny>,
+        cache_bytes: Option<&Bound<'_, PyAny>>,
+        lazy: bool,
+        storage_options: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let path = args::path(path)?;
         let cache_bytes = args::optional_bytes(cache_bytes, "cache_bytes")?;
         let storage = args::storage_options(storage_options)?;

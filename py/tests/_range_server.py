@@ -11,7 +11,6 @@ import pathlib
 import re
 import socket
 import threading
-from typing import Optional
 
 
 class RangeServer(http.server.ThreadingHTTPServer):

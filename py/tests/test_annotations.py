@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import slidestream
 from slidestream import InvalidArgumentError, Slide
 from slidestream.annotations import Annotation, label_mask, polygons, rasterize, read_geojson
 from slidestream.sampling import GridSampler, RandomPatchSampler

@@ -129,7 +129,7 @@ def test_metadata_matches(name):
 def test_associated_images_match(name):
     """Lazy mapping of PIL RGBA images with OpenSlide's pixels and ICC info."""
     osr, ours = _pair(name)
-    td = locate_testdata()
+    locate_testdata()
     for an in osr.associated_images:
         try:
             theirs = osr.associated_images[an]

@@ -22,7 +22,7 @@ from _parity_helpers import locate_testdata
 
 openslide = pytest.importorskip("openslide")
 pytest.importorskip("PIL.Image")
-import openslide.deepzoom  # noqa: E402
+import openslide.deepzoom  # noqa: E402, F811 (a submodule import rebinds the package name)
 import openslide.lowlevel  # noqa: E402
 
 import slidestream.openslide as dropin  # noqa: E402

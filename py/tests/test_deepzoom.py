@@ -25,7 +25,6 @@ from _parity_helpers import (
     slide_path,
     LOSSY_COMPRESSIONS,
     first_difference,
-    locate_testdata,
     max_abs_diff,
     openslide_origin,
     page_compressions,

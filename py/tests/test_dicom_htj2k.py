@@ -15,7 +15,6 @@ import pytest
 pytest.importorskip("pydicom")
 pytest.importorskip("imagecodecs")
 
-import slidestream  # noqa: E402
 from slidestream import Slide  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

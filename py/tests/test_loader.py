@@ -299,7 +299,7 @@ def test_buffers_are_freed(slides):
     loader = PatchBatches(slides, rows, SIZE, batch_size=2, prefetch=3, transform=track)
 
     def consume_some() -> None:
-        for k, (batch, _) in enumerate(loader):
+        for k, (batch, _) in enumerate(loader):  # noqa: F821 (runs before the `del loader` below)
             if k == 2:
                 break
 
@@ -308,11 +308,11 @@ def test_buffers_are_freed(slides):
     assert len(refs) >= 3
     assert all(r() is None for r in refs), "batches read ahead are dropped when the iteration stops"
     refs.clear()
-    run_bounded(lambda: [None for _ in loader])
+    run_bounded(lambda: [None for _ in loader])  # noqa: F821 (runs before the `del loader` below)
     gc.collect()
-    assert len(refs) == len(loader) and all(r() is None for r in refs)
+    assert len(refs) == len(loader) and all(r() is None for r in refs)  # noqa: F821 (as above)
     # Batches the consumer keeps stay valid after the loader is gone.
-    kept = run_bounded(lambda: [b for b, _ in loader])
+    kept = run_bounded(lambda: [b for b, _ in loader])  # noqa: F821 (as above)
     loader.close()
     del loader
     gc.collect()

@@ -70,7 +70,7 @@ def test_enough_files_compared():
     """The parametrised tests below must not all skip: at least 10 test slides are opened by
     both OpenSlide and slidestream."""
     openslide = pytest.importorskip("openslide")
-    td = locate_testdata()
+    locate_testdata()
     both = []
     for name in FILES:
         try:

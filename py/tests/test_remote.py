@@ -9,14 +9,7 @@ slidestream remote against slidestream local, byte for byte.
 from __future__ import annotations
 
 import errno
-import os
-import pathlib
-import shutil
-import sys
-import time
-import urllib.parse
-import uuid
-from typing import Any, Dict, List, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import pytest

@@ -6,7 +6,6 @@ The servers are local (_range_server.py); the cases that could hang without thei
 child interpreter with a watchdog, so a regression fails instead of stalling the run."""
 from __future__ import annotations
 
-import hashlib
 import os
 import pathlib
 import subprocess

@@ -125,7 +125,7 @@ def _box_mask(shape, box, dtype=bool):
     """A (h, w) mask with ``box`` = (x0, y0, x1, y1) in mask pixels set."""
     m = np.zeros(shape, dtype=dtype)
     x0, y0, x1, y1 = box
-    m[y0:y1, x0:x1] = 1 if dtype != bool else True
+    m[y0:y1, x0:x1] = 1 if dtype is not bool else True
     return m
 
 

@@ -23,7 +23,6 @@ error kind expected, and OpenSlide's error); ``core/tests/dicom_generated.rs`` r
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shutil
 from typing import Dict, List, Optional, Tuple

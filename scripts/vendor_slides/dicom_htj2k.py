@@ -15,7 +15,7 @@ from typing import List
 import numpy as np
 
 from . import dicomwrite as dw
-from .dicom import STUDY, TILE, Level, _pyramid, _series, _write
+from .dicom import TILE, Level, _pyramid, _series, _write
 
 
 @dataclasses.dataclass

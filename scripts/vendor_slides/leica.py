@@ -25,7 +25,7 @@ from typing import List
 import numpy as np
 
 from .common import Generated, Region, assert_close, downscale, tissue_like
-from .philips import _allow_precompressed_jpeg, _jpeg_bytes, _tiles
+from .philips import _allow_precompressed_jpeg, _tiles
 
 NS = "http://www.leica-microsystems.com/scn/2010/10/01"
 NS_OLD = "http://www.leica-microsystems.com/scn/2010/03/10"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 

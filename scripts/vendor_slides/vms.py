@@ -20,7 +20,7 @@ from __future__ import annotations
 import pathlib
 import struct
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import numpy as np
 

@@ -29,7 +29,14 @@ pub struct Config {
 impl Default for Config {
     /// The table's defaults (docs/settings.md).
     fn default() -> Self {
-        Config { cache_bytes: 256 << 20, plan: PlanOptions::default(), remote_plan: PlanOptions { max_gap_bytes: 64 << 10, max_request_bytes: 16 << 20 }, max_region_bytes: 4 << 30, partial_decode_max_fraction: 0.5, read_working_bytes: 192 << 20 }
+        Config {
+            cache_bytes: 256 << 20,
+            plan: PlanOptions::default(),
+            remote_plan: PlanOptions { max_gap_bytes: 64 << 10, max_request_bytes: 16 << 20 },
+            max_region_bytes: 4 << 30,
+            partial_decode_max_fraction: 0.5,
+            read_working_bytes: 192 << 20,
+        }
     }
 }
 

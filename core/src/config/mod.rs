@@ -102,11 +102,7 @@ pub fn set(name: &str, value: Option<&str>) -> Result<()> {
         let effective = value.clone().or_else(|| std::env::var(spec.name).ok().map(|v| v.trim().to_string()).filter(|v| !v.is_empty()));
         let same = |a: &Option<String>| a.clone().unwrap_or_else(|| spec.default.into());
         if same(used) != same(&effective) {
-            return Err(Error::Usage(format!(
-                "{} is read once per process and is already in use with value {}; it cannot change now",
-                spec.name,
-                same(used)
-            )));
+            return Err(Error::Usage(format!("{} is read once per process and is already in use with value {}; it cannot change now", spec.name, same(used))));
         }
     }
     match value {

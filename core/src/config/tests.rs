@@ -158,11 +158,8 @@ fn every_setting_is_in_the_table_once_and_names_are_prefixed() {
 fn docs_match_table() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/settings.md");
     let doc = std::fs::read_to_string(path).expect("docs/settings.md");
-    let rows: Vec<Vec<String>> = doc
-        .lines()
-        .filter(|l| l.starts_with("| `SLIDESTREAM_"))
-        .map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect())
-        .collect();
+    let rows: Vec<Vec<String>> =
+        doc.lines().filter(|l| l.starts_with("| `SLIDESTREAM_")).map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect()).collect();
     let expected: Vec<Vec<String>> = TABLE
         .iter()
         .map(|s| {

@@ -242,9 +242,12 @@ fn frame_locs(inst: &Instance<'_>, src: SourceId, at: &Location) -> Result<Vec<T
     frames::frame_locs(inst.src.as_ref(), &fat, src, pixel, inst.header.eot, inst.frames, frame_bytes)
 }
 
+/// One (column, row) per frame, `None` for a frame without a position.
+type FramePositions = Vec<Option<(u64, u64)>>;
+
 /// Per-frame (column, row) tile positions from PerFrameFunctionalGroupsSequence's Plane
 /// Position (Slide) items, when every frame has one; `None` when the file has none.
-fn frame_positions(inst: &Instance<'_>, at: &Location) -> Result<Option<Vec<Option<(u64, u64)>>>> {
+fn frame_positions(inst: &Instance<'_>, at: &Location) -> Result<Option<FramePositions>> {
     let Some(pf) = inst.header.read_per_frame(inst.src.as_ref(), &Location::file(&inst.path))? else { return Ok(None) };
     let Some(Value::Sequence(seq)) = pf.get(tags::PER_FRAME_FUNCTIONAL_GROUPS_SEQUENCE).map(|e| e.value()) else { return Ok(None) };
     let (tw, th) = (inst.tile.0 as i64, inst.tile.1 as i64);

@@ -150,7 +150,7 @@ fn parse_collection(root: Node<'_, '_>, at: &Location) -> Result<Collection> {
             }
             dims.push((ifd as usize, w as u64, nm_across as f64 / w as f64));
         }
-        dims.sort_by(|a, b| b.1.cmp(&a.1)); // stable: equal widths keep document order
+        dims.sort_by_key(|d| std::cmp::Reverse(d.1)); // stable: equal widths keep document order
         let scan = |p: &[&str]| text_at(img, p);
         let device = child(img, "device");
         images.push(Image {

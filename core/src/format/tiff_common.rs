@@ -295,6 +295,9 @@ pub(crate) fn levels_from_ifds(tf: &TiffFile, src: &dyn ByteSource, at: &Locatio
         .collect()
 }
 
+/// Level IFDs, and (name, IFD) of the associated images, of an Aperio-style TIFF.
+pub(crate) type AperioSplit = (Vec<usize>, Vec<(String, usize)>);
+
 /// The main chain split as Aperio and Huron files are (OpenSlide 4.0.1's `openslide-vendor-aperio.c`
 /// and `-huron.c`): every tiled IFD is a level; of the others, IFD 1 is the `thumbnail`, one
 /// with NewSubfileType 1 the `label` and 9 the `macro` (others are ignored). Returns the level
@@ -302,7 +305,7 @@ pub(crate) fn levels_from_ifds(tf: &TiffFile, src: &dyn ByteSource, at: &Locatio
 ///
 /// # Errors
 /// A NewSubfileType that cannot be read (`Format`).
-pub(crate) fn split_aperio_style(tf: &TiffFile, src: &dyn ByteSource, at: &Location) -> Result<(Vec<usize>, Vec<(String, usize)>)> {
+pub(crate) fn split_aperio_style(tf: &TiffFile, src: &dyn ByteSource, at: &Location) -> Result<AperioSplit> {
     let mut levels = Vec::new();
     let mut associated = Vec::new();
     for i in 0..tf.ifds.len() {

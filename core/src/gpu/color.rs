@@ -269,15 +269,7 @@ mod tests {
         let (mw, mh) = mcu_size(read_header(stream).expect("header").subsamp).expect("known subsampling");
         let chroma = (mw / 8, mh / 8);
         let sub = [(1, 1), chroma, chroma];
-        planar_to_rgba(
-            [&planes[0], &planes[1], &planes[2]],
-            [dims[0].0, dims[1].0, dims[2].0],
-            [dims[0], dims[1], dims[2]],
-            sub,
-            w,
-            h,
-            ycbcr,
-        )
+        planar_to_rgba([&planes[0], &planes[1], &planes[2]], [dims[0].0, dims[1].0, dims[2].0], [dims[0], dims[1], dims[2]], sub, w, h, ycbcr)
     }
 
     /// (max abs diff, first differing pixel).
@@ -288,24 +280,8 @@ mod tests {
         (max, first)
     }
 
-    const SIZES: [(usize, usize); 16] = [
-        (256, 256),
-        (240, 240),
-        (255, 253),
-        (17, 9),
-        (16, 16),
-        (1, 1),
-        (2, 2),
-        (3, 3),
-        (4, 5),
-        (5, 4),
-        (6, 1),
-        (1, 6),
-        (33, 31),
-        (7, 130),
-        (130, 7),
-        (64, 17),
-    ];
+    const SIZES: [(usize, usize); 16] =
+        [(256, 256), (240, 240), (255, 253), (17, 9), (16, 16), (1, 1), (2, 2), (3, 3), (4, 5), (5, 4), (6, 1), (1, 6), (33, 31), (7, 130), (130, 7), (64, 17)];
 
     /// The expected libjpeg downsampled size of a chroma component.
     fn chroma_dims(ss: turbojpeg::Subsamp, w: usize, h: usize) -> (usize, usize) {

@@ -45,13 +45,16 @@ pub fn split(addr: u64) -> (SourceId, u64) {
 /// examined (a remote object: the version whose ETag the open recorded).
 pub type Opener = std::sync::Arc<dyn Fn(&std::path::Path) -> io::Result<Box<dyn ByteSource>> + Send + Sync>;
 
+/// A member file opened, or why it could not be: kind, OS error code, message.
+type OpenOutcome = Result<Box<dyn ByteSource>, (io::ErrorKind, Option<i32>, String)>;
+
 /// An extra file of a slide, opened on first use.
 struct Extra {
     path: PathBuf,
     len: u64,
     identity: Option<FileIdentity>,
     /// The opened file, or why it could not be opened: kind, OS error code, message.
-    file: OnceLock<Result<Box<dyn ByteSource>, (io::ErrorKind, Option<i32>, String)>>,
+    file: OnceLock<OpenOutcome>,
 }
 
 impl std::fmt::Debug for Extra {

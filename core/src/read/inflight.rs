@@ -126,7 +126,7 @@ mod tests {
             t.join().unwrap();
         }
         let p = peak.load(Ordering::SeqCst);
-        assert!(p <= 100 && p >= 10, "peak {p} of a budget of 100");
+        assert!((10..=100).contains(&p), "peak {p} of a budget of 100");
         assert_eq!(*b.held.lock().unwrap(), 0, "everything given back");
     }
 

@@ -21,7 +21,10 @@ use crate::read::batch_plan::TilePart;
 /// failure is returned again without decoding; an unknown tile's part reads the whole scan
 /// ([`crate::codec::decode_chunk_part`]). At most [`ScanMemory::ENTRIES`] tiles (least
 /// recently used dropped first); empty until the first decode.
-pub(crate) struct ScanMemory(Mutex<lru::LruCache<(u32, u64, u64), Option<Box<Error>>>>);
+pub(crate) struct ScanMemory(Mutex<ScanOutcomes>);
+
+/// Outcome (`None` = decoded cleanly) by (level, column, row).
+type ScanOutcomes = lru::LruCache<(u32, u64, u64), Option<Box<Error>>>;
 
 impl std::fmt::Debug for ScanMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -119,8 +119,7 @@ pub fn jpeg_tiff(tiles: Vec<Vec<u8>>, w: u32, h: u32, t: u32, photometric: u16, 
 
 /// A deterministic hash of (seed, a, b, c) to 32 bits (splitmix64 finaliser).
 fn hash(seed: u64, a: u64, b: u64, c: u64) -> u32 {
-    let mut z =
-        seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ c.wrapping_mul(0x1656_67B1_9E37_79F9);
+    let mut z = seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F) ^ c.wrapping_mul(0x1656_67B1_9E37_79F9);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)) as u32

@@ -224,4 +224,3 @@ pub fn refused(w: &Written, kind: &str, what: &str) -> Error {
 pub fn pixel(s: &Slide, x: i64, y: i64) -> slidestream::Result<Vec<u8>> {
     Ok(s.read_region((x, y), 0, (1, 1))?.data)
 }
-

@@ -10,9 +10,8 @@ use std::path::PathBuf;
 /// `$SLIDESTREAM_TESTDATA`, else `../shared/testdata` beside the repository, or `None` (with a
 /// message) when absent. (The variable lets test executables built here run on another machine.)
 pub fn testdata() -> Option<PathBuf> {
-    let p = std::env::var_os("SLIDESTREAM_TESTDATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata"));
+    let p =
+        std::env::var_os("SLIDESTREAM_TESTDATA").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata"));
     if p.join("MANIFEST.md").exists() {
         Some(p)
     } else {

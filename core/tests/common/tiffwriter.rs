@@ -446,11 +446,7 @@ impl Tiff {
         }
         // Patch the "next IFD" fields.
         for i in 0..self.ifds.len() {
-            let next = if i + 1 < self.ifds.len() {
-                ifd_offsets[i + 1]
-            } else {
-                self.loop_to.map_or(0, |k| ifd_offsets[k])
-            };
+            let next = if i + 1 < self.ifds.len() { ifd_offsets[i + 1] } else { self.loop_to.map_or(0, |k| ifd_offsets[k]) };
             let mut f = Out { buf: Vec::new(), be: v.big_endian() };
             if v.bigtiff() {
                 f.u64(next)

@@ -25,7 +25,7 @@ import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_hostile import LONG, Tiff, tiled, write  # noqa: E402
+from make_hostile import Tiff, tiled, write  # noqa: E402
 
 
 def zstd_rle(byte: int, length: int) -> bytes:

@@ -179,7 +179,7 @@ def huge_tile_count() -> bytes:
 
 def tag_count_2_32() -> bytes:
     t = Tiff()
-    tile = t.add(bytes(16 * 16 * 3))
+    t.add(bytes(16 * 16 * 3))
     return t.finish([tiled(16, 16, 16, 16, (324, LONG, 2**32 - 1, 8), [768])])
 
 

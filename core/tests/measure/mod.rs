@@ -106,4 +106,3 @@ pub fn raw_slide(name: &str) -> TempPath {
     Tiff::new(Variant::Classic, vec![Ifd::tiled(2048, 2048, 256, 256, chunks)]).write(f.path());
     f
 }
-

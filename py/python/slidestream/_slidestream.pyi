@@ -9,7 +9,6 @@ Device reads (``device="cuda"``, ``"cuda:N"``, an int ``N``, a ``torch.device``)
 :class:`DeviceArray` in GPU memory instead; ``device=None`` / ``"cpu"`` keep the numpy result.
 """
 
-import os
 from typing import Any, Dict, List, Literal, Optional, Protocol, Sequence, Tuple, Union, final, overload
 
 import numpy as np

@@ -76,10 +76,7 @@ pub(crate) fn parse_bound(s: &str) -> Result<(u64, u64), String> {
 /// `max_region_bytes`), else the library's limits error for `what` at `at`: every buffer the
 /// CLI sizes from an argument is checked with it before it is allocated.
 pub(crate) fn within_limit(at: &Location, what: &str, bytes: Option<u64>, max: u64) -> Result<usize, Error> {
-    bytes
-        .filter(|&b| b <= max)
-        .and_then(|b| usize::try_from(b).ok())
-        .ok_or_else(|| Error::limits(at, format!("{what} exceeds max_region_bytes ({max} bytes)")))
+    bytes.filter(|&b| b <= max).and_then(|b| usize::try_from(b).ok()).ok_or_else(|| Error::limits(at, format!("{what} exceeds max_region_bytes ({max} bytes)")))
 }
 
 /// A clap error as one line: the message up to its first blank line (the usage block and

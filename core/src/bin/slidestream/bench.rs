@@ -30,14 +30,14 @@ pub(crate) fn bench(path: &Path, args: BenchArgs) -> Result<(), Error> {
     }
     let slide = Slide::open(path)?;
     let dims = slide.level_dimensions();
-    let &(lw, lh) = dims
-        .get(level)
-        .ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist (level count {})", path.display(), slide.level_count())))?;
+    let &(lw, lh) =
+        dims.get(level).ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist (level count {})", path.display(), slide.level_count())))?;
     let ds = slide.level_downsamples()[level];
     // The patch buffer is sized by --size: checked against the library's limit before it is
     // allocated (a 100000² patch would need 40 GB).
     let at = Location::file(path).with_image(ImageRef::Level(level));
-    let bytes = within_limit(&at, &format!("region of {size}x{size} pixels"), size.checked_mul(size).and_then(|n| n.checked_mul(4)), slide.config().max_region_bytes)?;
+    let bytes =
+        within_limit(&at, &format!("region of {size}x{size} pixels"), size.checked_mul(size).and_then(|n| n.checked_mul(4)), slide.config().max_region_bytes)?;
     // Locations from the file, or generated one by one (nothing sized by --patches is allocated).
     let from_file: Option<Vec<(i64, i64)>> = match locations {
         Some(f) => {
@@ -84,14 +84,21 @@ pub(crate) fn bench(path: &Path, args: BenchArgs) -> Result<(), Error> {
     let io = slide.io_counters();
     let threads = rayon::current_num_threads();
     if json {
-        println!("{}", serde_json::json!({
-            "patches": count, "size": size, "level": level, "seconds": secs, "patches_per_s": n / secs,
-            "megapixels_per_s": n * (size * size) as f64 / 1e6 / secs, "bytes_read": io.bytes, "requests": io.requests,
-            "threads": threads, "checksum": checksum,
-        }));
+        println!(
+            "{}",
+            serde_json::json!({
+                "patches": count, "size": size, "level": level, "seconds": secs, "patches_per_s": n / secs,
+                "megapixels_per_s": n * (size * size) as f64 / 1e6 / secs, "bytes_read": io.bytes, "requests": io.requests,
+                "threads": threads, "checksum": checksum,
+            })
+        );
     } else {
-        println!("{} random {size}x{size} patches of level {level} in {secs:.3} s: {:.0} patches/s ({:.1} MP/s), {threads} decode threads",
-            count, n / secs, n * (size * size) as f64 / 1e6 / secs);
+        println!(
+            "{} random {size}x{size} patches of level {level} in {secs:.3} s: {:.0} patches/s ({:.1} MP/s), {threads} decode threads",
+            count,
+            n / secs,
+            n * (size * size) as f64 / 1e6 / secs
+        );
         println!("io: {} bytes in {} requests", io.bytes, io.requests);
     }
     Ok(())

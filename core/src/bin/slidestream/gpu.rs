@@ -78,7 +78,12 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
         st.io_path,
         if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
     );
-    println!("  nvJPEG: {}, {} hardware engines; last CPU fallback: {}", st.nvjpeg_backend, st.hardware_engines, if st.cpu_fallback_reason.is_empty() { "none" } else { &st.cpu_fallback_reason });
+    println!(
+        "  nvJPEG: {}, {} hardware engines; last CPU fallback: {}",
+        st.nvjpeg_backend,
+        st.hardware_engines,
+        if st.cpu_fallback_reason.is_empty() { "none" } else { &st.cpu_fallback_reason }
+    );
     if patches > 0 {
         let (w, h) = slide.dimensions();
         if size > w || size > h {
@@ -89,7 +94,12 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
         let (max, at) = (slide.config().max_region_bytes, Location::file(path));
         within_limit(&at, &format!("{patches} patch locations (twice)"), (patches as u64).checked_mul(32), max)?;
         let per_batch = batch.min(patches) as u64;
-        within_limit(&at, &format!("{per_batch} patches of {size}x{size}x3"), per_batch.checked_mul(size).and_then(|v| v.checked_mul(size)).and_then(|v| v.checked_mul(3)), max)?;
+        within_limit(
+            &at,
+            &format!("{per_batch} patches of {size}x{size}x3"),
+            per_batch.checked_mul(size).and_then(|v| v.checked_mul(size)).and_then(|v| v.checked_mul(3)),
+            max,
+        )?;
         let mut s = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = |m: u64| {
             s ^= s >> 12;

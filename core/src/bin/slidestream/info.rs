@@ -49,7 +49,13 @@ pub(crate) fn info(path: &Path, json: bool, why: bool, io_stats: bool) -> Result
         let _ = writeln!(
             out,
             "  [{i}] {} x {} px, downsample {:.4}, tiles {}x{} px ({} x {}), {}",
-            im.width, im.height, l.downsample, im.tile_width, im.tile_height, im.tiles_across(), im.tiles_down(),
+            im.width,
+            im.height,
+            l.downsample,
+            im.tile_width,
+            im.tile_height,
+            im.tiles_across(),
+            im.tiles_down(),
             im.codec.compression.name()
         );
     }
@@ -100,7 +106,12 @@ fn print_io_stats(slide: &Slide, json: bool) {
     if let (Some((at_open, now)), Some(r)) = (slide.remote_stats(), slide.remote_source()) {
         println!(
             "remote io: {} HTTP requests, {} bytes received (open: {} requests, {} bytes; index cache {}; {})",
-            now.requests, now.bytes, at_open.requests, at_open.bytes, r.index_cache_use().as_str(), r.url()
+            now.requests,
+            now.bytes,
+            at_open.requests,
+            at_open.bytes,
+            r.index_cache_use().as_str(),
+            r.url()
         );
     }
     println!(

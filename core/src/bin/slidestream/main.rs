@@ -217,7 +217,6 @@ fn parse_bound_u64<const LO: u64, const HI: u64>(s: &str) -> Result<u64, String>
     }
 }
 
-
 fn main() -> ExitCode {
     // Before any thread or CUDA context exists (see the function's documentation).
     slidestream::gpu::raise_cuda_connections();

@@ -60,7 +60,8 @@ fn encode(format: ImageFormat, name: &str, w: u32, h: u32, data: &[u8]) -> Resul
                 return Err(Error::Usage(format!("{name}: cannot write a {w}x{h} JPEG (at most 65535 pixels a side; write a .png)")));
             }
             let img = turbojpeg::Image { pixels: data, width: w as usize, pitch: w as usize * 4, height: h as usize, format: turbojpeg::PixelFormat::RGBA };
-            let jpeg = turbojpeg::compress(img, 90, turbojpeg::Subsamp::None).map_err(|e| Error::io(&at, std::io::Error::other(format!("JPEG encoder: {e}"))))?;
+            let jpeg =
+                turbojpeg::compress(img, 90, turbojpeg::Subsamp::None).map_err(|e| Error::io(&at, std::io::Error::other(format!("JPEG encoder: {e}"))))?;
             Ok(jpeg.to_vec())
         }
     }
@@ -120,10 +121,22 @@ pub(crate) fn gpu_stats_json(st: &GpuStats) -> serde_json::Value {
 
 /// The GPU statistics as text: I/O path and counters, decoders, device cache.
 pub(crate) fn print_gpu_stats(st: &GpuStats) {
-    println!("gpu io: compat mode {}, path {}{}", st.compat_mode, st.io_path, if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) });
+    println!(
+        "gpu io: compat mode {}, path {}{}",
+        st.compat_mode,
+        st.io_path,
+        if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
+    );
     println!(
         "gpu io: posix {} bytes / {} requests, cuFile GDS {} / {}, cuFile compat {} / {}; tile bytes {}, read amplification {:.3}",
-        st.posix_bytes, st.posix_requests, st.cufile_gds_bytes, st.cufile_gds_requests, st.cufile_compat_bytes, st.cufile_compat_requests, st.tile_bytes, st.read_amplification()
+        st.posix_bytes,
+        st.posix_requests,
+        st.cufile_gds_bytes,
+        st.cufile_gds_requests,
+        st.cufile_compat_bytes,
+        st.cufile_compat_requests,
+        st.tile_bytes,
+        st.read_amplification()
     );
     if st.cufile_handle_failures > 0 {
         println!("gpu io: cuFile refused {} file(s): {}", st.cufile_handle_failures, st.cufile_handle_error);

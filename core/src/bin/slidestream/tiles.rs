@@ -46,8 +46,15 @@ pub(crate) fn tiles(path: &Path, level: usize, batch: usize, json: bool) -> Resu
         });
         println!("{v}");
     } else {
-        println!("level {level}: {} tiles ({} decoded, {} missing) of {}x{} px in {:.3} s with {threads} threads",
-            coords.len(), decoded, coords.len() - decoded, img.tile_width, img.tile_height, secs);
+        println!(
+            "level {level}: {} tiles ({} decoded, {} missing) of {}x{} px in {:.3} s with {threads} threads",
+            coords.len(),
+            decoded,
+            coords.len() - decoded,
+            img.tile_width,
+            img.tile_height,
+            secs
+        );
         match (rate(decoded as f64), rate(decoded_px / 1e6)) {
             (Some(t), Some(mp)) => println!("throughput: {t:.0} decoded tiles/s, {mp:.1} MP/s"),
             _ => println!("throughput: none: no tile of level {level} is stored (all {} are missing), nothing was decoded", coords.len()),
@@ -78,8 +85,9 @@ pub(crate) fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, 
     let img = &slide.index().levels.get(level).ok_or_else(|| Error::Usage(format!("{}: level {level} does not exist", path.display())))?.image;
     let ds = slide.level_downsamples()[level];
     let (tw, th) = (img.tile_width as u64, img.tile_height as u64);
-    let locs: Vec<(i64, i64)> =
-        (0..img.tiles_down()).flat_map(|r| (0..img.tiles_across()).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64))).collect();
+    let locs: Vec<(i64, i64)> = (0..img.tiles_down())
+        .flat_map(|r| (0..img.tiles_across()).map(move |c| (((c * tw) as f64 * ds).round() as i64, ((r * th) as f64 * ds).round() as i64)))
+        .collect();
     let opts = DeviceOptions { device, channels: 3, ..DeviceOptions::default() };
     slidestream::gpu::start(device)?;
     let before = slidestream::gpu::stats(device);
@@ -93,7 +101,11 @@ pub(crate) fn tiles_device(path: &Path, level: usize, batch: usize, json: bool, 
         let t_read = t.elapsed();
         drop(b);
         if trace {
-            eprintln!("[slidestream gpu trace] tiles: read_regions_device {:.1} ms, drop {:.1} ms", t_read.as_secs_f64() * 1e3, (t.elapsed() - t_read).as_secs_f64() * 1e3);
+            eprintln!(
+                "[slidestream gpu trace] tiles: read_regions_device {:.1} ms, drop {:.1} ms",
+                t_read.as_secs_f64() * 1e3,
+                (t.elapsed() - t_read).as_secs_f64() * 1e3
+            );
         }
     }
     let secs = t0.elapsed().as_secs_f64().max(1e-9);

@@ -96,7 +96,7 @@ pub(crate) fn frame_locs(
             .enumerate()
             .map(|(k, c)| {
                 let off = u64::from_le_bytes(c.try_into().unwrap_or_default());
-                frame_item(src, first.checked_add(off).unwrap_or(u64::MAX), at, k).map(loc)
+                frame_item(src, first.saturating_add(off), at, k).map(loc)
             })
             .collect();
     }

@@ -232,11 +232,10 @@ fn scan(src: &dyn ByteSource, start: u64, ts: &dicom_encoding::TransferSyntax, s
                 depth += 1;
             }
             LazyDataToken::SequenceEnd => depth = depth.saturating_sub(1),
-            LazyDataToken::ItemStart { len } => {
-                if len.get().is_some_and(|n| n as u64 > left) {
+            LazyDataToken::ItemStart { len }
+                if len.get().is_some_and(|n| n as u64 > left) => {
                     return Err("sequence item runs past the end of the file".into());
                 }
-            }
             LazyDataToken::LazyValue { .. } | LazyDataToken::LazyItemValue { .. } => tok.skip().map_err(|e| e.to_string())?,
             _ => {}
         }

@@ -15,7 +15,17 @@ impl Engine {
     /// Write the patches (`patches`, their tile grids `grids` indexing `needs`, whose images are
     /// `srcs`) of `size` into `out` on the lane's first stream, and wait for it.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn assemble(&self, lane: &mut Lane, srcs: &[Src<'_>], needs: &[Need], grids: &[c_int], patches: &[PatchDesc], size: (u64, u64), opts: &DeviceOptions, out: CUdeviceptr) -> Res<()> {
+    pub(crate) fn assemble(
+        &self,
+        lane: &mut Lane,
+        srcs: &[Src<'_>],
+        needs: &[Need],
+        grids: &[c_int],
+        patches: &[PatchDesc],
+        size: (u64, u64),
+        opts: &DeviceOptions,
+        out: CUdeviceptr,
+    ) -> Res<()> {
         let n = patches.len();
         let ch = opts.channels as usize;
         let (w, h) = (size.0 as usize, size.1 as usize);

@@ -135,14 +135,29 @@ impl Engine {
             return Ok(DeviceBatch { array, errors: (0..n).map(|_| None).collect() });
         }
         // Tiles of every patch, deduplicated (the read layer's batch plan).
-        let mut needs: Vec<Need> = plan.tiles.iter().map(|t| Need { src: sources.get(t.key.slide, t.key.level) as u32, col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None }).collect();
+        let mut needs: Vec<Need> = plan
+            .tiles
+            .iter()
+            .map(|t| Need { src: sources.get(t.key.slide, t.key.level) as u32, col: t.key.col, row: t.key.row, part: t.part, tile: None, err: None })
+            .collect();
         let patches: Vec<PatchDesc> = plan
             .patches
             .iter()
             .zip(&patch_src)
             .map(|(pg, &si)| {
                 let img = srcs[si as usize].img;
-                PatchDesc { rx: pg.rect.x, ry: pg.rect.y, col0: pg.col0 as i64, row0: pg.row0 as i64, gcols: pg.cols as c_int, grows: pg.rows as c_int, grid: pg.cells.start as c_int, tile_w: img.tile_width as c_int, tile_h: img.tile_height as c_int, pad: 0 }
+                PatchDesc {
+                    rx: pg.rect.x,
+                    ry: pg.rect.y,
+                    col0: pg.col0 as i64,
+                    row0: pg.row0 as i64,
+                    gcols: pg.cols as c_int,
+                    grows: pg.rows as c_int,
+                    grid: pg.cells.start as c_int,
+                    tile_w: img.tile_width as c_int,
+                    tile_h: img.tile_height as c_int,
+                    pad: 0,
+                }
             })
             .collect();
         let grids: Vec<c_int> = plan.grid.iter().map(|&k| k as c_int).collect();
@@ -172,7 +187,7 @@ impl Engine {
         let n_miss = misses.len();
         let t_all = std::time::Instant::now();
         if !misses.is_empty() {
-            self.decode_misses(lane, &srcs, &mut needs, misses)?;
+            self.decode_misses(lane, srcs, &mut needs, misses)?;
         }
         let t_asm = std::time::Instant::now();
         // Per-patch errors.
@@ -182,7 +197,7 @@ impl Engine {
                 errors[p] = Some(err.clone());
             }
         }
-        self.assemble(lane, &srcs, &needs, &grids, &patches, size, opts, out)?;
+        self.assemble(lane, srcs, &needs, &grids, &patches, size, opts, out)?;
         sync_on_error.armed = false;
         drop(needs); // tiles not cached are freed now that the kernels are done
         self.cache.bound_held_bytes(0);

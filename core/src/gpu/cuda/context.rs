@@ -8,7 +8,10 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 
-use super::sys::{cu, cuda, CUcontext, CUdevice, CUevent, CUstream, Res, CU_EVENT_BLOCKING_SYNC_NO_TIMING, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, CU_STREAM_NON_BLOCKING};
+use super::sys::{
+    cu, cuda, CUcontext, CUdevice, CUevent, CUstream, Res, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+    CU_EVENT_BLOCKING_SYNC_NO_TIMING, CU_STREAM_NON_BLOCKING,
+};
 use crate::error::GpuError;
 
 /// The compute capability (major, minor) of `device`, asked of the driver without making any

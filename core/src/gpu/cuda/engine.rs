@@ -261,7 +261,11 @@ impl Engine {
         }
         let t = std::time::Instant::now();
         let d = Decoders::new(self.nvjpeg_params.0, self.nvjpeg_params.1)?;
-        trace::phase_line("nvJPEG", &format!("decoders ({}{}; {})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }, d.allocators()), t);
+        trace::phase_line(
+            "nvJPEG",
+            &format!("decoders ({}{}; {})", d.host_backend, if d.device.is_some() { " + device-bitstream" } else { "" }, d.allocators()),
+            t,
+        );
         Ok(self.nvjpeg.get_or_init(|| d))
     }
 

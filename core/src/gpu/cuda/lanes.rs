@@ -4,16 +4,16 @@
 //! callers (made and warmed at start; more concurrent callers wait for a free one), plus extra
 //! ones for rayon worker threads that must not wait.
 
+use super::batch::Src;
 use super::context::Stream;
 use super::decode::nvjpeg::{Decoders, State};
 use super::decode::GpuResult;
 use super::engine::Engine;
-use super::memory::{DeviceBuffer, DevTile, PinnedBuffer};
+use super::io::cufile::CuFileHandle;
+use super::memory::{DevTile, DeviceBuffer, PinnedBuffer};
 use super::pool::{Pool, Pooled, Wait};
 use super::queue::{Miss, WorkQueue};
 use super::sys::Res;
-use super::batch::Src;
-use super::io::cufile::CuFileHandle;
 use super::trace;
 use crate::error::Result;
 use std::sync::Arc;

@@ -12,7 +12,9 @@ use std::ffi::c_int;
 
 use cudarc::driver::sys as cu_sys;
 
-use super::sys::{cu, cuda, CUcontext, CUdevice, CUdeviceptr, CUstream, CuFile, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES};
+use super::sys::{
+    cu, cuda, CUcontext, CUdevice, CUdeviceptr, CUstream, CuFile, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+};
 use crate::cache::CacheWeight;
 use crate::error::{GpuError, Result};
 use crate::gpu::array::{FREE_ENGINE, FREE_WAIT_DEVICE};
@@ -243,7 +245,10 @@ impl OutputPool {
         // SAFETY: a live pool; the attributes' value types are u64 and int (cuda.h).
         unsafe {
             cu(cuda.cuMemPoolSetAttribute(raw, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut threshold as *mut u64 as *mut c_void), "cuMemPoolSetAttribute")?;
-            cu(cuda.cuMemPoolSetAttribute(raw, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &mut internal as *mut c_int as *mut c_void), "cuMemPoolSetAttribute")?;
+            cu(
+                cuda.cuMemPoolSetAttribute(raw, CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, &mut internal as *mut c_int as *mut c_void),
+                "cuMemPoolSetAttribute",
+            )?;
         }
         Ok(pool)
     }

@@ -99,7 +99,18 @@ pub(crate) fn resize_patches(groups: &[(&DeviceArray, &[usize])], n: usize, to: 
                 let (mut a_in_w, mut a_h, mut a_out_w) = (sw as c_int, sh as c_int, tw as c_int);
                 let (mut a_s, mut a_n, mut a_t) = (t.starts.ptr(), t.sizes.ptr(), t.values.ptr());
                 let (mut a_win, mut a_prec) = (t.window, t.precision);
-                let mut params = [arg(&mut a_src), arg(&mut a_dst), arg(&mut a_in_w), arg(&mut a_h), arg(&mut a_out_w), arg(&mut a_s), arg(&mut a_n), arg(&mut a_t), arg(&mut a_win), arg(&mut a_prec)];
+                let mut params = [
+                    arg(&mut a_src),
+                    arg(&mut a_dst),
+                    arg(&mut a_in_w),
+                    arg(&mut a_h),
+                    arg(&mut a_out_w),
+                    arg(&mut a_s),
+                    arg(&mut a_n),
+                    arg(&mut a_t),
+                    arg(&mut a_win),
+                    arg(&mut a_prec),
+                ];
                 launch(e.kernels.resize_h, ((tw as u32 * 3).div_ceil(128), sh, zn as u32), (128, 1, 1), stream, &mut params, "cuLaunchKernel(resize_h)")?;
                 mid = tmp.ptr();
                 _tmp = Some(tmp);
@@ -110,7 +121,19 @@ pub(crate) fn resize_patches(groups: &[(&DeviceArray, &[usize])], n: usize, to: 
             let (mut a_in_h, mut a_w, mut a_out_h) = (sh as c_int, tw as c_int, th as c_int);
             let (mut a_s, mut a_n, mut a_t) = (t.starts.ptr(), t.sizes.ptr(), t.values.ptr());
             let (mut a_win, mut a_prec) = (t.window, t.precision);
-            let mut params = [arg(&mut a_src), arg(&mut a_dst), arg(&mut a_rows), arg(&mut a_in_h), arg(&mut a_w), arg(&mut a_out_h), arg(&mut a_s), arg(&mut a_n), arg(&mut a_t), arg(&mut a_win), arg(&mut a_prec)];
+            let mut params = [
+                arg(&mut a_src),
+                arg(&mut a_dst),
+                arg(&mut a_rows),
+                arg(&mut a_in_h),
+                arg(&mut a_w),
+                arg(&mut a_out_h),
+                arg(&mut a_s),
+                arg(&mut a_n),
+                arg(&mut a_t),
+                arg(&mut a_win),
+                arg(&mut a_prec),
+            ];
             launch(e.kernels.resize_v, ((tw as u32 * 3).div_ceil(128), th as u32, zn as u32), (128, 1, 1), stream, &mut params, "cuLaunchKernel(resize_v)")?;
             z0 += zn;
         }

@@ -10,10 +10,10 @@ use super::batch::{Need, Src};
 use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
 use super::decode::GpuResult;
 use super::engine::Engine;
+use super::io::posix::plans_by_source;
 use super::lanes::Lane;
 use super::memory::{DevTile, StreamAlloc};
 use super::pool::Pooled;
-use super::io::posix::plans_by_source;
 use super::queue::{Miss, WorkQueue};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
@@ -74,8 +74,7 @@ impl Engine {
             .iter()
             .map(|s| {
                 let (img, c) = (s.img, &s.img.codec);
-                let ok = lanes_ready
-                    && crate::codec::table::gpu_decodes(c, img.tile_width, img.tile_height);
+                let ok = lanes_ready && crate::codec::table::gpu_decodes(c, img.tile_width, img.tile_height);
                 if lanes_ready && !ok && c.compression == Compression::Jpeg {
                     self.note_cpu(format!("{}: JPEG with {} samples (planar {}) goes to the CPU decoder", s.at, c.samples_per_pixel, c.planar_separate));
                 }
@@ -199,7 +198,9 @@ impl Engine {
                 .collect();
             let mut out = vec![self.gpu_decode(lane, srcs, &q, chunk, 2 * lanes_n)];
             done_at(t_start, "lane");
-            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()));
+            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| {
+                h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()))
+            };
             out.extend(lanes.into_iter().map(joined));
             out.extend(cpus.into_iter().map(joined));
             out

@@ -121,7 +121,9 @@ impl Engine {
             cache: self.cache.tiles.stats(),
             nvjpeg_backend: match nv {
                 None => "not started yet (made by the background warm-up or the first read that needs it)".into(),
-                Some(nv) if nv.device.is_some() && self.io.path != IoPath::Posix => format!("{} (host bitstreams), {} (device bitstreams)", nv.host_backend, nv.device_reason),
+                Some(nv) if nv.device.is_some() && self.io.path != IoPath::Posix => {
+                    format!("{} (host bitstreams), {} (device bitstreams)", nv.host_backend, nv.device_reason)
+                }
                 Some(nv) => nv.host_backend.into(),
             },
             hardware_engines: nv.map_or(0, |nv| nv.engines),

@@ -6,7 +6,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Phase names, indexed by the constants below.
-const PHASES: [&str; 9] = ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble", "output alloc", "cache insert"];
+const PHASES: [&str; 9] =
+    ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble", "output alloc", "cache insert"];
 /// Reads of a chunk (POSIX).
 pub(crate) const READ: usize = 0;
 /// Splicing tables and checking geometry on the host.

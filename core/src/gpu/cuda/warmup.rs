@@ -262,7 +262,10 @@ impl Engine {
         }
         let ms = t0.elapsed().as_secs_f64() * 1e3;
         trace::phase_line(part, &format!("done: {lanes} lanes, {cpus} CPU workers{}", if stopped() { " (stopped: process exiting)" } else { "" }), t0);
-        Ok(format!("{lanes} lanes and {cpus} CPU workers warmed in {ms:.0} ms{}", if extra > 0 { format!(" ({extra} lanes not needed: reads had made them)") } else { String::new() }))
+        Ok(format!(
+            "{lanes} lanes and {cpus} CPU workers warmed in {ms:.0} ms{}",
+            if extra > 0 { format!(" ({extra} lanes not needed: reads had made them)") } else { String::new() }
+        ))
     }
 
     /// One batched nvJPEG decode of [`CHUNK_TILES`] copies of `jpeg` (a 256² 4:2:0 stream) on
@@ -306,7 +309,10 @@ impl Engine {
                 nv((nvj.nvjpegDecodeBatchedInitialize)(host, state.raw(), n as c_int, 1, dec.output), "nvjpegDecodeBatchedInitialize")?;
                 state.batch = n as c_int;
             }
-            let r = nv((nvj.nvjpegDecodeBatched)(host, state.raw(), ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream.raw()), "nvjpegDecodeBatched(warm-up)");
+            let r = nv(
+                (nvj.nvjpegDecodeBatched)(host, state.raw(), ptrs.as_ptr(), lens.as_ptr(), images.as_mut_ptr(), slot.stream.raw()),
+                "nvjpegDecodeBatched(warm-up)",
+            );
             if r.is_err() {
                 state.batch = -1; // initialise again before the next batch
             }

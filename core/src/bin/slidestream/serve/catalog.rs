@@ -68,7 +68,12 @@ impl Catalog {
     pub(crate) fn scan(path: &Path) -> Result<Catalog, Error> {
         let meta = std::fs::metadata(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
         let root = std::fs::canonicalize(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
-        let mut cat = Catalog { root: root.clone(), entries: BTreeMap::new(), errors: Vec::new(), open: Mutex::new(LruCache::new(NonZeroUsize::new(OPEN_SLIDES).unwrap_or(NonZeroUsize::MIN))) };
+        let mut cat = Catalog {
+            root: root.clone(),
+            entries: BTreeMap::new(),
+            errors: Vec::new(),
+            open: Mutex::new(LruCache::new(NonZeroUsize::new(OPEN_SLIDES).unwrap_or(NonZeroUsize::MIN))),
+        };
         if meta.is_file() {
             let vendor = Slide::detect_vendor(&root)?.ok_or_else(|| Error::Usage(format!("{}: not a slide format slidestream reads", path.display())))?;
             let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -158,7 +163,11 @@ impl Catalog {
     /// the served directory, `404` for one that names no served slide.
     pub(crate) fn lookup(&self, raw: &str) -> Result<(String, &Entry), HttpError> {
         let decoded = percent_decode_str(raw).decode_utf8().map_err(|_| HttpError::new(400, "slide id is not UTF-8 once percent-decoded".into()))?;
-        let leaves = decoded.starts_with('/') || decoded.contains('\\') || decoded.contains('\0') || Path::new(decoded.as_ref()).components().any(|c| !matches!(c, Component::Normal(_))) || decoded.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+        let leaves = decoded.starts_with('/')
+            || decoded.contains('\\')
+            || decoded.contains('\0')
+            || Path::new(decoded.as_ref()).components().any(|c| !matches!(c, Component::Normal(_)))
+            || decoded.split('/').any(|c| c.is_empty() || c == "." || c == "..");
         if leaves {
             return Err(HttpError::new(403, format!("slide id {decoded:?} leaves the served directory")));
         }
@@ -174,7 +183,8 @@ impl Catalog {
         if let Some(s) = self.open.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
             return Ok(Arc::clone(s));
         }
-        let slide = Arc::new(Slide::open(&entry.path).map_err(|e| HttpError::new(500, format!("{}: {}", entry.name, crate::output::one_line(&e.to_string()))))?);
+        let slide =
+            Arc::new(Slide::open(&entry.path).map_err(|e| HttpError::new(500, format!("{}: {}", entry.name, crate::output::one_line(&e.to_string()))))?);
         self.open.lock().unwrap_or_else(|p| p.into_inner()).put(id.to_string(), Arc::clone(&slide));
         Ok(slide)
     }

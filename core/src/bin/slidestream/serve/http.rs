@@ -60,7 +60,13 @@ pub(crate) fn etag(slide_hash: &str, path: &str) -> String {
 
 /// Whether the request's `If-None-Match` names `tag` (or is `*`).
 pub(crate) fn not_modified(headers: &HeaderMap, tag: &str) -> bool {
-    headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).map(|t| t.trim().trim_start_matches("W/")).any(|t| t == tag || t == "*")
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == tag || t == "*")
 }
 
 /// `response` with the caching headers of an image tagged `tag`.

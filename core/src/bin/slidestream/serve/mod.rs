@@ -162,7 +162,14 @@ fn slide_hash(slide: &slidestream::Slide, entry: &Entry) -> String {
 }
 
 /// An image answer, `304` when the client holds it already.
-async fn image(state: &Arc<AppState>, raw_id: &str, path: &str, headers: &HeaderMap, format: Format, f: impl FnOnce(&slidestream::Slide, &str) -> Result<render::Pixels, HttpError> + Send + 'static) -> Result<Response<Body>, HttpError> {
+async fn image(
+    state: &Arc<AppState>,
+    raw_id: &str,
+    path: &str,
+    headers: &HeaderMap,
+    format: Format,
+    f: impl FnOnce(&slidestream::Slide, &str) -> Result<render::Pixels, HttpError> + Send + 'static,
+) -> Result<Response<Body>, HttpError> {
     let (id, entry) = state.catalog.lookup(raw_id)?;
     let entry = entry.clone();
     let slide = {
@@ -238,7 +245,9 @@ async fn route(state: &Arc<AppState>, path: &str, query: &str, host: &str, heade
             let (rid, entry) = state.catalog.lookup(id)?;
             let entry = entry.clone();
             let st = Arc::clone(state);
-            let dims = tokio::task::spawn_blocking(move || st.catalog.slide(&rid, &entry).map(|s| s.dimensions())).await.map_err(|e| HttpError::new(500, e.to_string()))??;
+            let dims = tokio::task::spawn_blocking(move || st.catalog.slide(&rid, &entry).map(|s| s.dimensions()))
+                .await
+                .map_err(|e| HttpError::new(500, e.to_string()))??;
             let req = iiif::parse_request([region, size, rotation, qf], dims.0, dims.1, state.policy)?;
             let max_read = state.policy.max_area.saturating_mul(4);
             let format = req.format;

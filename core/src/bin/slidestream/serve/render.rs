@@ -31,7 +31,8 @@ pub(crate) fn encode(px: &Pixels, format: Format, jpeg_quality: u8) -> Result<Ve
             if w > 65535 || h > 65535 {
                 return Err(HttpError::new(413, format!("a {w} x {h} JPEG is over 65535 pixels a side")));
             }
-            let img = turbojpeg::Image { pixels: px.data.as_slice(), width: w as usize, pitch: w as usize * px.channels as usize, height: h as usize, format: pf };
+            let img =
+                turbojpeg::Image { pixels: px.data.as_slice(), width: w as usize, pitch: w as usize * px.channels as usize, height: h as usize, format: pf };
             let sub = if px.channels == 1 { turbojpeg::Subsamp::Gray } else { turbojpeg::Subsamp::Sub2x2 };
             turbojpeg::compress(img, jpeg_quality as i32, sub).map(|b| b.to_vec()).map_err(|e| err(&e))
         }
@@ -144,11 +145,7 @@ pub(crate) fn tissue(slide: &Slide, name: &str, size: u64) -> Result<Pixels, Htt
         .chunks_exact(3)
         .map(|p| {
             let (mx, mn) = (p.iter().max().copied().unwrap_or(0) as u32, p.iter().min().copied().unwrap_or(0) as u32);
-            if mx > 0 {
-                ((mx - mn) * 255 / mx) as u8
-            } else {
-                0
-            }
+            ((mx - mn) * 255).checked_div(mx).unwrap_or(0) as u8
         })
         .collect();
     let t = otsu(&measure);

@@ -60,7 +60,8 @@ impl Engine {
             let (mut nc, mut css) = (0 as c_int, 0 as c_int);
             let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
             // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
-            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.decoders()?.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+            let rc =
+                unsafe { (nvj.nvjpegGetImageInfo)(self.decoders()?.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
             let geo = match (rc, sub_of(css)) {
                 (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= MAX_GPU_TILE_EDGE && h[0] as u32 <= MAX_GPU_TILE_EDGE => {
@@ -70,7 +71,12 @@ impl Engine {
                 _ => None,
             };
             let Some(geo) = geo else {
-                self.note_cpu(format!("{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile", tile_at(), w[0], h[0]));
+                self.note_cpu(format!(
+                    "{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile",
+                    tile_at(),
+                    w[0],
+                    h[0]
+                ));
                 settled.push((*m, Err(None)));
                 continue;
             };
@@ -123,7 +129,10 @@ impl Engine {
             let m = chunk[id];
             let s = &srcs[m.src as usize];
             match res {
-                Err(msg) => settled.push((m, Err(Some(Error::io(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), std::io::Error::other(msg)))))),
+                Err(msg) => settled.push((
+                    m,
+                    Err(Some(Error::io(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), std::io::Error::other(msg)))),
+                )),
                 Ok(_) if len < 4 || prefixes[m.src as usize].is_none() => settled.push((m, Err(None))),
                 Ok(src) => by_src.entry(m.src).or_default().push((m, src, len)),
             }
@@ -158,11 +167,25 @@ impl Engine {
             let prefix = prefixes[si as usize].as_deref().unwrap_or_default();
             let d_prefix = StreamAlloc::upload(prefix, stream)?;
             let (mut a_d, mut a_p, mut a_pl) = (d_descs.ptr() + (first * size_of::<SpliceDesc>()) as u64, d_prefix.ptr(), prefix.len() as c_int);
-            launch(self.kernels.splice, (count as u32, 1, 1), (256, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)], "cuLaunchKernel(splice)")?;
+            launch(
+                self.kernels.splice,
+                (count as u32, 1, 1),
+                (256, 1, 1),
+                stream,
+                &mut [arg(&mut a_d), arg(&mut a_p), arg(&mut a_pl)],
+                "cuLaunchKernel(splice)",
+            )?;
             d_prefixes.push(d_prefix);
         }
         let (mut a_d, mut a_n, mut a_i) = (d_descs.ptr(), n as c_int, info_dev.ptr());
-        launch(self.kernels.sof_scan, ((n as u32).div_ceil(64), 1, 1), (64, 1, 1), stream, &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)], "cuLaunchKernel(sof_scan)")?;
+        launch(
+            self.kernels.sof_scan,
+            ((n as u32).div_ceil(64), 1, 1),
+            (64, 1, 1),
+            stream,
+            &mut [arg(&mut a_d), arg(&mut a_n), arg(&mut a_i)],
+            "cuLaunchKernel(sof_scan)",
+        )?;
         let mut info = vec![0 as c_int; n * 8];
         // SAFETY: n*8 ints on both sides; synchronised below before `info` is read.
         cu(unsafe { cuda.cuMemcpyDtoHAsync(info.as_mut_ptr() as *mut c_void, info_dev.ptr(), n * 32, stream) }, "cuMemcpyDtoHAsync")?;
@@ -190,7 +213,14 @@ impl Engine {
             if o[0] == 3 {
                 settled.push((m, Err(Some(Error::format(&at.clone().with_tile(m.col, m.row), "JPEG: not a JPEG stream (no SOI marker)")))));
             } else if !ok {
-                self.note_cpu(format!("{}: SOF status {}, {nc} components, {wid}x{hgt}, sampling {:#x}/{:#x}/{:#x}", at.clone().with_tile(m.col, m.row), o[0], o[4], o[5], o[6]));
+                self.note_cpu(format!(
+                    "{}: SOF status {}, {nc} components, {wid}x{hgt}, sampling {:#x}/{:#x}/{:#x}",
+                    at.clone().with_tile(m.col, m.row),
+                    o[0],
+                    o[4],
+                    o[5],
+                    o[6]
+                ));
                 settled.push((m, Err(None)));
             } else {
                 todo.push((m, geo_of(wid, hgt, sub)));

@@ -123,7 +123,9 @@ impl Engine {
                     for sp in plan.spans() {
                         src[sp.id] = match &results[sp.request] {
                             Ok(()) => Ok(base + sp.start..base + sp.start + sp.len),
-                            Err(e) => Err(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, run[sp.id].col, run[sp.id].row), e)),
+                            Err(e) => {
+                                Err(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, run[sp.id].col, run[sp.id].row), e))
+                            }
                         };
                     }
                     base += plan.read_bytes() as usize;
@@ -158,7 +160,8 @@ impl Engine {
                     let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
                     let (vw, vh) = img.valid_tile_size(m.col, m.row);
                     let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                    let r = decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]).map_err(|e| e.with_tile(m.col, m.row));
+                    let r =
+                        decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]).map_err(|e| e.with_tile(m.col, m.row));
                     slide.note_scan(*level, m.col, m.row, r.as_ref().map(|_| ()));
                     match r {
                         Ok(p) => {
@@ -187,7 +190,10 @@ impl Engine {
                         self.counters.cpu_partial.fetch_add(1, Relaxed);
                     }
                     let ptr = p + (off + pl.offset) as u64;
-                    pending.push((m, Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() })));
+                    pending.push((
+                        m,
+                        Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() }),
+                    ));
                 }
             }
         };
@@ -223,7 +229,12 @@ impl Engine {
                     r.and_then(|t| {
                         // Misses were located: a missing tile here is a caller bug, reported as the
                         // read layer would report a tile past the end of the file.
-                        t.ok_or_else(|| Error::format(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), "tile plane lies past the end of the file or is missing"))
+                        t.ok_or_else(|| {
+                            Error::format(
+                                &crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row),
+                                "tile plane lies past the end of the file or is missing",
+                            )
+                        })
                     }),
                 ));
             }

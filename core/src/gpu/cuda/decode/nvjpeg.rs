@@ -6,8 +6,8 @@ use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::super::context::pid;
 use super::super::batch::Src;
+use super::super::context::pid;
 use super::super::engine::Engine;
 use super::super::kernels::{arg, launch, ConvDesc};
 use super::super::lanes::Slot;
@@ -154,7 +154,9 @@ impl Decoders {
                 let e = h.hardware_engines();
                 (h, "hardware", e)
             }
-            Err(_) => (Handle::new(NVJPEG_BACKEND_DEFAULT)?.map_err(|rc| GpuError::Call(format!("nvjpegCreateEx failed with nvjpegStatus {rc}")))?, "default", 0),
+            Err(_) => {
+                (Handle::new(NVJPEG_BACKEND_DEFAULT)?.map_err(|rc| GpuError::Call(format!("nvjpegCreateEx failed with nvjpegStatus {rc}")))?, "default", 0)
+            }
         };
         let (mut device, mut device_reason) = (None, String::new());
         if device_bitstreams {
@@ -230,7 +232,14 @@ impl Engine {
     /// sources `srcs`) into the slot's planar scratch, then the convert kernel into fresh device
     /// tiles. A failed batch hands all its
     /// tiles back to the CPU (`Err(None)`); nothing here fails a single tile.
-    pub(crate) fn decode_convert(&self, slot: &mut Slot, device: bool, srcs: &[Src<'_>], streams: &[(*const u8, usize)], todo: &[(Miss, Geo)]) -> Res<ChunkOut> {
+    pub(crate) fn decode_convert(
+        &self,
+        slot: &mut Slot,
+        device: bool,
+        srcs: &[Src<'_>],
+        streams: &[(*const u8, usize)],
+        todo: &[(Miss, Geo)],
+    ) -> Res<ChunkOut> {
         let n = todo.len();
         if n == 0 {
             return Ok((Vec::new(), Vec::new()));
@@ -312,7 +321,10 @@ impl Engine {
         if rc != 0 {
             state.batch = -1;
             self.counters.batch_fallbacks.fetch_add(1, Relaxed);
-            self.note_cpu(format!("nvjpegDecodeBatched ({} bitstreams) returned {rc} for a batch of {n}: the batch was decoded on the CPU", if device { "device" } else { "host" }));
+            self.note_cpu(format!(
+                "nvjpegDecodeBatched ({} bitstreams) returned {rc} for a batch of {n}: the batch was decoded on the CPU",
+                if device { "device" } else { "host" }
+            ));
             if device {
                 return Err(GpuError::Call(format!("nvjpegDecodeBatched(device bitstreams) returned {rc}")));
             }
@@ -340,7 +352,14 @@ impl Engine {
         let (mw, mh) = descs.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
         let d_descs = StreamAlloc::upload(as_bytes(&descs), slot.stream.raw())?;
         let mut a = d_descs.ptr();
-        let r = launch(self.kernels.convert, ((mw as u32).div_ceil(32), (mh as u32).div_ceil(8), n as u32), (32, 8, 1), slot.stream.raw(), &mut [arg(&mut a)], "cuLaunchKernel(convert)");
+        let r = launch(
+            self.kernels.convert,
+            ((mw as u32).div_ceil(32), (mh as u32).div_ceil(8), n as u32),
+            (32, 8, 1),
+            slot.stream.raw(),
+            &mut [arg(&mut a)],
+            "cuLaunchKernel(convert)",
+        );
         drop(d_descs);
         self.counters.trace.since(trace::CONVERT, t_conv);
         r?;

@@ -103,7 +103,9 @@ impl CuFiles {
             .or_insert_with(|| {
                 let name = slide.index().path().display().to_string();
                 let Some(fd) = slide.source().raw_fd() else {
-                    counters.note_cufile_skip(format!("{name}: no single file descriptor (slide read from memory, or from several files): POSIX reads for this slide"));
+                    counters.note_cufile_skip(format!(
+                        "{name}: no single file descriptor (slide read from memory, or from several files): POSIX reads for this slide"
+                    ));
                     return None;
                 };
                 let direct = reopen_direct(fd);
@@ -148,7 +150,8 @@ impl Engine {
         let mut reqs: Vec<(usize, u64, u64, usize)> = Vec::new();
         let mut base = 0usize;
         for (si, plan) in &plans {
-            let fh = handles[*si as usize].as_ref().ok_or_else(|| crate::error::GpuError::Call("cuFile chunk with a slide that has no cuFile handle".into()))?;
+            let fh =
+                handles[*si as usize].as_ref().ok_or_else(|| crate::error::GpuError::Call("cuFile chunk with a slide that has no cuFile handle".into()))?;
             for (r, b) in plan.requests.iter().zip(plan.request_starts()) {
                 reqs.push((fh.handle as usize, r.offset, r.len, base + b));
             }

@@ -119,7 +119,11 @@ const _: () = assert!(
         && offset_of!(PatchDesc, pad) == 52
 );
 const _: () = assert!(
-    size_of::<SpliceDesc>() == 24 && offset_of!(SpliceDesc, src) == 0 && offset_of!(SpliceDesc, dst) == 8 && offset_of!(SpliceDesc, len) == 16 && offset_of!(SpliceDesc, pad) == 20
+    size_of::<SpliceDesc>() == 24
+        && offset_of!(SpliceDesc, src) == 0
+        && offset_of!(SpliceDesc, dst) == 8
+        && offset_of!(SpliceDesc, len) == 16
+        && offset_of!(SpliceDesc, pad) == 20
 );
 
 /// A raw pointer to a kernel parameter, as `cuLaunchKernel` wants them.
@@ -265,7 +269,17 @@ impl Kernels {
             }
         };
         trace::phase_line(part, &format!("module load ({})", if image.kind == ImageKind::Cubin { "cubin" } else { "PTX, JIT by the driver" }), t);
-        let mut k = Kernels { module, pid: super::context::pid(), convert: std::ptr::null_mut(), assemble: std::ptr::null_mut(), splice: std::ptr::null_mut(), sof_scan: std::ptr::null_mut(), resize_h: std::ptr::null_mut(), resize_v: std::ptr::null_mut(), cache_note: String::new() };
+        let mut k = Kernels {
+            module,
+            pid: super::context::pid(),
+            convert: std::ptr::null_mut(),
+            assemble: std::ptr::null_mut(),
+            splice: std::ptr::null_mut(),
+            sof_scan: std::ptr::null_mut(),
+            resize_h: std::ptr::null_mut(),
+            resize_v: std::ptr::null_mut(),
+            cache_note: String::new(),
+        };
         let func = |name: &str| -> Res<*mut c_void> {
             let c = CString::new(name).expect("static");
             let mut f = std::ptr::null_mut();
@@ -301,7 +315,11 @@ impl Prepared {
                 };
                 match w {
                     Ok(path) => format!("compiled ({kind}, {:.0} ms) and written to {}{why}", self.compile_ms, path.display()),
-                    Err(e) => format!("compiled ({kind}, {:.0} ms); cache directory {} not writable ({e}): compiled at every engine start{why}", self.compile_ms, d.display()),
+                    Err(e) => format!(
+                        "compiled ({kind}, {:.0} ms); cache directory {} not writable ({e}): compiled at every engine start{why}",
+                        self.compile_ms,
+                        d.display()
+                    ),
                 }
             }
             Err(why) => format!("compiled ({kind}, {:.0} ms); no kernel cache: {why}", self.compile_ms),
@@ -326,10 +344,7 @@ pub(crate) fn launch(f: *mut c_void, grid: (u32, u32, u32), block: (u32, u32, u3
     let cuda = cuda()?;
     // SAFETY: `params` point to locals matching the kernel's parameter list (checked by the
     // callers against kernels.cu); buffers they reference outlive the stream's synchronisation.
-    cu(
-        unsafe { cuda.cuLaunchKernel(f, grid.0, grid.1, grid.2, block.0, block.1, block.2, 0, stream, params.as_mut_ptr(), std::ptr::null_mut()) },
-        what,
-    )
+    cu(unsafe { cuda.cuLaunchKernel(f, grid.0, grid.1, grid.2, block.0, block.1, block.2, 0, stream, params.as_mut_ptr(), std::ptr::null_mut()) }, what)
 }
 
 /// An NVRTC program, destroyed when dropped.

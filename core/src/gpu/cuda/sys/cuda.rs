@@ -29,7 +29,8 @@ pub const CU_CTX_SCHED_SPIN: c_uint = 1;
 pub const CU_CTX_SCHED_YIELD: c_uint = 2;
 pub const CU_CTX_SCHED_BLOCKING_SYNC: c_uint = 4;
 /// `CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES` (cuda.h `CUmemPool_attribute`).
-pub const CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: cu_sys::CUmemPool_attribute = cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
+pub const CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: cu_sys::CUmemPool_attribute =
+    cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES;
 /// `CU_MEMPOOL_ATTR_RELEASE_THRESHOLD` (cuda.h `CUmemPool_attribute`).
 pub const CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: cu_sys::CUmemPool_attribute = cu_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
 /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` / `_MINOR`.

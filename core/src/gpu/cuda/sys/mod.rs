@@ -64,7 +64,11 @@ pub(crate) fn open_any(names: &[&str]) -> Result<Library, String> {
             Err(e) => errs.push(format!("{}: {e}", c.display())),
         }
     }
-    let hint = if names[0].starts_with("libcuda") { "; is an NVIDIA driver installed?" } else { "; is the CUDA toolkit (12 or 13) in the library path or /usr/local/cuda?" };
+    let hint = if names[0].starts_with("libcuda") {
+        "; is an NVIDIA driver installed?"
+    } else {
+        "; is the CUDA toolkit (12 or 13) in the library path or /usr/local/cuda?"
+    };
     Err(format!("cannot load {} ({}{hint})", names[0], errs.first().cloned().unwrap_or_default()))
 }
 
