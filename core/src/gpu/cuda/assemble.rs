@@ -3,11 +3,11 @@
 
 use std::ffi::c_int;
 
-use super::batch::{Need, Src};
 use super::engine::Engine;
 use super::kernels::{arg, launch, PatchDesc, TileRef};
 use super::lanes::Lane;
 use super::memory::{as_bytes, StreamAlloc};
+use super::queue::{Need, Src};
 use super::sys::{CUdeviceptr, Res};
 use crate::gpu::DeviceOptions;
 

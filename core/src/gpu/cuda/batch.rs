@@ -11,13 +11,11 @@ use super::engine::{engine, Engine};
 use super::kernels::PatchDesc;
 use super::lanes::Lane;
 use super::memory::DevTile;
-use super::queue::Miss;
+use super::queue::{Miss, Need, Src};
 use super::sys::{cu, cuda};
 use super::trace;
-use crate::cache::TileKey;
-use crate::error::{Error, GpuError, Location, Result};
+use crate::error::{Error, GpuError, Result};
 use crate::gpu::{DeviceArray, DeviceBatch, DeviceOptions};
-use crate::index::ImageIndex;
 use crate::read::sources::Sources;
 use crate::read::{cost_rank, decode_cost, locate_tile, BatchPlan, LevelGeom};
 use crate::slide::{PatchRequest, Slide};
@@ -43,35 +41,6 @@ pub(crate) fn read_batch(requests: &[PatchRequest<'_>], size: (u64, u64), opts: 
     // Given back to the pool when dropped, a panic included.
     let mut lane = e.take_lane()?;
     e.read_batch(&mut lane, requests, size, opts)
-}
-
-/// One (slide, level) of a call: the image its tiles come from.
-pub(crate) struct Src<'a> {
-    pub(crate) slide: &'a Slide,
-    pub(crate) level: usize,
-    pub(crate) img: &'a ImageIndex,
-    pub(crate) downsample: f64,
-    pub(crate) at: Location,
-}
-
-impl Src<'_> {
-    /// The tile cache key of tile (col, row).
-    pub(crate) fn key(&self, col: u64, row: u64) -> TileKey {
-        TileKey { slide: self.slide.id(), level: self.level as u32, col, row }
-    }
-}
-
-/// One unique tile of a batch.
-pub(crate) struct Need {
-    /// Index into the call's sources.
-    pub(crate) src: u32,
-    pub(crate) col: u64,
-    pub(crate) row: u64,
-    /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
-    /// half-open.
-    pub(crate) part: (u64, u64, u64, u64),
-    pub(crate) tile: Option<Arc<DevTile>>,
-    pub(crate) err: Option<Error>,
 }
 
 impl Engine {

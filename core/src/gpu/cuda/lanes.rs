@@ -4,14 +4,14 @@
 //! callers (made and warmed at start; more concurrent callers wait for a free one), plus extra
 //! ones for rayon worker threads that must not wait.
 
-use super::batch::Src;
 use super::context::Stream;
 use super::decode::nvjpeg::{Decoders, State};
-use super::decode::GpuResult;
 use super::engine::Engine;
 use super::io::cufile::CuFileHandle;
 use super::memory::{DevTile, DeviceBuffer, PinnedBuffer};
 use super::pool::{Pool, Pooled, Wait};
+use super::queue::GpuResult;
+use super::queue::Src;
 use super::queue::{Miss, WorkQueue};
 use super::sys::Res;
 use super::trace;

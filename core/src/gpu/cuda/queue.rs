@@ -1,17 +1,58 @@
-//! The work queue of one call: the tiles to decode, sorted (costliest CPU decodes first, then
-//! by offset), shared by its decoders. GPU lanes take chunks from the front, CPU workers runs
-//! from the back, until the ends meet (every tile is taken once).
+//! The work items of one call and its work queue: the call's sources ([`Src`]), its unique
+//! tiles ([`Need`]), each tile's outcome on a decoder ([`GpuResult`]), and the tiles to decode
+//! ([`Miss`]), sorted (costliest CPU decodes first, then by offset) and shared by the decoders.
+//! GPU lanes take chunks from the front, CPU workers runs from the back, until the ends meet
+//! (every tile is taken once). A lower layer of the engine (CONTRIBUTING.md): the I/O
+//! functions and the decoders take these types, never the engine's.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use super::memory::DevTile;
+use crate::cache::TileKey;
 use crate::codec::PartRect;
+use crate::error::{Error, Location};
+use crate::index::ImageIndex;
+use crate::slide::Slide;
+
+/// Result of one tile on the GPU: the tile, `Err(None)` = hand it to the CPU decoder,
+/// `Err(Some(e))` = it failed.
+pub(crate) type GpuResult = std::result::Result<Arc<DevTile>, Option<Error>>;
+
+/// One (slide, level) of a call: the image its tiles come from.
+pub(crate) struct Src<'a> {
+    pub(crate) slide: &'a Slide,
+    pub(crate) level: usize,
+    pub(crate) img: &'a ImageIndex,
+    pub(crate) downsample: f64,
+    pub(crate) at: Location,
+}
+
+impl Src<'_> {
+    /// The tile cache key of tile (col, row).
+    pub(crate) fn key(&self, col: u64, row: u64) -> TileKey {
+        TileKey { slide: self.slide.id(), level: self.level as u32, col, row }
+    }
+}
+
+/// One unique tile of a batch.
+pub(crate) struct Need {
+    /// Index into the call's sources.
+    pub(crate) src: u32,
+    pub(crate) col: u64,
+    pub(crate) row: u64,
+    /// Union of the parts the call's patches need, `(x0, y0, x1, y1)` in tile pixels,
+    /// half-open.
+    pub(crate) part: (u64, u64, u64, u64),
+    pub(crate) tile: Option<Arc<DevTile>>,
+    pub(crate) err: Option<Error>,
+}
 
 /// A tile waiting for a decoder.
 #[derive(Clone, Copy)]
 pub(crate) struct Miss {
     /// Index into the batch's `needs`.
     pub(crate) need: usize,
-    /// Index into the call's sources (its (slide, level) pairs, [`Src`](super::batch::Src)).
+    /// Index into the call's sources (its (slide, level) pairs, [`Src`]).
     pub(crate) src: u32,
     pub(crate) col: u64,
     pub(crate) row: u64,

@@ -6,15 +6,15 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::batch::{Need, Src};
 use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
-use super::decode::GpuResult;
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
 use super::lanes::Lane;
 use super::memory::{DevTile, StreamAlloc};
 use super::pool::Pooled;
+use super::queue::GpuResult;
 use super::queue::{Miss, WorkQueue};
+use super::queue::{Need, Src};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
 use crate::error::{GpuError, Result};

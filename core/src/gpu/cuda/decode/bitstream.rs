@@ -14,13 +14,13 @@ use std::sync::Arc;
 use super::nvjpeg::{geo_of, sub_of, Geo};
 use super::ChunkOut;
 use crate::error::Error;
-use crate::gpu::cuda::batch::Src;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::io::cufile::CuFileHandle;
 use crate::gpu::cuda::kernels::{arg, launch, SpliceDesc};
 use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
 use crate::gpu::cuda::queue::Miss;
+use crate::gpu::cuda::queue::Src;
 use crate::gpu::cuda::sys::{cu, cuda, nvjpeg, CUdeviceptr, Res};
 use crate::gpu::cuda::trace;
 

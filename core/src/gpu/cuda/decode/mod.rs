@@ -9,12 +9,8 @@ pub(crate) mod nvjpeg_alloc;
 use std::sync::Arc;
 
 use super::memory::DevTile;
+pub(crate) use super::queue::GpuResult;
 use super::queue::Miss;
-use crate::error::Error;
-
-/// Result of one tile on the GPU: the tile, `Err(None)` = hand it to the CPU decoder,
-/// `Err(Some(e))` = it failed.
-pub(crate) type GpuResult = std::result::Result<Arc<DevTile>, Option<Error>>;
 
 /// Tiles of a chunk whose convert kernels are enqueued on a slot's stream (complete once the
 /// stream is synchronised), and tiles already settled (errors, CPU hand-backs).

@@ -6,13 +6,13 @@ use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::super::batch::Src;
 use super::super::context::pid;
 use super::super::engine::Engine;
 use super::super::kernels::{arg, launch, ConvDesc};
 use super::super::lanes::Slot;
 use super::super::memory::{as_bytes, DevTile, StreamAlloc};
 use super::super::queue::Miss;
+use super::super::queue::Src;
 use super::super::sys::*;
 use super::super::trace;
 use super::nvjpeg_alloc::Allocators;

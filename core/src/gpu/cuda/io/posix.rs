@@ -7,11 +7,11 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::error::Error;
-use crate::gpu::cuda::batch::Src;
-use crate::gpu::cuda::decode::GpuResult;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::lanes::Slot;
+use crate::gpu::cuda::queue::GpuResult;
 use crate::gpu::cuda::queue::Miss;
+use crate::gpu::cuda::queue::Src;
 use crate::gpu::cuda::sys::Res;
 use crate::gpu::cuda::trace;
 use crate::io::plan::{plan_reads, ReadPlan, Want};
