@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 /// `cuda/mod.rs`) belong to the top.
 fn layer(module: &str) -> u8 {
     match module {
-        "sys" | "context" | "settings" | "trace" => 1,
+        "sys" | "context" | "settings" | "trace" | "counters" => 1,
         "memory" | "pool" | "queue" | "kernels" => 2,
         "io" => 3,
         "decode" => 4,
@@ -31,10 +31,8 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("decode/cpu_worker.rs", "engine"),
     ("decode/nvjpeg.rs", "engine"),
     ("decode/nvjpeg.rs", "lanes"),
-    ("io/compat.rs", "stats"),
     ("io/cufile.rs", "engine"),
     ("io/cufile.rs", "lanes"),
-    ("io/cufile.rs", "stats"),
     ("io/posix.rs", "engine"),
     ("io/posix.rs", "lanes"),
     ("memory.rs", "engine"),

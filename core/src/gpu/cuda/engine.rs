@@ -15,6 +15,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::context::{device_arch, pid, set_blocking_waits, set_stream_priority, Context, Stream};
+use super::counters::Counters;
 use super::decode::cpu_worker::CpuWorkers;
 use super::decode::nvjpeg::Decoders;
 use super::device_cache::DeviceCache;
@@ -23,7 +24,6 @@ use super::kernels::{self, arg, Kernels};
 use super::lanes::Lanes;
 use super::memory::OutputPool;
 use super::settings::settings;
-use super::stats::Counters;
 use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
 use super::trace;
 use super::warmup::WarmState;

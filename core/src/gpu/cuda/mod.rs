@@ -12,6 +12,7 @@
 mod assemble;
 mod batch;
 mod context;
+mod counters;
 mod decode;
 mod device_cache;
 mod engine;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::cufile::{CuFileHandle, CuFiles};
-use crate::gpu::cuda::stats::Counters;
+use crate::gpu::cuda::counters::Counters;
 use crate::gpu::CompatMode;
 use crate::slide::Slide;
 

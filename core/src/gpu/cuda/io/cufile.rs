@@ -11,13 +11,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::gpu::cuda::context::pid;
+use crate::gpu::cuda::counters::Counters;
 use crate::gpu::cuda::engine::Engine;
 use crate::gpu::cuda::io::compat::IoPath;
 use crate::gpu::cuda::io::posix::plans_by_source;
 use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::queue::Src;
-use crate::gpu::cuda::stats::Counters;
 use crate::gpu::cuda::sys::{cuda, CUcontext, CUdeviceptr, CUfileDescr, CuFile, Res, CU_FILE_HANDLE_TYPE_OPAQUE_FD};
 
 use crate::io::ByteSource;
