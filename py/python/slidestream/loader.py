@@ -36,7 +36,7 @@ import numpy as np
 from ._args import check_int, normalize_size
 from ._errors import GpuUnavailableError, InvalidArgumentError
 from ._distributed import rank_share, resolve_rank, share_size
-from ._producer import BatchMeta, _Closing, _EpochIterator, _NativeEpochIterator, _Reader
+from ._producer import BatchMeta, _Closing, _EpochIterator, _NativeEpochIterator, _Reader, read_device_batch  # noqa: F401 (re-exported: slidestream.torch)
 from ._slide import Slide
 from ._slidestream import _parse_device, cuda_available
 
