@@ -259,7 +259,7 @@
       var url = "/slides/" + cur.id + "/associated/" + encodeURIComponent(name) + ".jpg";
       var fig = el("figure");
       var a = el("a", { href: url, target: "_blank", rel: "noopener" });
-      a.appendChild(el("img", { src: url, alt: name, loading: "lazy" }));
+      a.appendChild(el("img", { src: url, alt: name }));
       fig.appendChild(a);
       fig.appendChild(el("figcaption", null, name + (wh ? " \u00b7 " + wh[0] + "\u00d7" + wh[1] : "")));
       assoc.appendChild(fig);
@@ -292,7 +292,8 @@
   function viewSize() { return [view.clientWidth, view.clientHeight]; }
 
   function clampScale(s) {
-    return Math.min(MAX_SCALE, Math.max(fitScale() / 4, s));
+    var fit = fitScale(); // a slide smaller than the view is fitted above MAX_SCALE
+    return Math.min(Math.max(MAX_SCALE, fit), Math.max(fit / 4, s));
   }
 
   function fitScale() {
