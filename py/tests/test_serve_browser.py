@@ -17,9 +17,10 @@ selenium-manager never runs and nothing is downloaded) and checks that
 * the slide id in the URL hash opens that slide, and clicking the list sets the hash;
 * the browser console holds no error.
 
-The screenshot of the first screen is written to pytest's temporary directory and, when
-``docs/images/viewer.png`` is missing or ``SLIDESTREAM_UPDATE_SCREENSHOT=1``, to that file (the
-README shows it; it is not rewritten on every run so that test runs leave the tree clean).
+The screenshot of the first screen with the tissue overlay on is written to pytest's temporary
+directory and, when ``docs/images/viewer.png`` is missing or ``SLIDESTREAM_UPDATE_SCREENSHOT=1``,
+to that file (the README shows it; it is not rewritten on every run so that test runs leave the
+tree clean).
 
 Skipped when chromium, chromedriver, selenium or the slidestream binary is missing (CI installs
 them all: scripts/setup-system.sh, scripts/requirements-test.txt, scripts/test-all.sh).
@@ -317,11 +318,7 @@ def test_first_screen_shows_tissue(served, driver, tmp_path_factory):
     # CMU-1-Small-Region fitted in the view: its tissue covers about a fifth of the view.
     assert frac > 0.05, f"only {frac:.3f} of the view is stained tissue"
     assert (px.min(axis=-1) < 200).mean() > 0.05, "the view is blank"
-    png = driver.get_screenshot_as_png()
-    (tmp_path_factory.getbasetemp() / "viewer.png").write_bytes(png)
-    if os.environ.get("SLIDESTREAM_UPDATE_SCREENSHOT") == "1" or not SCREENSHOT.exists():
-        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-        SCREENSHOT.write_bytes(png)
+    (tmp_path_factory.getbasetemp() / "viewer-first-screen.png").write_bytes(driver.get_screenshot_as_png())
     # Every tile the first screen fetched is one of the slide's, of a level the viewer drew.
     req = _tile_requests(driver)
     assert req and all(r[0] == ids[0] for r in req), req
@@ -440,7 +437,17 @@ def test_zoom_and_pan_load_new_tiles(served, driver):
     assert not _severe(driver.get_log("browser"))
 
 
-def test_tissue_overlay(served, driver):
+def _save_screenshot(drv, tmp_path_factory) -> None:
+    """The README's picture: to pytest's temporary directory, and to docs/images/viewer.png
+    when that is missing or SLIDESTREAM_UPDATE_SCREENSHOT=1."""
+    png = drv.get_screenshot_as_png()
+    (tmp_path_factory.getbasetemp() / "viewer.png").write_bytes(png)
+    if os.environ.get("SLIDESTREAM_UPDATE_SCREENSHOT") == "1" or not SCREENSHOT.exists():
+        SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+        SCREENSHOT.write_bytes(png)
+
+
+def test_tissue_overlay(served, driver, tmp_path_factory):
     from selenium.webdriver.common.by import By
 
     _open(driver, served.url)
@@ -456,6 +463,7 @@ def test_tissue_overlay(served, driver):
     # Wait for the frame that draws it.
     after = _wait(driver, lambda: _mask_blue_fraction(_view_pixels(driver)) or None, "the overlay")
     assert after > before + 0.03, (before, after)
+    _save_screenshot(driver, tmp_path_factory)
     driver.find_element(By.ID, "tissue").click()
     _wait(driver, lambda: _mask_blue_fraction(_view_pixels(driver)) <= before + 0.005, "the overlay to go")
     assert not _severe(driver.get_log("browser"))
