@@ -198,6 +198,63 @@ impl DeepZoom {
     }
 }
 
+impl DeepZoom {
+    /// [`DeepZoom::render`] with the level pixels read bounded by `max_read_pixels`: a tile
+    /// whose read is larger (the coarse tiles of a slide with few levels, which cover most of a
+    /// large level) is cut from the level read reduced by a power of two
+    /// ([`Slide::read_level_reduced`]: JPEG tiles decoded at 1/2..1/8 scale, box means, in
+    /// bounded memory), still at least twice the tile where the bound allows, then finished as
+    /// `render` finishes. Such tiles can differ from `render`'s by a few levels.
+    ///
+    /// # Errors
+    /// As [`DeepZoom::render`]; [`Error::Limits`] when even the reduced level exceeds
+    /// `max_read_pixels`.
+    pub fn render_bounded(&self, slide: &Slide, tile: &DzTile, max_read_pixels: u64) -> Result<Rgb> {
+        if tile.size.0.saturating_mul(tile.size.1) <= max_read_pixels {
+            return self.render(slide, tile);
+        }
+        let out = pil_thumbnail_size(tile.size, tile.z_size).unwrap_or(tile.size);
+        let (lw, lh) = slide.level_dimensions()[tile.level];
+        let (tw, th) = slide.level_tile_sizes()[tile.level];
+        let reduced = |f: u64| lw.div_ceil(f).saturating_mul(lh.div_ceil(f));
+        let ok = |f: u64, k: u64| {
+            tile.size.0 / (2 * f) >= k * out.0 && tile.size.1 / (2 * f) >= k * out.1 && (tw as u64) % (2 * f) == 0 && (th as u64) % (2 * f) == 0
+        };
+        let mut f = 1u64;
+        // At least twice the tile while that is possible, then down to the tile's own size
+        // while the reduced level is still over the bound.
+        while ok(f, 2) {
+            f *= 2;
+        }
+        while reduced(f) > max_read_pixels && ok(f, 1) {
+            f *= 2;
+        }
+        if reduced(f) > max_read_pixels {
+            return Err(Error::limits(
+                &crate::error::Location::file(""),
+                format!("deep zoom: level {} reduced by {f} is {} pixels, more than the bound of {max_read_pixels}", tile.level, reduced(f)),
+            ));
+        }
+        let (level_rgb, f) = slide.read_level_reduced(tile.level, f as u32, self.background)?;
+        let f = f as u64;
+        let ds = slide.level_downsamples()[tile.level];
+        // The tile's rectangle in the reduced level's pixels, clipped to it.
+        let x0 = ((tile.location.0.max(0) as f64 / ds) as u64 / f).min(level_rgb.width - 1);
+        let y0 = ((tile.location.1.max(0) as f64 / ds) as u64 / f).min(level_rgb.height - 1);
+        let cw = tile.size.0.div_ceil(f).clamp(1, level_rgb.width - x0);
+        let ch = tile.size.1.div_ceil(f).clamp(1, level_rgb.height - y0);
+        let mut crop = Vec::with_capacity((cw * ch * 3) as usize);
+        for y in y0..y0 + ch {
+            let start = ((y * level_rgb.width + x0) * 3) as usize;
+            crop.extend_from_slice(&level_rgb.data[start..start + (cw * 3) as usize]);
+        }
+        let Some((ow, oh)) = pil_thumbnail_size((cw, ch), tile.z_size) else {
+            return Ok(Rgb { width: cw, height: ch, data: crop });
+        };
+        pil_resize((cw as u32, ch as u32), crop, (ow as u32, oh as u32))
+    }
+}
+
 /// `#rrggbb` / `rrggbb` as R, G, B; None for anything else.
 fn parse_hex_rgb(s: &str) -> Option<[u8; 3]> {
     let s = s.trim().trim_start_matches('#');

@@ -101,7 +101,12 @@ impl Catalog {
                 });
                 self.entries.insert(id, Entry { name, path, vendor, summary });
             }
-            Err(e) => self.errors.push((name, crate::output::one_line(&e.to_string()))),
+            // The message names the file by its path under the served directory, not the
+            // server's absolute path.
+            Err(e) => {
+                let root = format!("{}/", self.root.display());
+                self.errors.push((name, crate::output::one_line(&e.to_string()).replace(&root, "")));
+            }
         }
     }
 

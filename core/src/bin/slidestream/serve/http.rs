@@ -18,10 +18,14 @@ impl HttpError {
     }
 
     /// The error of a slide read, by kind: a request the reader refuses (`Usage`: a bad level
-    /// or size) is `400`, anything else (a damaged or unreadable slide) `500`; the message names
-    /// the slide.
+    /// or size) is `400`, one over a size bound (`Limits`) `413`, anything else (a damaged or
+    /// unreadable slide) `500`; the message names the slide.
     pub(crate) fn from_read(name: &str, e: &slidestream::Error) -> HttpError {
-        let status = if matches!(e, slidestream::Error::Usage(_)) { 400 } else { 500 };
+        let status = match e {
+            slidestream::Error::Usage(_) => 400,
+            slidestream::Error::Limits { .. } => 413,
+            _ => 500,
+        };
         HttpError::new(status, format!("{name}: {}", crate::output::one_line(&e.to_string())))
     }
 

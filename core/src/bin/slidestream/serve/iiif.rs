@@ -223,14 +223,16 @@ pub(crate) fn parse_request(parts: [&str; 4], width: u64, height: u64, policy: P
 
 /// The `info.json` of an image service at `base` (its URI without `/info.json`) for a
 /// `width × height` image: compliance level 2, `tiles` of [`TILE`] pixels at the power-of-two
-/// scale factors down to one tile, `sizes` (the power-of-two reductions of the whole image
-/// within `maxArea`, smallest first).
-pub(crate) fn info_json(base: &str, width: u64, height: u64, policy: Policy) -> serde_json::Value {
-    let mut factors = vec![1u64];
-    while factors.last().is_some_and(|&f| width.div_ceil(f) > TILE || height.div_ceil(f) > TILE) {
-        factors.push(factors.last().unwrap_or(&1) * 2);
+/// scale factors down to one tile for which `served(factor)` holds (a slide with few levels
+/// cannot serve the coarsest tiles within the read bound), `sizes` (the power-of-two
+/// reductions of the whole image within `maxArea`, smallest first).
+pub(crate) fn info_json(base: &str, width: u64, height: u64, policy: Policy, served: impl Fn(u64) -> bool) -> serde_json::Value {
+    let mut all = vec![1u64];
+    while all.last().is_some_and(|&f| width.div_ceil(f) > TILE || height.div_ceil(f) > TILE) {
+        all.push(all.last().unwrap_or(&1) * 2);
     }
-    let sizes: Vec<serde_json::Value> = factors
+    let factors: Vec<u64> = all.iter().copied().filter(|&f| f == 1 || served(f)).collect();
+    let sizes: Vec<serde_json::Value> = all
         .iter()
         .rev()
         .map(|&f| (width.div_ceil(f), height.div_ceil(f)))
@@ -326,9 +328,12 @@ mod tests {
 
     #[test]
     fn info_lists_tiles_and_sizes() {
-        let v = info_json("http://h/iiif/3/a", 2000, 1000, P);
+        let v = info_json("http://h/iiif/3/a", 2000, 1000, P, |_| true);
         assert_eq!(v["profile"], "level2");
         assert_eq!(v["tiles"][0]["scaleFactors"], serde_json::json!([1, 2, 4]));
+        // Factors the server cannot read within its bound are not offered; sizes stay.
+        let v = info_json("http://h/iiif/3/a", 2000, 1000, P, |f| f < 4);
+        assert_eq!(v["tiles"][0]["scaleFactors"], serde_json::json!([1, 2]));
         assert_eq!(v["sizes"][0], serde_json::json!({"width": 500, "height": 250}));
         assert_eq!(v["sizes"].as_array().unwrap().len(), 3);
     }

@@ -234,9 +234,15 @@ async fn route(state: &Arc<AppState>, path: &str, query: &str, host: &str, heade
         ["iiif", "3", id, "info.json"] => {
             let (id, entry) = state.catalog.lookup(id)?;
             let (id2, entry2) = (id.clone(), entry.clone());
-            let dims = blocking(state, move |st| Ok(st.catalog.slide(&id2, &entry2)?.dimensions())).await?;
             let base = format!("http://{host}/iiif/3/{id}");
-            let v = iiif::info_json(&base, dims.0, dims.1, state.policy);
+            let policy = state.policy;
+            let v = blocking(state, move |st| {
+                let slide = st.catalog.slide(&id2, &entry2)?;
+                let (w, h) = slide.dimensions();
+                let max_read = policy.max_area.saturating_mul(4);
+                Ok(iiif::info_json(&base, w, h, policy, |f| render::tile_scale_served(&slide, f, iiif::TILE, max_read)))
+            })
+            .await?;
             let mut r = http::ok("application/ld+json;profile=\"http://iiif.io/api/image/3/context.json\"", v.to_string().into_bytes());
             r.headers_mut().insert(header::LINK, HeaderValue::from_static("<http://iiif.io/api/image/3/level2.json>;rel=\"profile\""));
             Ok(r)
@@ -248,7 +254,10 @@ async fn route(state: &Arc<AppState>, path: &str, query: &str, host: &str, heade
             let dims = tokio::task::spawn_blocking(move || st.catalog.slide(&rid, &entry).map(|s| s.dimensions()))
                 .await
                 .map_err(|e| HttpError::new(500, e.to_string()))??;
-            let req = iiif::parse_request([region, size, rotation, qf], dims.0, dims.1, state.policy)?;
+            // Clients may percent-encode the parameters (`%5E` for `^`, `%2C` for `,`).
+            let dec = |p: &str| percent_encoding::percent_decode_str(p).decode_utf8_lossy().into_owned();
+            let (region, size, rotation, qf) = (dec(region), dec(size), dec(rotation), dec(qf));
+            let req = iiif::parse_request([&region, &size, &rotation, &qf], dims.0, dims.1, state.policy)?;
             let max_read = state.policy.max_area.saturating_mul(4);
             let format = req.format;
             image(state, id, path, headers, format, move |s, name| render::iiif_image(s, name, &req, max_read)).await
@@ -276,9 +285,10 @@ async fn route(state: &Arc<AppState>, path: &str, query: &str, host: &str, heade
                 _ => return Err(HttpError::new(404, format!("no tile {stem:?}: expected COL_ROW"))),
             };
             let (tile, overlap, bounds) = (state.opts.tile_size, state.opts.overlap, state.opts.limit_bounds);
+            let max_read = state.policy.max_area.saturating_mul(4);
             image(state, id, path, headers, format, move |s, name| {
                 let dz = DeepZoom::new(s, tile, overlap, bounds).map_err(|e| HttpError::from_read(name, &e))?;
-                render::dz_tile(s, name, &dz, level, col, row)
+                render::dz_tile(s, name, &dz, level, col, row, max_read)
             })
             .await
         }

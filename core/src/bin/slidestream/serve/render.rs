@@ -65,10 +65,36 @@ pub(crate) fn iiif_image(slide: &Slide, name: &str, req: &ImageRequest, max_read
     let ly = (y as f64 / ds).floor() as u64;
     let sw = (((x + rw) as f64 / ds).ceil() as u64).min(lw).saturating_sub(lx).max(1);
     let sh = (((y + rh) as f64 / ds).ceil() as u64).min(lh).saturating_sub(ly).max(1);
-    if sw.saturating_mul(sh) > max_read_area {
+    let (rgb, sw, sh) = if sw.saturating_mul(sh) <= max_read_area {
+        (slide.read_regions_rgb(&[(x as i64, y as i64)], level, (sw, sh), [255, 255, 255]).map_err(|e| HttpError::from_read(name, &e))?, sw, sh)
+    } else if (x, y) == (0, 0) && (x + rw, y + rh) == slide.dimensions() {
+        // The whole image at a size no level is near (a slide with few levels): the level
+        // reduced while it is read, in bounded memory (`read_level_reduced`), to at least
+        // twice the output, then resized as any other read.
+        let mut f = reduced_factor(slide, level, (ow, oh));
+        let (tw, th) = slide.level_tile_sizes()[level];
+        // Reduced further (down to the output's own size) when twice the output is more than
+        // the bound allows: with power-of-two steps some factor lands within 4 x the output.
+        while lw.div_ceil(f as u64).saturating_mul(lh.div_ceil(f as u64)) > max_read_area
+            && lw / (2 * f as u64) >= ow
+            && lh / (2 * f as u64) >= oh
+            && tw % (2 * f) == 0
+            && th % (2 * f) == 0
+        {
+            f *= 2;
+        }
+        let (fw, fh) = (lw.div_ceil(f as u64), lh.div_ceil(f as u64));
+        if fw.saturating_mul(fh) > max_read_area {
+            return Err(HttpError::new(
+                413,
+                format!("{name}: the whole image needs {fw} x {fh} pixels of level {level} reduced by {f}, more than this server reads for one request"),
+            ));
+        }
+        let (r, _) = slide.read_level_reduced(level, f, [255, 255, 255]).map_err(|e| HttpError::from_read(name, &e))?;
+        (r.data, r.width, r.height)
+    } else {
         return Err(HttpError::new(413, format!("{name}: the region needs {sw} x {sh} pixels of level {level}, more than this server reads for one request")));
-    }
-    let rgb = slide.read_regions_rgb(&[(x as i64, y as i64)], level, (sw, sh), [255, 255, 255]).map_err(|e| HttpError::from_read(name, &e))?;
+    };
     let mut data = if (sw, sh) == (ow, oh) {
         rgb
     } else {
@@ -90,6 +116,31 @@ pub(crate) fn iiif_image(slide: &Slide, name: &str, req: &ImageRequest, max_read
         Quality::Bitonal => (1, data.chunks_exact(3).map(|p| if luma(p) > 127 { 255 } else { 0 }).collect()),
     };
     Ok(Pixels { width: w, height: h, channels, data })
+}
+
+/// The factor [`Slide::read_level_reduced`] will use on `level` for an output of `out`
+/// pixels: the largest power of two that keeps the result at least twice the output and
+/// divides the level's tile size (as that function chooses).
+pub(crate) fn reduced_factor(slide: &Slide, level: usize, out: (u64, u64)) -> u32 {
+    let (lw, lh) = slide.level_dimensions()[level];
+    let (tw, th) = slide.level_tile_sizes()[level];
+    let want = (lw / (2 * out.0.max(1))).min(lh / (2 * out.1.max(1))).max(1);
+    let mut f = 1u32;
+    while (2 * f as u64) <= want && tw % (2 * f) == 0 && th % (2 * f) == 0 && f < (1 << 20) {
+        f *= 2;
+    }
+    f
+}
+
+/// Whether a IIIF tile of `TILE × scale` level-0 pixels (clipped to the image) can be served:
+/// the pixels it needs from the best level for `scale` are within `max_read_area`. `info.json`
+/// offers only these scale factors.
+pub(crate) fn tile_scale_served(slide: &Slide, scale: u64, tile: u64, max_read_area: u64) -> bool {
+    let (w, h) = slide.dimensions();
+    let level = slide.best_level_for_downsample(scale as f64);
+    let ds = slide.level_downsamples()[level];
+    let span = |full: u64| ((tile.saturating_mul(scale)).min(full) as f64 / ds).ceil() as u64 + 1;
+    span(w).saturating_mul(span(h)) <= max_read_area
 }
 
 fn luma(p: &[u8]) -> u8 {
@@ -119,10 +170,12 @@ fn rotate90(rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
     out
 }
 
-/// Deep Zoom tile (`col`, `row`) of `level`, as `DeepZoomGenerator.get_tile` renders it.
-pub(crate) fn dz_tile(slide: &Slide, name: &str, dz: &DeepZoom, level: usize, col: u64, row: u64) -> Result<Pixels, HttpError> {
+/// Deep Zoom tile (`col`, `row`) of `level`, as `DeepZoomGenerator.get_tile` renders it; a
+/// tile whose read would exceed `max_read_area` level pixels is cut from the level reduced
+/// while read ([`DeepZoom::render_bounded`]).
+pub(crate) fn dz_tile(slide: &Slide, name: &str, dz: &DeepZoom, level: usize, col: u64, row: u64, max_read_area: u64) -> Result<Pixels, HttpError> {
     let tile = dz.tile(level, col, row).map_err(|e| HttpError::new(404, format!("{name}: {e}")))?;
-    let rgb = dz.render(slide, &tile).map_err(|e| HttpError::from_read(name, &e))?;
+    let rgb = dz.render_bounded(slide, &tile, max_read_area).map_err(|e| HttpError::from_read(name, &e))?;
     Ok(Pixels { width: rgb.width, height: rgb.height, channels: 3, data: rgb.data })
 }
 
