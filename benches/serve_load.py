@@ -17,7 +17,7 @@ the requests, or after ``--time-limit`` seconds. Traffic goes to 127.0.0.1 only.
 Prints a markdown table row (``--header``: the header first): the request mix, tiles/s over
 the whole run, latency p50 / p99 / max in ms, answers other than 200, and the server's peak
 resident memory (``VmHWM`` of /proc/PID/status, read before the server stops). Arguments after
-``--`` go to ``slidestream serve`` (e.g. ``-- --max-requests 4 --cache-mb 0``).
+``--`` go to ``slidestream serve`` (e.g. ``-- --max-requests 4 --max-area 4194304``).
 """
 
 from __future__ import annotations
