@@ -31,7 +31,7 @@ impl Engine {
     /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
     /// host-bitstream nvJPEG.
     pub(crate) fn chunk_posix(&self, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
-        let read = self.read_chunk_posix(slot, srcs, chunk)?;
+        let read = crate::gpu::cuda::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, chunk)?;
         let t_prep = std::time::Instant::now();
         let (total, place, mut settled) = (read.total, read.place, read.failed);
         let buf = slot.pinned.as_mut_slice(total);

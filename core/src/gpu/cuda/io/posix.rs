@@ -7,8 +7,8 @@
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::error::Error;
-use crate::gpu::cuda::engine::Engine;
-use crate::gpu::cuda::lanes::Slot;
+use crate::gpu::cuda::counters::Counters;
+use crate::gpu::cuda::memory::PinnedBuffer;
 use crate::gpu::cuda::queue::GpuResult;
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::queue::Src;
@@ -25,38 +25,37 @@ pub(crate) struct PinnedChunk {
     pub(crate) failed: Vec<(Miss, GpuResult)>,
 }
 
-impl Engine {
-    /// Read `chunk` (tiles of any of the call's sources `srcs`) with coalesced `pread`s into
-    /// `slot.pinned`: one read plan per source, the plans' bytes back to back.
-    pub(crate) fn read_chunk_posix(&self, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<PinnedChunk> {
-        let mut failed = Vec::new();
-        let plans = plans_by_source(srcs, chunk);
-        let total: usize = plans.iter().map(|(_, p)| p.read_bytes() as usize).sum();
-        slot.pinned.ensure(total)?;
-        let mut rest = slot.pinned.as_mut_slice(total);
-        let mut place: Vec<Option<(usize, usize)>> = vec![None; chunk.len()];
-        let mut base = 0usize;
-        for (si, plan) in &plans {
-            let s = &srcs[*si as usize];
-            let (buf, tail) = rest.split_at_mut(plan.read_bytes() as usize);
-            rest = tail;
-            let results = self.counters.trace.time(trace::READ, || plan.read_into(s.slide.source(), buf));
-            self.counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
-            self.counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
-            // Where each tile lies in the pinned buffer.
-            for sp in plan.spans() {
-                match &results[sp.request] {
-                    Ok(()) => place[sp.id] = Some((base + sp.start, sp.len)),
-                    Err(e) => {
-                        let m = chunk[sp.id];
-                        failed.push((m, Err(Some(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), e)))));
-                    }
+/// Read `chunk` (tiles of any of the call's sources `srcs`) with coalesced `pread`s into
+/// `pinned` (a lane slot's buffer, grown as needed): one read plan per source, the plans'
+/// bytes back to back; bytes and requests counted in `counters`.
+pub(crate) fn read_chunk(pinned: &mut PinnedBuffer, counters: &Counters, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<PinnedChunk> {
+    let mut failed = Vec::new();
+    let plans = plans_by_source(srcs, chunk);
+    let total: usize = plans.iter().map(|(_, p)| p.read_bytes() as usize).sum();
+    pinned.ensure(total)?;
+    let mut rest = pinned.as_mut_slice(total);
+    let mut place: Vec<Option<(usize, usize)>> = vec![None; chunk.len()];
+    let mut base = 0usize;
+    for (si, plan) in &plans {
+        let s = &srcs[*si as usize];
+        let (buf, tail) = rest.split_at_mut(plan.read_bytes() as usize);
+        rest = tail;
+        let results = counters.trace.time(trace::READ, || plan.read_into(s.slide.source(), buf));
+        counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
+        counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
+        // Where each tile lies in the pinned buffer.
+        for sp in plan.spans() {
+            match &results[sp.request] {
+                Ok(()) => place[sp.id] = Some((base + sp.start, sp.len)),
+                Err(e) => {
+                    let m = chunk[sp.id];
+                    failed.push((m, Err(Some(Error::io_shared(&crate::read::locate::tile_location(&s.at, s.slide.source(), s.img, m.col, m.row), e)))));
                 }
             }
-            base += plan.read_bytes() as usize;
         }
-        Ok(PinnedChunk { total, place, failed })
+        base += plan.read_bytes() as usize;
     }
+    Ok(PinnedChunk { total, place, failed })
 }
 
 /// One read plan per source of `chunk`'s tiles (ids: indices into `chunk`), by the source's
