@@ -6,8 +6,8 @@ name placeholder files (``"a.svs"``, ``"slide.svs"``, ``"fluo.ome.tif"``) and va
 (``paths``, ``slides``, ``rows``, ...): each runs in its own process, in a folder where those
 files exist (copies of the test slides, a generated 4-channel OME-TIFF) after a short prelude
 that defines those variables — the same for every block, so a block that uses a name the
-prelude does not give fails. A block that needs torch, dask, distributed or zarr is skipped
-where that is not installed; one that reads on a GPU where none is usable.
+prelude does not give fails. A block that needs torch, dask, distributed, zarr, monai or
+tiatoolbox is skipped where that is not installed; one that reads on a GPU where none is usable.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _needs(block: str):
             for part in re.split(r",\s*", line.split("import", 1)[1]) if line.lstrip().startswith("import") else [m.group(1)]:
                 root = part.strip().split(" ")[0].split(".")
                 name = root[1] if root[0] == "slidestream" and len(root) > 1 else root[0]
-                if name in ("torch", "dask", "distributed", "zarr"):
+                if name in ("torch", "dask", "distributed", "zarr", "monai", "tiatoolbox"):
                     need.add(name)
     gpu = "cuda" in block and not guarded
     return sorted(need), gpu
