@@ -170,6 +170,12 @@ limits! {
     key_bytes: usize = 1024, "bytes";
     /// Largest compiled-kernel cache file read back.
     kernel_cache_bytes: u64 = 64 << 20, "bytes";
+    // ---- the slide server ----
+    /// Deepest folder under the directory `slidestream serve` scans for slides.
+    serve_scan_depth: usize = 12, "levels of folders";
+    /// Most directory entries `slidestream serve` looks at when it scans for slides; past it
+    /// the scan stops and says so in `/slides.json`'s `errors`.
+    serve_scan_entries: usize = 200_000, "entries";
 }
 
 #[cfg(test)]

@@ -19,9 +19,9 @@ use slidestream::{Error, Slide};
 use super::http::HttpError;
 
 /// Folders deeper than this under the served directory are not scanned.
-const MAX_DEPTH: usize = 12;
-/// The scan stops after looking at this many directory entries (a typed note in `errors`).
-const MAX_ENTRIES: usize = 200_000;
+const SCAN_DEPTH: usize = slidestream::limits::LIMITS.serve_scan_depth;
+/// The scan stops after looking at this many directory entries (a note in `errors`).
+const SCAN_ENTRIES: usize = slidestream::limits::LIMITS.serve_scan_entries;
 /// Slides kept open at once (each holds its file handles and index; tiles live in the shared
 /// cache).
 const OPEN_SLIDES: usize = 64;
@@ -82,8 +82,8 @@ impl Catalog {
             let mut seen = 0usize;
             let mut dicom_dirs = std::collections::BTreeSet::new();
             cat.walk(&root.clone(), "", 0, &mut seen, &mut dicom_dirs);
-            if seen >= MAX_ENTRIES {
-                cat.errors.push((String::new(), format!("scan stopped after {MAX_ENTRIES} entries")));
+            if seen >= SCAN_ENTRIES {
+                cat.errors.push((String::new(), format!("scan stopped after {SCAN_ENTRIES} entries")));
             }
         }
         Ok(cat)
@@ -116,7 +116,7 @@ impl Catalog {
         items.sort_by_key(|e| e.file_name());
         for item in items {
             *seen += 1;
-            if *seen >= MAX_ENTRIES {
+            if *seen >= SCAN_ENTRIES {
                 return;
             }
             let fname = item.file_name().to_string_lossy().into_owned();
@@ -132,7 +132,7 @@ impl Catalog {
             let name = if prefix.is_empty() { fname.clone() } else { format!("{prefix}/{fname}") };
             let Ok(meta) = std::fs::metadata(&real) else { continue };
             if meta.is_dir() {
-                if depth < MAX_DEPTH {
+                if depth < SCAN_DEPTH {
                     self.walk(&path, &name, depth + 1, seen, dicom_dirs);
                 }
             } else if meta.is_file() {
