@@ -106,7 +106,10 @@ _PROBE = textwrap.dedent(
     torch.cuda.synchronize()
     st = slidestream.gpu_stats()
     print(json.dumps({"still_running": still_running, "reads_s": reads_s, "under_probe_s": under_probe_s,
-                      "sleep_s": sleep_s, "diff": diff, "decoded_hardware": st["decoded_hardware"],
+                      "sleep_s": sleep_s, "diff": diff,
+                      # nvJPEG on the hardware engines: host bitstreams (POSIX reads) or device
+                      # bitstreams (cuFile reads, SLIDESTREAM_COMPAT_MODE=off).
+                      "decoded_hardware": st["decoded_hardware"] + st["decoded_device_bitstream"],
                       "decoded_cpu": st["decoded_cpu"], "stream_priority": st["stream_priority"]}))
     """
 )
@@ -262,7 +265,7 @@ _WAIT = _START + textwrap.dedent(
         d = np.abs(dev.astype(np.int16) - cpu.astype(np.int16)).max()
         assert d <= 2, d  # nvJPEG's tiles: within JPEG decoders' rounding of the CPU path
     st = slidestream.gpu_stats()
-    print(json.dumps({"wait": st["gpu_wait"], "nice": st["thread_nice"], "cpu": st["decoded_cpu"], "hw": st["decoded_hardware"] + st["decoded_hybrid"]}))
+    print(json.dumps({"wait": st["gpu_wait"], "nice": st["thread_nice"], "cpu": st["decoded_cpu"], "hw": st["decoded_hardware"] + st["decoded_device_bitstream"] + st["decoded_hybrid"]}))
     """
 )
 
