@@ -29,13 +29,9 @@ them all: scripts/setup-system.sh, scripts/requirements-test.txt, scripts/test-a
 from __future__ import annotations
 
 import io
-import json
 import os
-import pathlib
 import re
 import shutil
-import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -43,16 +39,12 @@ import urllib.request
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-# $SLIDESTREAM_TESTDATA, else ../shared/testdata next to the repository (as _parity_helpers).
-TESTDATA = pathlib.Path(os.environ.get("SLIDESTREAM_TESTDATA") or ROOT.parent / "shared" / "testdata")
-CLI = pathlib.Path(os.environ.get("SLIDESTREAM_CLI", ROOT / "target" / "release" / "slidestream"))
+from _serve_helpers import CLI, ROOT, TESTDATA, TIMEOUT, Server
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 SCREENSHOT = ROOT / "docs" / "images" / "viewer.png"
 SLIDES = ("CMU-1-Small-Region.svs", "tcga-cr-7395-01a-01-ts1.svs")
 WINDOW = (1280, 800)
-TIMEOUT = 60.0
 
 
 def _missing() -> str | None:
@@ -70,61 +62,6 @@ def _missing() -> str | None:
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 
-
-class Server:
-    """``slidestream serve`` in a child process; ``url`` from its first stdout line."""
-
-    LINE = re.compile(r"^slidestream serve: listening on (http://[^/\s]+/) \((\d+) slides?\)$")
-
-    def __init__(self, path: pathlib.Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [str(CLI), "serve", str(path), "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self.errors: list[str] = []
-        first: list[str] = []
-        got = threading.Event()
-
-        def read_stdout() -> None:
-            for line in self.proc.stdout:
-                if not first:
-                    first.append(line.rstrip("\n"))
-                    got.set()
-                self.lines.append(line)
-            got.set()
-
-        def read_stderr() -> None:
-            for line in self.proc.stderr:
-                self.errors.append(line)
-
-        threading.Thread(target=read_stdout, daemon=True).start()
-        threading.Thread(target=read_stderr, daemon=True).start()
-        if not got.wait(TIMEOUT) or not first:
-            self.stop()
-            raise AssertionError(f"slidestream serve printed no line; stderr: {''.join(self.errors)[-2000:]}")
-        m = self.LINE.match(first[0])
-        assert m, f"unexpected first line {first[0]!r}"
-        self.url = m.group(1)
-        self.count = int(m.group(2))
-
-    def get(self, path: str) -> bytes:
-        with urllib.request.urlopen(self.url + path.lstrip("/"), timeout=TIMEOUT) as r:
-            return r.read()
-
-    def json(self, path: str):
-        return json.loads(self.get(path))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture(scope="module")

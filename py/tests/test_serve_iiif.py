@@ -43,16 +43,12 @@ Skipped when the slidestream binary or the test slides are missing.
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
-import os
 import pathlib
 import random
-import re
 import shutil
 import subprocess
-import threading
 import urllib.parse
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -64,13 +60,9 @@ import slidestream
 from slidestream.deepzoom import DeepZoomGenerator
 from slidestream.sampling import tissue_mask
 
-Image = pytest.importorskip("PIL.Image")
+from _serve_helpers import CLI, ROOT, TESTDATA, Server
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-# $SLIDESTREAM_TESTDATA, else ../shared/testdata next to the repository (as _parity_helpers).
-TESTDATA = pathlib.Path(os.environ.get("SLIDESTREAM_TESTDATA") or ROOT.parent / "shared" / "testdata")
-CLI = pathlib.Path(os.environ.get("SLIDESTREAM_CLI", ROOT / "target" / "release" / "slidestream"))
-TIMEOUT = 60.0
+Image = pytest.importorskip("PIL.Image")
 
 IIIF_ID = "67352ccc-d1b0-11e1-89ae-279075081939.tif"
 CMU = "CMU-1-Small-Region.svs"
@@ -92,88 +84,6 @@ def _missing() -> str | None:
 
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
-
-
-# ---------- the server ----------
-
-
-class Server:
-    """``slidestream serve`` in a child process; ``host``/``port`` from its first stdout
-    line."""
-
-    LINE = re.compile(r"^slidestream serve: listening on http://([^/\s]+):(\d+)/ \((\d+) slides?\)$")
-
-    def __init__(self, path: pathlib.Path, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [str(CLI), "serve", str(path), "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.errors: list[str] = []
-        first: list[str] = []
-        got = threading.Event()
-
-        def read_stdout() -> None:
-            for line in self.proc.stdout:
-                if not first:
-                    first.append(line.rstrip("\n"))
-                    got.set()
-            got.set()
-
-        def read_stderr() -> None:
-            for line in self.proc.stderr:
-                self.errors.append(line)
-
-        threading.Thread(target=read_stdout, daemon=True).start()
-        threading.Thread(target=read_stderr, daemon=True).start()
-        if not got.wait(TIMEOUT) or not first:
-            self.stop()
-            raise AssertionError(f"slidestream serve printed no line; stderr: {''.join(self.errors)[-2000:]}")
-        m = self.LINE.match(first[0])
-        assert m, f"unexpected first line {first[0]!r}"
-        self.host, self.port, self.count = m.group(1), int(m.group(2)), int(m.group(3))
-        self.netloc = f"{self.host}:{self.port}"
-
-    def request(self, path: str, headers: dict | None = None, method: str = "GET"):
-        """(status, headers with lower-case names, body) of ``path`` sent as is (no
-        normalisation of ``..`` or percent escapes)."""
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=TIMEOUT)
-        try:
-            conn.putrequest(method, path, skip_accept_encoding=True)
-            for k, v in (headers or {}).items():
-                conn.putheader(k, v)
-            conn.endheaders()
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-        finally:
-            conn.close()
-
-    def ok(self, path: str, ctype: str | None = None) -> bytes:
-        status, headers, body = self.request(path)
-        assert status == 200, (path, status, body[:300])
-        if ctype is not None:
-            assert headers["content-type"].split(";")[0].strip() == ctype, (path, headers["content-type"])
-        return body
-
-    def json(self, path: str):
-        return json.loads(self.ok(path))
-
-    def image(self, path: str) -> np.ndarray:
-        body = self.ok(path)
-        return np.asarray(Image.open(io.BytesIO(body)))
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def _iiif_test_image() -> np.ndarray:
