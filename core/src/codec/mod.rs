@@ -13,6 +13,7 @@ pub mod jp2k;
 pub mod jpeg;
 pub mod jpeg_part;
 pub mod jpeg_scans;
+pub mod jpeg_sm;
 pub mod reduce;
 pub mod base64_text;
 pub mod bitmap;
