@@ -25,7 +25,7 @@
 
 #ifdef __CUDACC_RTC__
 #define SMJ_FN __device__ static inline
-#define SMJ_CONST __device__ static const
+#define SMJ_CONST static __constant__ const
 typedef unsigned long long smj_u64;
 typedef unsigned int smj_u32;
 typedef unsigned short smj_u16;

@@ -245,8 +245,8 @@ fn derive(bits: &[u8; 17], vals: &[u8], dc: bool) -> Result<SmjHuff, SmError> {
         si += 1;
     }
     let mut p = 0usize;
-    for l in 1..=16 {
-        let n = bits[l] as usize;
+    for (l, &n) in bits.iter().enumerate().skip(1) {
+        let n = n as usize;
         if n > 0 {
             t.valoffset[l] = p as i32 - codes[p] as i32;
             p += n;
@@ -258,8 +258,8 @@ fn derive(bits: &[u8; 17], vals: &[u8], dc: bool) -> Result<SmjHuff, SmError> {
     t.valoffset[17] = 0;
     t.maxcode[17] = 0xFFFFF;
     let mut p = 0usize;
-    for l in 1..=8usize {
-        for _ in 0..bits[l] {
+    for (l, &n) in bits.iter().enumerate().take(9).skip(1) {
+        for _ in 0..n {
             let first = (codes[p] as usize) << (8 - l);
             for k in 0..(1usize << (8 - l)) {
                 t.look[first + k] = ((l as u16) << 8) | vals[p] as u16;
@@ -403,11 +403,9 @@ pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
             0xC3 | 0xC7 | 0xCB | 0xCF => return Err(unsupported("lossless JPEG")),
             0xC5 | 0xC9 | 0xCD | 0xCC => return Err(unsupported("hierarchical or arithmetic-coded JPEG")),
             0xE0 => jfif |= seg.starts_with(b"JFIF\0"),
-            0xEE => {
-                if seg.len() >= 12 && seg.starts_with(b"Adobe") {
-                    adobe = true;
-                    transform = seg[11];
-                }
+            0xEE if seg.len() >= 12 && seg.starts_with(b"Adobe") => {
+                adobe = true;
+                transform = seg[11];
             }
             0xDA => break (seg, i + len),
             _ => {}
@@ -515,6 +513,44 @@ pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
         return Err(corrupt("segment too long"));
     }
     Ok(SmPrepared { tables, table_key: key, tile: t, segments, rgb_coded })
+}
+
+/// The complete JPEG streams of up to `max` tiles of `level` of `slide` (every `step`-th tile in
+/// row-major order, `step` ≥ 1; missing and empty tiles skipped), framed as every decoder gets
+/// them ([`super::stream::frame_jpeg`]: JPEGTables spliced, NDPI restart runs behind their
+/// header). Levels that are not JPEG, or that are decoded with DCT scaling, give none.
+///
+/// # Errors
+/// Read errors of the slide's source, framing errors of a tile.
+pub fn level_streams(slide: &crate::slide::Slide, level: usize, step: usize, max: usize) -> crate::error::Result<Vec<Vec<u8>>> {
+    use crate::error::Error;
+    use crate::index::Compression;
+    use crate::io::ByteSource;
+    let Some(lv) = slide.index().levels.get(level) else { return Ok(Vec::new()) };
+    let img = &lv.image;
+    if img.codec.compression != Compression::Jpeg || img.codec.jpeg_scale() > 1 {
+        return Ok(Vec::new());
+    }
+    let src = slide.source();
+    let at = crate::error::Location::file(slide.index().sources.first().map(|s| s.path.as_path()).unwrap_or(std::path::Path::new("")));
+    let mut out = Vec::new();
+    let across = img.tiles_across();
+    let total = across * img.tiles_down();
+    let mut k = 0u64;
+    while k < total && out.len() < max {
+        let (col, row) = (k % across, k / across);
+        k += step.max(1) as u64;
+        let Some(loc) = img.tile_locs(col, row).next() else { continue };
+        if loc.length == 0 || loc.length > crate::limits::LIMITS.tile_bytes {
+            continue;
+        }
+        let mut raw = vec![0u8; loc.length as usize];
+        src.read_exact_at(&mut raw, crate::io::multi::address(loc)).map_err(|e| Error::io(&at, e))?;
+        let mut s = Vec::new();
+        super::stream::frame_jpeg(&img.codec, &raw, &mut s).map_err(|e| Error::decode(&at, e))?;
+        out.push(s);
+    }
+    Ok(out)
 }
 
 extern "C" {

@@ -30,6 +30,9 @@ pub mod color;
 pub(crate) mod color;
 #[cfg(feature = "cuda")]
 mod cuda;
+/// The SM JPEG decoder's measurements (issue 32, step 2; `unstable`): [`sm_decoder::probe`].
+#[cfg(all(feature = "cuda", feature = "unstable"))]
+pub use cuda::sm as sm_decoder;
 mod stats;
 #[cfg(not(feature = "cuda"))]
 mod stub;

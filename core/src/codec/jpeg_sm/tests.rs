@@ -84,10 +84,10 @@ fn check(stream: &[u8], what: &str) {
         return;
     }
     let want = decode_planes(stream).unwrap_or_else(|e| panic!("{what}: libjpeg-turbo: {e}"));
-    for c in 0..3 {
+    for (c, plane) in planes.iter().enumerate() {
         let (w, h) = t.component_size(c);
         assert_eq!((w, h), want.1[c], "{what}: component {c} size");
-        let got = crop(&planes[c], t.plane_size(c).0, w, h);
+        let got = crop(plane, t.plane_size(c).0, w, h);
         if got != want.0[c] {
             let diffs = got.iter().zip(&want.0[c]).filter(|(a, b)| a != b).count();
             panic!("{what}: component {c}: {diffs} of {} samples differ", got.len());
@@ -130,7 +130,7 @@ fn generated_streams_match_libjpeg_turbo_exactly() {
             let px = pixels(w, h, (si * 31 + zi) as u32);
             for &quality in &[5, 50, 90, 100] {
                 for &(rgb, restart_blocks, optimize) in &[(false, 0, false), (true, 0, true), (false, 3, false), (samp == raw::TJSAMP_TJSAMP_GRAY, 1, true)] {
-                    let e = Enc { samp: samp as i32, quality, rgb: rgb && samp != raw::TJSAMP_TJSAMP_GRAY, restart_blocks, optimize };
+                    let e = Enc { samp, quality, rgb: rgb && samp != raw::TJSAMP_TJSAMP_GRAY, restart_blocks, optimize };
                     let s = compress(&px, w, h, &e);
                     let p = prepare(&s).unwrap();
                     assert_eq!(p.rgb_coded, e.rgb, "colour space flag");
@@ -214,7 +214,7 @@ fn real_tiles_of_the_shared_slides_match_libjpeg_turbo_exactly() {
 #[test]
 fn damaged_streams_give_typed_errors_and_never_silently_differ() {
     let px = pixels(64, 48, 7);
-    let good = compress(&px, 64, 48, &Enc { samp: raw::TJSAMP_TJSAMP_420 as i32, quality: 75, rgb: false, restart_blocks: 2, optimize: false });
+    let good = compress(&px, 64, 48, &Enc { samp: raw::TJSAMP_TJSAMP_420, quality: 75, rgb: false, restart_blocks: 2, optimize: false });
     // Truncations: every one is an error (prepare finds no EOI, or the data runs short).
     for cut in (2..good.len() - 1).step_by(7) {
         let r = decode_planes_host(&good[..cut]);

@@ -33,6 +33,8 @@ mod warmup;
 use std::ffi::c_int;
 
 pub(super) use batch::{read_batch, read_regions};
+#[cfg(feature = "unstable")]
+pub use decode::sm;
 pub(super) use memory::{download, free_array};
 pub(super) use resize::resize_patches;
 

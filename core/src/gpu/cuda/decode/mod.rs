@@ -5,6 +5,12 @@ pub(crate) mod bitstream;
 pub(crate) mod cpu_worker;
 pub(crate) mod nvjpeg;
 pub(crate) mod nvjpeg_alloc;
+// The SM decoder's step-2 experiment is reached only through the `unstable` surface for now.
+#[cfg(feature = "unstable")]
+pub mod sm;
+#[cfg(not(feature = "unstable"))]
+#[allow(dead_code)]
+pub(crate) mod sm;
 
 use std::sync::Arc;
 

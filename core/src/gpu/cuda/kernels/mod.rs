@@ -339,6 +339,55 @@ impl Drop for Kernels {
     }
 }
 
+/// A module compiled from a source of its own (not the engine's `kernels.cu`, and not cached
+/// on disk), unloaded when dropped: the SM JPEG decoder's kernels (`decode/sm.rs`).
+pub(crate) struct Module {
+    raw: *mut c_void,
+    pid: u32,
+}
+
+// A module and its functions may be used from any thread of the context.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+impl Module {
+    /// Compile `src` for compute capability `arch` (a cubin, else PTX) and load it into the
+    /// current context.
+    pub(crate) fn compile(src: &str, arch: (i32, i32)) -> Res<Module> {
+        let mut first_err = None;
+        for (kind, opt) in option_sets(arch.0, arch.1) {
+            match nvrtc_compile(src, kind, &opt).and_then(|img| load_module(&img)) {
+                Ok(raw) => return Ok(Module { raw, pid: super::context::pid() }),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_err.unwrap_or_else(|| GpuError::Call("no NVRTC option set".into())))
+    }
+
+    /// The kernel `name`.
+    pub(crate) fn function(&self, name: &str) -> Res<*mut c_void> {
+        let c = CString::new(name).map_err(|_| GpuError::Call("NUL in a kernel name".into()))?;
+        let mut f = std::ptr::null_mut();
+        // SAFETY: module loaded; name NUL-terminated.
+        cu(unsafe { cuda()?.cuModuleGetFunction(&mut f, self.raw, c.as_ptr()) }, "cuModuleGetFunction")?;
+        Ok(f)
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if self.pid != super::context::pid() {
+            return;
+        }
+        if let Ok(cuda) = cuda() {
+            // SAFETY: loaded in `compile`, unloaded once.
+            unsafe { cuda.cuModuleUnload(self.raw) };
+        }
+    }
+}
+
 /// Launch `f` on `stream`.
 pub(crate) fn launch(f: *mut c_void, grid: (u32, u32, u32), block: (u32, u32, u32), stream: CUstream, params: &mut [*mut c_void], what: &str) -> Res<()> {
     let cuda = cuda()?;

@@ -1,0 +1,254 @@
+//! The SM JPEG decoder (issue 32): baseline JPEG tiles entropy-decoded one segment per thread and
+//! inverse-DCT'd one block per thread on the GPU's multiprocessors, with the arithmetic of
+//! `codec/jpeg_sm.h` (the same C the host tests check against libjpeg-turbo).
+//!
+//! Today this is the deciding experiment of the issue's step 2 ([`probe`]): how many tiles a
+//! second each stage decodes over a batch of real tiles, in segment order and sorted by size,
+//! and whether the device's samples equal libjpeg-turbo's. The decoder is not yet one of the
+//! engine's routes.
+
+use std::ffi::c_int;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::codec::jpeg_sm::{prepare, SmError, SmPrepared, SmStatus, SmjSegment, SmjTables, SmjTile};
+use crate::error::GpuError;
+use crate::gpu::cuda::context::{device_arch, Context, Stream};
+use crate::gpu::cuda::kernels::{arg, launch, Module};
+use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
+use crate::gpu::cuda::sys::{cu, cuda, Res};
+
+/// The kernels' source: the decoding functions, then the kernels.
+const SOURCE: &str = concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
+
+/// One measured variant of a stage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageTime {
+    /// What ran: stage, order, threads per block.
+    pub variant: String,
+    /// Median seconds of the timed rounds (launch to stream synchronised).
+    pub median_s: f64,
+    /// Fastest round.
+    pub min_s: f64,
+}
+
+/// What [`probe`] measured over one batch of tiles.
+#[derive(Debug, Clone, Default)]
+pub struct SmProbe {
+    /// Streams given.
+    pub streams: usize,
+    /// Streams the SM decoder took (the rest were declined by `prepare`).
+    pub tiles: usize,
+    /// Why streams were declined (first few).
+    pub declined: Vec<String>,
+    /// Entropy-coded segments (tiles, or restart intervals).
+    pub segments: usize,
+    /// Distinct table sets.
+    pub table_sets: usize,
+    /// Compressed bytes of the tiles taken.
+    pub compressed_bytes: u64,
+    /// 8 × 8 blocks of all components.
+    pub blocks: u64,
+    /// Host seconds to prepare every stream (on the rayon pool), and the pool's threads.
+    pub prepare_s: f64,
+    /// Threads of the pool that prepared them.
+    pub prepare_threads: usize,
+    /// Seconds to compile and load the kernels.
+    pub compile_s: f64,
+    /// Entropy decoding, per variant.
+    pub huffman: Vec<StageTime>,
+    /// IDCT, per variant.
+    pub idct: Vec<StageTime>,
+    /// Segments whose status was not OK, by status.
+    pub failed: Vec<(String, usize)>,
+    /// Tiles compared with libjpeg-turbo, tiles that differ, largest sample difference.
+    pub compared: usize,
+    /// Tiles whose samples differ.
+    pub differing: usize,
+    /// Largest absolute sample difference.
+    pub max_diff: u8,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Run the SM decoder's two stages over `streams` (complete JPEG streams, tables spliced) on
+/// device `device`: every stream prepared on the host, packed and uploaded once, then each
+/// stage timed `rounds` times (after one untimed launch) for each variant: entropy decoding
+/// in segment order and sorted by compressed size (largest first), 32/64/128 threads a block;
+/// the IDCT at 64 and 128. With `verify`, the device's planes are downloaded and compared with
+/// libjpeg-turbo's raw planes (`codec::jpeg::decode_planes`, three-component streams) tile by
+/// tile.
+///
+/// # Errors
+/// [`GpuError`] from CUDA or NVRTC, or when nothing was left to decode.
+pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) -> Result<SmProbe, GpuError> {
+    let mut r = SmProbe { streams: streams.len(), ..Default::default() };
+    let t = Instant::now();
+    let prepared: Vec<Result<SmPrepared, SmError>> = streams.par_iter().map(|s| prepare(s)).collect();
+    r.prepare_s = t.elapsed().as_secs_f64();
+    r.prepare_threads = rayon::current_num_threads();
+
+    // Pack: streams back to back, one table set per distinct DHT/DQT bytes, coefficient
+    // (and sample) offsets per tile.
+    let mut data: Vec<u8> = Vec::new();
+    let mut tiles: Vec<SmjTile> = Vec::new();
+    let mut segs: Vec<SmjSegment> = Vec::new();
+    let mut tables: Vec<SmjTables> = Vec::new();
+    let mut keys: std::collections::HashMap<Vec<u8>, i32> = Default::default();
+    let mut which: Vec<usize> = Vec::new();
+    let mut coef_total = 0u64;
+    for (i, p) in prepared.iter().enumerate() {
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                if r.declined.len() < 8 {
+                    r.declined.push(e.to_string());
+                }
+                continue;
+            }
+        };
+        let set = *keys.entry(p.table_key.clone()).or_insert_with(|| {
+            tables.push(*p.tables);
+            tables.len() as i32 - 1
+        });
+        let base = data.len() as u64;
+        data.extend_from_slice(&streams[i]);
+        let mut t = p.tile;
+        t.tables = set;
+        t.coef = coef_total; // offsets for now: device addresses once allocated
+        coef_total += t.coefficients().next_multiple_of(64);
+        for g in &p.segments {
+            segs.push(SmjSegment { data: base + g.data, tile: tiles.len() as i32, ..*g });
+        }
+        tiles.push(t);
+        which.push(i);
+        r.compressed_bytes += streams[i].len() as u64;
+    }
+    r.tiles = tiles.len();
+    r.segments = segs.len();
+    r.table_sets = tables.len();
+    r.blocks = coef_total / 64;
+    if tiles.is_empty() {
+        return Err(GpuError::Call("SM probe: no stream the SM decoder takes".into()));
+    }
+
+    let ctx = Context::process_wide(device)?;
+    ctx.make_current()?;
+    let t = Instant::now();
+    let module = Module::compile(SOURCE, device_arch(device)?)?;
+    let (huffman, idct) = (module.function("sm_huffman")?, module.function("sm_idct")?);
+    r.compile_s = t.elapsed().as_secs_f64();
+    let stream = Stream::new()?;
+    let s = stream.raw();
+
+    let d_data = StreamAlloc::upload(&data, s)?;
+    let d_coef = StreamAlloc::new(coef_total as usize * 2, s)?;
+    let d_pix = StreamAlloc::new(coef_total as usize, s)?;
+    for t in &mut tiles {
+        let off = t.coef;
+        t.coef = d_coef.ptr() + off * 2;
+        t.pix = d_pix.ptr() + off;
+    }
+    for g in &mut segs {
+        g.data += d_data.ptr();
+    }
+    let d_tiles = StreamAlloc::upload(as_bytes(&tiles), s)?;
+    let d_segs = StreamAlloc::upload(as_bytes(&segs), s)?;
+    let d_tabs = StreamAlloc::upload(as_bytes(&tables), s)?;
+    let d_status = StreamAlloc::new(segs.len() * 4, s)?;
+    let mut by_size: Vec<i32> = (0..segs.len() as i32).collect();
+    by_size.sort_by_key(|&k| std::cmp::Reverse(segs[k as usize].len));
+    let d_order = StreamAlloc::upload(as_bytes(&by_size), s)?;
+    stream.sync()?;
+
+    let n = segs.len() as c_int;
+    let run_huffman = |order: u64, block: u32| -> Res<f64> {
+        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status) = (d_segs.ptr(), order, n, d_tiles.ptr(), d_tabs.ptr(), d_status.ptr());
+        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status)];
+        let t = Instant::now();
+        launch(huffman, ((n as u32).div_ceil(block), 1, 1), (block, 1, 1), s, &mut params, "sm_huffman")?;
+        stream.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    for (name, order) in [("segment order", 0u64), ("sorted by size", d_order.ptr())] {
+        for block in [32u32, 64, 128] {
+            run_huffman(order, block)?;
+            let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_huffman(order, block)).collect::<Res<_>>()?;
+            let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
+            r.huffman.push(StageTime { variant: format!("huffman, {name}, {block} threads/block"), median_s: median(&mut v), min_s });
+        }
+    }
+    let max_blocks = tiles.iter().map(|t| (0..t.ncomp as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1);
+    let run_idct = |block: u32| -> Res<f64> {
+        let (mut p_tiles, mut p_tabs) = (d_tiles.ptr(), d_tabs.ptr());
+        let mut params = [arg(&mut p_tiles), arg(&mut p_tabs)];
+        let t = Instant::now();
+        launch(idct, (max_blocks.div_ceil(block), tiles.len() as u32, 1), (block, 1, 1), s, &mut params, "sm_idct")?;
+        stream.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    for block in [64u32, 128] {
+        run_idct(block)?;
+        let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_idct(block)).collect::<Res<_>>()?;
+        let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
+        r.idct.push(StageTime { variant: format!("idct, {block} threads/block"), median_s: median(&mut v), min_s });
+    }
+
+    let mut status = vec![0i32; segs.len()];
+    // SAFETY: `status` holds segs.len() i32s; the stream was synchronised above.
+    cu(unsafe { cuda()?.cuMemcpyDtoH(status.as_mut_ptr() as *mut std::ffi::c_void, d_status.ptr(), status.len() * 4) }, "cuMemcpyDtoH")?;
+    let mut failed: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut tile_ok = vec![true; tiles.len()];
+    for (g, &st) in segs.iter().zip(&status) {
+        if st != 0 {
+            *failed.entry(format!("{:?}", SmStatus::from_code(st))).or_default() += 1;
+            tile_ok[g.tile as usize] = false;
+        }
+    }
+    r.failed = failed.into_iter().collect();
+
+    if verify {
+        let mut pix = vec![0u8; coef_total as usize];
+        // SAFETY: `pix` holds coef_total bytes, the allocation's size.
+        cu(unsafe { cuda()?.cuMemcpyDtoH(pix.as_mut_ptr() as *mut std::ffi::c_void, d_pix.ptr(), pix.len()) }, "cuMemcpyDtoH")?;
+        let base = d_pix.ptr();
+        let results: Vec<Option<u8>> = tiles
+            .par_iter()
+            .enumerate()
+            .map(|(k, t)| {
+                if !tile_ok[k] || t.ncomp != 3 {
+                    return None;
+                }
+                let want = crate::codec::jpeg::decode_planes(&streams[which[k]]).ok()?;
+                let mut worst = 0u8;
+                for c in 0..3 {
+                    let (w, h) = t.component_size(c);
+                    let pitch = t.bw[c] as usize * 8;
+                    let start = (t.pix - base + t.plane[c]) as usize;
+                    for y in 0..h {
+                        let row = &pix[start + y * pitch..start + y * pitch + w];
+                        for (a, b) in row.iter().zip(&want.0[c][y * w..(y + 1) * w]) {
+                            worst = worst.max(a.abs_diff(*b));
+                        }
+                    }
+                }
+                Some(worst)
+            })
+            .collect();
+        for d in results.into_iter().flatten() {
+            r.compared += 1;
+            if d > 0 {
+                r.differing += 1;
+            }
+            r.max_diff = r.max_diff.max(d);
+        }
+    }
+    drop((d_data, d_coef, d_pix, d_tiles, d_segs, d_tabs, d_status, d_order));
+    stream.sync()?;
+    drop(module);
+    Ok(r)
+}
