@@ -78,7 +78,8 @@ fn median(v: &mut [f64]) -> f64 {
 /// Run the SM decoder's two stages over `streams` (complete JPEG streams, tables spliced) on
 /// device `device`: every stream prepared on the host, packed and uploaded once, then each
 /// stage timed `rounds` times (after one untimed launch) for each variant: entropy decoding
-/// in segment order and sorted by compressed size (largest first), 32/64/128 threads a block;
+/// in segment order, sorted by compressed size (largest first) and, when every tile shares one
+/// table set, sorted with the tables in shared memory; 32/64/128 threads a block;
 /// the IDCT at 64 and 128. With `verify`, the device's planes are downloaded and compared with
 /// libjpeg-turbo's raw planes (`codec::jpeg::decode_planes`, three-component streams) tile by
 /// tile.
@@ -166,18 +167,25 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     stream.sync()?;
 
     let n = segs.len() as c_int;
-    let run_huffman = |order: u64, block: u32| -> Res<f64> {
-        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status) = (d_segs.ptr(), order, n, d_tiles.ptr(), d_tabs.ptr(), d_status.ptr());
-        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status)];
+    let run_huffman = |order: u64, block: u32, shared_set: c_int| -> Res<f64> {
+        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status, mut p_shared) =
+            (d_segs.ptr(), order, n, d_tiles.ptr(), d_tabs.ptr(), d_status.ptr(), shared_set);
+        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status), arg(&mut p_shared)];
         let t = Instant::now();
         launch(huffman, ((n as u32).div_ceil(block), 1, 1), (block, 1, 1), s, &mut params, "sm_huffman")?;
         stream.sync()?;
         Ok(t.elapsed().as_secs_f64())
     };
-    for (name, order) in [("segment order", 0u64), ("sorted by size", d_order.ptr())] {
+    // Tables in shared memory when every tile uses the same set (a level's JPEGTables).
+    let shared = if tables.len() == 1 { 0 } else { -1 };
+    let mut variants = vec![("segment order", 0u64, -1), ("sorted by size", d_order.ptr(), -1)];
+    if shared == 0 {
+        variants.push(("sorted, tables in shared memory", d_order.ptr(), 0));
+    }
+    for (name, order, shared_set) in variants {
         for block in [32u32, 64, 128] {
-            run_huffman(order, block)?;
-            let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_huffman(order, block)).collect::<Res<_>>()?;
+            run_huffman(order, block, shared_set)?;
+            let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_huffman(order, block, shared_set)).collect::<Res<_>>()?;
             let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
             r.huffman.push(StageTime { variant: format!("huffman, {name}, {block} threads/block"), median_s: median(&mut v), min_s });
         }

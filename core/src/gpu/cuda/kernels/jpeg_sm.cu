@@ -3,11 +3,21 @@
 //
 // sm_huffman: one thread per entropy-coded segment (a tile's scan, or one restart interval),
 //             in the order `order` gives (NULL: segment order); writes the tile's coefficients
-//             and the segment's SMJ_* status.
+//             and the segment's SMJ_* status. With shared_set >= 0 the block first copies that
+//             table set into shared memory and its tiles read it there.
 // sm_idct:    one thread per 8x8 block; blockIdx.y is the tile. Writes the component planes.
 
 extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n, const struct SmjTile* __restrict__ tiles,
-                                      const struct SmjTables* __restrict__ tabs, int* __restrict__ status) {
+                                      const struct SmjTables* __restrict__ tabs, int* __restrict__ status, int shared_set) {
+    __shared__ struct SmjTables sh;
+    if (shared_set >= 0) {
+        const int* src = (const int*)&tabs[shared_set];
+        int* dst = (int*)&sh;
+        for (int w = threadIdx.x; w < (int)(sizeof(struct SmjTables) / 4); w += blockDim.x) {
+            dst[w] = src[w];
+        }
+        __syncthreads();
+    }
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) {
         return;
@@ -15,7 +25,8 @@ extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs
     int k = order ? order[i] : i;
     struct SmjSegment g = segs[k];
     struct SmjTile t = tiles[g.tile];
-    status[k] = smj_decode_segment((const smj_u8*)g.data, g.len, &tabs[t.tables], &t, g.mcu0, g.mcus);
+    const struct SmjTables* tb = t.tables == shared_set ? &sh : &tabs[t.tables];
+    status[k] = smj_decode_segment((const smj_u8*)g.data, g.len, tb, &t, g.mcu0, g.mcus);
 }
 
 extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs) {
