@@ -25,7 +25,7 @@
 
 #ifdef __CUDACC_RTC__
 #define SMJ_FN __device__ static inline
-#define SMJ_CONST static __constant__ const
+#define SMJ_CONST __device__ static const
 typedef unsigned long long smj_u64;
 typedef unsigned int smj_u32;
 typedef unsigned short smj_u16;
@@ -211,9 +211,17 @@ SMJ_FN int smj_decode_segment(const smj_u8* data, int len, const struct SmjTable
                 for (int bx = 0; bx < t->h[c]; bx++) {
                     smj_u64 blk = t->plane[c] + ((smj_u64)(my * t->v[c] + by) * (smj_u64)t->bw[c] + (smj_u64)(mx * t->h[c] + bx)) * 64u;
                     short* out = coef + blk;
+#ifdef __CUDACC_RTC__
+                    // Blocks are 128-byte aligned (tile planes start at multiples of 64
+                    // coefficients): sixteen 8-byte stores.
+                    for (int k = 0; k < 16; k++) {
+                        ((smj_u64*)out)[k] = 0;
+                    }
+#else
                     for (int k = 0; k < 64; k++) {
                         out[k] = 0;
                     }
+#endif
                     int ok = 1;
                     int s = smj_symbol(&b, dct);
                     if (s < 0) {

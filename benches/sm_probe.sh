@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The SM JPEG decoder's deciding experiment (docs/gpu.md, "Decoding on the multiprocessors") on a
+# GPU host: the sm_jpeg_probe example over the shared slides' tiles and the 48000² benchmark
+# slide. Build it first (on a machine with Rust):
+#   cargo build --release --features cuda,unstable --example sm_jpeg_probe
+# then run, with the binary and a copy of the shared test data:
+#   PROBE=target/release/examples/sm_jpeg_probe TESTDATA=../shared/testdata bash benches/sm_probe.sh
+set -u
+cd "$(dirname "$0")/.."
+P=${PROBE:-target/release/examples/sm_jpeg_probe}
+TD=${TESTDATA:-../shared/testdata}
+BIG=${BIG:-/tmp/big.svs}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; nproc; date -u
+echo "== shared slides, each repeated to 14000 tiles"
+for s in "$TD/CMU-1-Small-Region.svs" "$TD/camelyon-jpeg-ybr.dcm" "$TD/CMU-1-Small-Region-dicom/$(ls "$TD/CMU-1-Small-Region-dicom" | grep dcm | head -1)" "$TD/test3-DAPI-2-387.ndpi" "$TD/tiff_tiled_ycbcr_jpeg_2x2_sampling.tif"; do
+  echo "-- $s"
+  timeout 120 "$P" --rounds 5 --repeat-to 14000 "$s" 2>&1 | tail -14
+done
+echo "== 48000² benchmark slide"
+[ -f "$BIG" ] || python3 ../shared/tools/make_big_svs.py "$BIG" --source assets/CMU-1-Small-Region.svs >/dev/null
+for args in "--tiles 14000 --step 3" "--tiles 40000 --step 1" "--tiles 4096 --step 9"; do
+  echo "-- $args"
+  timeout 200 "$P" --rounds 7 $args "$BIG" 2>&1 | tail -14
+done
