@@ -167,27 +167,46 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     stream.sync()?;
 
     let n = segs.len() as c_int;
-    let run_huffman = |order: u64, block: u32, shared_set: c_int| -> Res<f64> {
-        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status, mut p_shared) =
-            (d_segs.ptr(), order, n, d_tiles.ptr(), d_tabs.ptr(), d_status.ptr(), shared_set);
-        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status), arg(&mut p_shared)];
+    let run_huffman = |order: u64, block: u32, shared_set: c_int, spread: c_int| -> Res<f64> {
+        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status, mut p_shared, mut p_spread) =
+            (d_segs.ptr(), order, n, d_tiles.ptr(), d_tabs.ptr(), d_status.ptr(), shared_set, spread);
+        let mut params = [
+            arg(&mut p_segs),
+            arg(&mut p_order),
+            arg(&mut p_n),
+            arg(&mut p_tiles),
+            arg(&mut p_tabs),
+            arg(&mut p_status),
+            arg(&mut p_shared),
+            arg(&mut p_spread),
+        ];
         let t = Instant::now();
-        launch(huffman, ((n as u32).div_ceil(block), 1, 1), (block, 1, 1), s, &mut params, "sm_huffman")?;
+        launch(huffman, ((n as u32 * spread as u32).div_ceil(block), 1, 1), (block, 1, 1), s, &mut params, "sm_huffman")?;
         stream.sync()?;
         Ok(t.elapsed().as_secs_f64())
     };
     // Tables in shared memory when every tile uses the same set (a level's JPEGTables).
     let shared = if tables.len() == 1 { 0 } else { -1 };
-    let mut variants = vec![("segment order", 0u64, -1), ("sorted by size", d_order.ptr(), -1)];
+    let mut variants = vec![("segment order", 0u64, -1, 1), ("sorted by size", d_order.ptr(), -1, 1)];
     if shared == 0 {
-        variants.push(("sorted, tables in shared memory", d_order.ptr(), 0));
+        variants.push(("sorted, tables in shared memory", d_order.ptr(), 0, 1));
     }
-    for (name, order, shared_set) in variants {
+    // One segment per 4, 8 or 32 threads (only the first decodes): fewer segments' branches
+    // diverging in one warp, more warps in flight.
+    for spread in [4, 8, 32] {
+        variants.push(("segment order, spread", 0u64, shared, spread));
+    }
+    for (name, order, shared_set, spread) in variants {
         for block in [32u32, 64, 128] {
-            run_huffman(order, block, shared_set)?;
-            let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_huffman(order, block, shared_set)).collect::<Res<_>>()?;
+            run_huffman(order, block, shared_set, spread)?;
+            let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_huffman(order, block, shared_set, spread)).collect::<Res<_>>()?;
             let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
-            r.huffman.push(StageTime { variant: format!("huffman, {name}, {block} threads/block"), median_s: median(&mut v), min_s });
+            let what = if spread > 1 {
+                format!("huffman, one segment per {spread} threads, {block} threads/block")
+            } else {
+                format!("huffman, {name}, {block} threads/block")
+            };
+            r.huffman.push(StageTime { variant: what, median_s: median(&mut v), min_s });
         }
     }
     let max_blocks = tiles.iter().map(|t| (0..t.ncomp as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1);

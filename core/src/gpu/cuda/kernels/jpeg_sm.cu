@@ -4,11 +4,13 @@
 // sm_huffman: one thread per entropy-coded segment (a tile's scan, or one restart interval),
 //             in the order `order` gives (NULL: segment order); writes the tile's coefficients
 //             and the segment's SMJ_* status. With shared_set >= 0 the block first copies that
-//             table set into shared memory and its tiles read it there.
+//             table set into shared memory and its tiles read it there. `spread` threads share
+//             one segment and only the first of them decodes it (spread 32: one segment per
+//             warp, so no two segments' branches diverge inside a warp).
 // sm_idct:    one thread per 8x8 block; blockIdx.y is the tile. Writes the component planes.
 
 extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n, const struct SmjTile* __restrict__ tiles,
-                                      const struct SmjTables* __restrict__ tabs, int* __restrict__ status, int shared_set) {
+                                      const struct SmjTables* __restrict__ tabs, int* __restrict__ status, int shared_set, int spread) {
     __shared__ struct SmjTables sh;
     if (shared_set >= 0) {
         const int* src = (const int*)&tabs[shared_set];
@@ -18,8 +20,9 @@ extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs
         }
         __syncthreads();
     }
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) {
+    int gt = blockIdx.x * blockDim.x + threadIdx.x;
+    int i = gt / spread;
+    if (i >= n || gt - i * spread != 0) {
         return;
     }
     int k = order ? order[i] : i;
