@@ -33,7 +33,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("decode/nvjpeg.rs", "lanes"),
     ("io/cufile.rs", "engine"),
     ("io/cufile.rs", "lanes"),
-    ("memory.rs", "engine"),
     ("scheduler.rs", "engine"),
     ("scheduler.rs", "lanes"),
 ];

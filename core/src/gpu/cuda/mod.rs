@@ -9,6 +9,7 @@
 //! `lanes`, `io/` (compat mode, POSIX, cuFile), `decode/` (nvJPEG, bitstreams, CPU workers),
 //! `assemble`. Every CUDA resource is owned by a type whose `Drop` frees it.
 
+mod arrays;
 mod assemble;
 mod batch;
 mod context;
@@ -32,10 +33,10 @@ mod warmup;
 
 use std::ffi::c_int;
 
+pub(super) use arrays::{download, free_array};
 pub(super) use batch::{read_batch, read_regions};
 #[cfg(feature = "unstable")]
 pub use decode::sm;
-pub(super) use memory::{download, free_array};
 pub(super) use resize::resize_patches;
 
 use super::{GpuReport, GpuStats};
