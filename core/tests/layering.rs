@@ -33,8 +33,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("decode/nvjpeg.rs", "lanes"),
     ("io/cufile.rs", "engine"),
     ("io/cufile.rs", "lanes"),
-    ("scheduler.rs", "engine"),
-    ("scheduler.rs", "lanes"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -16,6 +16,7 @@ mod context;
 mod counters;
 mod decode;
 mod device_cache;
+mod drive;
 mod engine;
 mod io;
 mod kernels;

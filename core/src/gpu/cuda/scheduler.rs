@@ -1,24 +1,13 @@
-//! How one call's tiles are split between decoders: JPEG levels nvJPEG can take go to the GPU
+//! How one call's tiles are split between decoders, as pure functions of the call's size and
+//! the engine's settings (host-tested below): the order of the work queue, how many lanes and
+//! CPU workers join, the lanes' chunk size, and which tiles go to the GPU at all. The batch
+//! driver (`drive.rs`, engine layer) applies them: JPEG levels nvJPEG can take go to the GPU
 //! lanes, which take chunks from the front of the call's work queue while, on large batches,
 //! CPU decode workers take runs from its back; other levels, and tiles the lanes hand back, go
-//! to the CPU fallback; CPU-decoded tiles are uploaded.
+//! to the CPU fallback.
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-
-use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
-use super::engine::Engine;
-use super::io::posix::plans_by_source;
-use super::lanes::Lane;
-use super::memory::{DevTile, StreamAlloc};
-use super::pool::Pooled;
-use super::queue::GpuResult;
-use super::queue::{Miss, WorkQueue};
-use super::queue::{Need, Src};
-use super::sys::{cuda, Res};
-use super::trace::{self, Finished};
-use crate::error::{GpuError, Result};
-use crate::index::Compression;
+use super::decode::cpu_worker::CPU_RUN_TILES;
+use super::queue::Miss;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 pub(crate) const CHUNK_TILES: usize = 256;
@@ -26,193 +15,73 @@ pub(crate) const CHUNK_TILES: usize = 256;
 /// threads' start-up costs more than they decode).
 pub(crate) const MIN_CPU_SHARE_TILES: usize = 64;
 
-/// Lanes and CPU workers' resources taken from the engine's pools for one call, given back when
-/// dropped (a panic included), so the pools never shrink.
-pub(crate) struct Taken<'a> {
-    pub(crate) lanes: Vec<Pooled<'a, Lane>>,
-    pub(crate) cpu: Vec<Pooled<'a, CpuSlot>>,
+/// Order the call's misses for the work queue: costliest CPU decodes first when CPU workers
+/// will take the back of the queue (`split_by_cost`, at least [`MIN_CPU_SHARE_TILES`] misses,
+/// some workers), else (source, offset) order, which keeps the lanes' reads coalesced.
+pub(crate) fn order_misses(misses: &mut [Miss], split_by_cost: bool, cpu_workers: usize) {
+    if split_by_cost && misses.len() >= MIN_CPU_SHARE_TILES && cpu_workers > 0 {
+        misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.src, m.offset));
+    } else {
+        misses.sort_by_key(|m| (m.src, m.offset));
+    }
 }
 
-impl Engine {
-    /// Up to `lanes` free lanes (made while fewer than `SLIDESTREAM_GPU_WORKERS` exist, never
-    /// waiting) and up to `cpu` CPU workers' resources.
-    pub(crate) fn take_free(&self, lanes: usize, cpu: usize) -> Res<Taken<'_>> {
-        let mut taken = Taken { lanes: Vec::new(), cpu: Vec::new() };
-        while taken.lanes.len() < lanes {
-            match self.try_take_lane() {
-                Some(Ok(l)) => taken.lanes.push(l),
-                Some(Err(e)) => return Err(e),
-                None => break,
-            }
-        }
-        taken.cpu = self.take_cpu_slots(cpu);
-        Ok(taken)
+/// Whether a miss goes to the GPU lanes: its level is one nvJPEG takes (`gpu_level`) and the
+/// host tile cache does not hold the tile whole (the CPU path takes it from there).
+pub(crate) fn to_gpu(gpu_level: bool, host_cached: bool) -> bool {
+    gpu_level && !host_cached
+}
+
+/// How many lanes (the caller's included) and CPU workers a call of `n` GPU-bound misses asks
+/// for: one lane per [`CHUNK_TILES`] up to `lane_workers`; CPU workers only from
+/// [`MIN_CPU_SHARE_TILES`] misses, one per two runs of [`CPU_RUN_TILES`], up to `cpu_workers`.
+pub(crate) fn decoders_wanted(n: usize, lane_workers: usize, cpu_workers: usize) -> (usize, usize) {
+    let lanes = n.div_ceil(CHUNK_TILES).clamp(1, lane_workers.max(1));
+    let cpu = if n >= MIN_CPU_SHARE_TILES { cpu_workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
+    (lanes, cpu)
+}
+
+/// The lanes' chunk for `n` misses over `lanes` lanes: a batch smaller than the lanes' chunks
+/// is spread over all of them; with CPU workers the lanes' first round takes at most half of
+/// it, so the workers (started after the lanes) find tiles at the back instead of an empty
+/// queue. Between 1 and [`CHUNK_TILES`].
+pub(crate) fn lane_chunk(n: usize, lanes: usize, with_cpu: bool) -> usize {
+    n.div_ceil(if with_cpu { 2 * lanes.max(1) } else { lanes.max(1) }).clamp(1, CHUNK_TILES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn miss(src: u32, offset: u64, rank: u8) -> Miss {
+        Miss { need: 0, src, col: 0, row: 0, offset, len: 1, part: None, rank }
     }
 
-    /// Decode `misses` (tiles of any of the call's sources `srcs`) into device tiles
-    /// (`needs[m.need].tile`), or record their errors.
-    pub(crate) fn decode_misses(&self, lane: &mut Lane, srcs: &[Src<'_>], needs: &mut [Need], mut misses: Vec<Miss>) -> Result<()> {
-        self.counters.tile_bytes.fetch_add(misses.iter().map(|m| m.len).sum(), Relaxed);
-        // Cost order only matters when CPU workers will take the back of the queue; otherwise
-        // (source, offset) order keeps the lanes' reads coalesced.
-        if self.cpu.split_by_cost && misses.len() >= MIN_CPU_SHARE_TILES && self.cpu.workers > 0 {
-            misses.sort_by_key(|m| (std::cmp::Reverse(m.rank), m.src, m.offset));
-        } else {
-            misses.sort_by_key(|m| (m.src, m.offset));
-        }
-        // Tiles of JPEG levels nvJPEG can take go to the GPU lanes (with CPU workers decoding
-        // from the other end of the same queue); the rest to the CPU decoders, among them the
-        // 2- and 4-sample JPEG tiles (grey + alpha, CMYK, RGB + alpha) that are decoded without
-        // colour transform and converted on the CPU (`codec::jpeg_raw`). Until the
-        // background warm-up made nvJPEG and a warmed lane (warm-up `first`), every tile goes to
-        // the CPU decoders, so the first reads of a process do not wait for nvJPEG's start.
-        let lanes_ready = self.gpu_ready.load(std::sync::atomic::Ordering::Acquire);
-        if !lanes_ready {
-            self.note_cpu("the GPU lanes were still starting (SLIDESTREAM_GPU_WARMUP=first): tiles decoded on the CPU".into());
-        }
-        let gpu_src: Vec<bool> = srcs
-            .iter()
-            .map(|s| {
-                let (img, c) = (s.img, &s.img.codec);
-                let ok = lanes_ready && crate::codec::table::gpu_decodes(c, img.tile_width, img.tile_height);
-                if lanes_ready && !ok && c.compression == Compression::Jpeg {
-                    self.note_cpu(format!("{}: JPEG with {} samples (planar {}) goes to the CPU decoder", s.at, c.samples_per_pixel, c.planar_separate));
-                }
-                ok
-            })
-            .collect();
-        // A tile the host cache holds (whole) goes to the CPU path, which takes it from there.
-        let (gpu, cpu): (Vec<Miss>, Vec<Miss>) = misses.into_iter().partition(|m| {
-            let s = &srcs[m.src as usize];
-            gpu_src[m.src as usize] && !s.slide.host_cached(s.level, m.col, m.row)
-        });
-        let ctx = self.ctx.raw();
-        let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
-        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(srcs, &cpu)) };
-        // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
-        // run on this thread).
-        let _ = unsafe { cuda()?.cuCtxSetCurrent(ctx) };
-        let gpu_done = gpu_done?;
-        // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
-        let mut retry = Vec::new();
-        for (m, r) in gpu_done {
-            match r {
-                Ok(t) => self.finish(srcs, needs, m, t),
-                Err(None) => retry.push(m),
-                Err(Some(err)) => needs[m.need].err = Some(err),
-            }
-        }
-        let mut cpu_done = cpu_done;
-        if !retry.is_empty() {
-            cpu_done.extend(self.cpu_decode(srcs, &retry));
-        }
-        // Upload CPU-decoded tiles.
-        let stream = lane.slots[0].stream.raw();
-        let mut uploaded = Vec::new();
-        for (m, r) in cpu_done {
-            match r {
-                Ok(t) => {
-                    let p = StreamAlloc::upload(&t.rgba, stream)?.into_raw();
-                    let block = self.block(p, t.rgba.len().max(1));
-                    uploaded.push((m, Arc::new(DevTile::whole(p, t.width, t.height, block))));
-                }
-                Err(err) => needs[m.need].err = Some(err),
-            }
-        }
-        if !uploaded.is_empty() {
-            // The lane's stream: the uploads must land before the tiles are shared.
-            lane.slots[0].stream.sync()?;
-            self.counters.cpu.fetch_add(uploaded.len() as u64, Relaxed);
-            for (m, t) in uploaded {
-                self.finish(srcs, needs, m, t);
-            }
-        }
-        Ok(())
+    #[test]
+    fn queue_order_is_cost_first_only_when_cpu_workers_take_the_back() {
+        let mut few = vec![miss(1, 5, 9), miss(0, 7, 1), miss(0, 3, 5)];
+        order_misses(&mut few, true, 4);
+        assert_eq!(few.iter().map(|m| (m.src, m.offset)).collect::<Vec<_>>(), vec![(0, 3), (0, 7), (1, 5)]);
+        let mut many: Vec<Miss> = (0..100u32).map(|i| miss(i % 3, 1000 - i as u64, (i * 7 % 11) as u8)).collect();
+        order_misses(&mut many, true, 4);
+        assert!(many.windows(2).all(|w| w[0].rank >= w[1].rank));
+        order_misses(&mut many, true, 0);
+        assert!(many.windows(2).all(|w| (w[0].src, w[0].offset) <= (w[1].src, w[1].offset)));
+        order_misses(&mut many, false, 4);
+        assert!(many.windows(2).all(|w| (w[0].src, w[0].offset) <= (w[1].src, w[1].offset)));
     }
 
-    /// Decode a set of JPEG tiles with every decoder available: up to `gpu_workers` lanes take
-    /// chunks of up to [`CHUNK_TILES`] whole tiles from the front of the sorted list (costliest
-    /// CPU decodes first; each lane's thread prepares its next chunk on the host while its
-    /// previous one decodes), and, on batches of at least [`MIN_CPU_SHARE_TILES`] tiles, up to
-    /// `cpu_workers` CPU decoders take runs of up to [`CPU_RUN_TILES`] (at most
-    /// `CPU_RUN_BYTES` of pixels) from the back, until the two ends meet, so each kind
-    /// decodes as much as its speed allows (the issue's "CPU decoder threads take a share of a
-    /// batch").
-    pub(crate) fn gpu_decode_parallel(&self, lane: &mut Lane, srcs: &[Src<'_>], misses: &[Miss]) -> Result<Vec<(Miss, GpuResult)>> {
-        let n = misses.len();
-        let want = n.div_ceil(CHUNK_TILES).clamp(1, self.lanes.workers);
-        let cpu_want = if n >= MIN_CPU_SHARE_TILES { self.cpu.workers.min(n / (2 * CPU_RUN_TILES)) } else { 0 };
-        // The caller's lane plus free ones; given back when dropped, a panic included.
-        let mut taken = self.take_free(want - 1, cpu_want)?;
-        // Spread a batch smaller than the lanes' chunks over all of them; with CPU workers, the
-        // lanes' first round takes at most half of it, so the workers (started after the lanes)
-        // find tiles at the back instead of an empty queue.
-        let lanes_n = taken.lanes.len() + 1;
-        let chunk = n.div_ceil(if taken.cpu.is_empty() { lanes_n } else { 2 * lanes_n }).clamp(1, CHUNK_TILES);
-        // POSIX reads: the whole call's misses hinted in the background, so the device fetches
-        // them while the lanes and CPU workers read and decode their first chunks (io::hint).
-        // One plan per slide (`ReadPlan::prefetch` skips small plans).
-        if n >= crate::io::hint::HINT_MIN_REQUESTS {
-            for (si, plan) in plans_by_source(srcs, misses) {
-                let s = &srcs[si as usize];
-                if self.io.cufile_handle(s.slide, &self.counters).is_none() {
-                    plan.prefetch(s.slide.source());
-                }
-            }
-        }
-        let q = WorkQueue::new(misses);
-        let Taken { lanes: extra, cpu: cpu_slots } = &mut taken;
-        // With the trace on: when each decoder ran out of work (the tail the lanes' last chunks
-        // leave after the CPU workers finished, or the reverse).
-        let t_start = std::time::Instant::now();
-        let finished = Finished::default();
-        let done_at = |t0, kind| finished.done(t0, kind);
-        let done_at = &done_at;
-        let results: Vec<Result<Vec<(Miss, GpuResult)>>> = std::thread::scope(|s| {
-            let lanes: Vec<_> = extra
-                .iter_mut()
-                .map(|l| {
-                    let q = &q;
-                    s.spawn(move || {
-                        // SLIDESTREAM_THREAD_NICE: the engine's own threads yield a contended
-                        // core to the caller's (raising one's nice value cannot fail).
-                        drop(crate::threads::lower_this_thread());
-                        self.make_current()?;
-                        let r = self.gpu_decode(l, srcs, q, chunk, 2 * lanes_n);
-                        done_at(t_start, "lane");
-                        r
-                    })
-                })
-                .collect();
-            let cpus: Vec<_> = cpu_slots
-                .iter_mut()
-                .map(|cs| {
-                    let q = &q;
-                    s.spawn(move || {
-                        drop(crate::threads::lower_this_thread());
-                        let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, srcs, q));
-                        done_at(t_start, "cpu");
-                        r
-                    })
-                })
-                .collect();
-            let mut out = vec![self.gpu_decode(lane, srcs, &q, chunk, 2 * lanes_n)];
-            done_at(t_start, "lane");
-            let joined = |h: std::thread::ScopedJoinHandle<'_, Result<Vec<(Miss, GpuResult)>>>| {
-                h.join().unwrap_or_else(|_| Err(GpuError::Call("decode worker panicked".into()).into()))
-            };
-            out.extend(lanes.into_iter().map(joined));
-            out.extend(cpus.into_iter().map(joined));
-            out
-        });
-        drop(taken);
-        if trace::on() && n >= 256 {
-            finished.report(n);
-        }
-        let mut all = Vec::with_capacity(n);
-        for r in results {
-            all.extend(r?);
-        }
-        Ok(all)
+    #[test]
+    fn decoders_and_chunks_follow_the_call_size() {
+        assert_eq!(decoders_wanted(1, 2, 14), (1, 0));
+        assert_eq!(decoders_wanted(MIN_CPU_SHARE_TILES - 1, 2, 14), (1, 0));
+        assert_eq!(decoders_wanted(1024, 2, 14), (2, 14.min(1024 / (2 * CPU_RUN_TILES))));
+        assert_eq!(decoders_wanted(1024, 2, 0), (2, 0));
+        assert_eq!(decoders_wanted(10, 0, 0), (1, 0));
+        assert_eq!(lane_chunk(1000, 2, false), CHUNK_TILES);
+        assert_eq!(lane_chunk(300, 2, false), 150);
+        assert_eq!(lane_chunk(300, 2, true), 75);
+        assert_eq!(lane_chunk(0, 2, true), 1);
+        assert!(to_gpu(true, false) && !to_gpu(true, true) && !to_gpu(false, false));
     }
 }
