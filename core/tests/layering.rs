@@ -28,7 +28,6 @@ const LAYER_NAMES: [&str; 7] = ["", "bindings and context", "memory and queues",
 const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("decode/bitstream.rs", "engine"),
     ("decode/bitstream.rs", "lanes"),
-    ("decode/cpu_worker.rs", "engine"),
     ("decode/nvjpeg.rs", "engine"),
     ("decode/nvjpeg.rs", "lanes"),
     ("io/cufile.rs", "engine"),

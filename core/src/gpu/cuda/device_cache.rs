@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::engine::Engine;
-use super::memory::{DevBlock, DevTile};
-use super::sys::{cu, cuda, CUdeviceptr, CUstream, Res};
+use super::memory::{BlockHome, DevBlock, DevTile};
+use super::sys::{CUdeviceptr, CUstream, Res};
 use crate::cache::{TileCache, TileKey};
 
 /// Cached tiles and the bytes held by live tile blocks (cached tiles and tiles of calls in
@@ -32,18 +32,20 @@ impl DeviceCache {
 }
 
 impl Engine {
+    /// Where this engine's tile blocks live (for decoders that allocate them).
+    pub(crate) fn block_home(&self) -> BlockHome<'_> {
+        BlockHome { ctx: self.ctx.raw(), free_stream: self.free_stream.raw(), held: &self.cache.held }
+    }
+
     /// Own `ptr` (`bytes` from `cuMemAllocAsync` in this engine's context) as a tile block,
     /// freed on the engine's free stream with its last tile.
     pub(crate) fn block(&self, ptr: CUdeviceptr, bytes: usize) -> Arc<DevBlock> {
-        DevBlock::new(ptr, bytes, self.ctx.raw(), self.free_stream.raw(), &self.cache.held)
+        self.block_home().block(ptr, bytes)
     }
 
     /// A new tile block of `bytes` (stream-ordered on `stream`) and its device pointer.
     pub(crate) fn alloc_block(&self, bytes: usize, stream: CUstream) -> Res<(CUdeviceptr, Arc<DevBlock>)> {
-        let mut p = 0;
-        // SAFETY: out-pointer to a local; a live stream of this engine's context.
-        cu(unsafe { cuda()?.cuMemAllocAsync(&mut p, bytes, stream) }, "cuMemAllocAsync")?;
-        Ok((p, self.block(p, bytes)))
+        self.block_home().alloc(bytes, stream)
     }
 
     /// Give a decoded tile to the cache unless it is partial.

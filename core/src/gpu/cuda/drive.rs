@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::decode::cpu_worker::CpuSlot;
+use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
 use super::lanes::Lane;
@@ -39,7 +39,7 @@ impl Engine {
                 None => break,
             }
         }
-        taken.cpu = self.take_cpu_slots(cpu);
+        taken.cpu = self.cpu.take(cpu, &self.counters);
         Ok(taken)
     }
 
@@ -76,7 +76,7 @@ impl Engine {
         });
         let ctx = self.ctx.raw();
         let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
-        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || self.cpu_decode(srcs, &cpu)) };
+        let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || cpu_decode(&self.counters, srcs, &cpu)) };
         // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
         // run on this thread).
         let _ = unsafe { cuda()?.cuCtxSetCurrent(ctx) };
@@ -92,7 +92,7 @@ impl Engine {
         }
         let mut cpu_done = cpu_done;
         if !retry.is_empty() {
-            cpu_done.extend(self.cpu_decode(srcs, &retry));
+            cpu_done.extend(cpu_decode(&self.counters, srcs, &retry));
         }
         // Upload CPU-decoded tiles.
         let stream = lane.slots[0].stream.raw();
@@ -174,7 +174,7 @@ impl Engine {
                     let q = &q;
                     s.spawn(move || {
                         drop(crate::threads::lower_this_thread());
-                        let r = self.counters.trace.time(trace::CPU, || self.cpu_worker(cs, srcs, q));
+                        let r = self.counters.trace.time(trace::CPU, || cpu_worker(&self.ctx, &self.counters, self.block_home(), cs, srcs, q));
                         done_at(t_start, "cpu");
                         r
                     })

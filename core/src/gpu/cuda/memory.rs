@@ -152,6 +152,32 @@ impl Drop for PinnedBuffer {
     }
 }
 
+/// Where one engine's tile blocks live: its context, the stream they are freed on, and the
+/// count of device bytes they hold. Lets the decoders allocate blocks without the engine.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockHome<'a> {
+    pub(crate) ctx: CUcontext,
+    pub(crate) free_stream: CUstream,
+    pub(crate) held: &'a Arc<AtomicU64>,
+}
+
+impl BlockHome<'_> {
+    /// Own `ptr` (`bytes` from `cuMemAllocAsync` in this context) as a tile block, freed on the
+    /// free stream with its last tile.
+    pub(crate) fn block(&self, ptr: CUdeviceptr, bytes: usize) -> Arc<DevBlock> {
+        DevBlock::new(ptr, bytes, self.ctx, self.free_stream, self.held)
+    }
+
+    /// A new tile block of `bytes` (stream-ordered on `stream`, a live stream of this context)
+    /// and its device pointer.
+    pub(crate) fn alloc(&self, bytes: usize, stream: CUstream) -> Res<(CUdeviceptr, Arc<DevBlock>)> {
+        let mut p = 0;
+        // SAFETY: out-pointer to a local; a live stream of this context.
+        cu(unsafe { cuda()?.cuMemAllocAsync(&mut p, bytes, stream) }, "cuMemAllocAsync")?;
+        Ok((p, self.block(p, bytes)))
+    }
+}
+
 /// A temporary stream-ordered device allocation (`cuMemAllocAsync` on `stream`), freed
 /// stream-ordered on the same stream when dropped: drop it after the last kernel or copy that
 /// uses it was enqueued there.
