@@ -25,14 +25,8 @@ const LAYER_NAMES: [&str; 7] = ["", "bindings and context", "memory and queues",
 
 /// `from` (a file under gpu/cuda, `/`-separated) → `to` (a top module of gpu/cuda): the
 /// upward imports that exist today.
-const KNOWN_UPWARD: &[(&str, &str)] = &[
-    ("decode/bitstream.rs", "engine"),
-    ("decode/bitstream.rs", "lanes"),
-    ("decode/nvjpeg.rs", "engine"),
-    ("decode/nvjpeg.rs", "lanes"),
-    ("io/cufile.rs", "engine"),
-    ("io/cufile.rs", "lanes"),
-];
+const KNOWN_UPWARD: &[(&str, &str)] =
+    &[("decode/bitstream.rs", "engine"), ("decode/bitstream.rs", "lanes"), ("decode/nvjpeg.rs", "engine"), ("decode/nvjpeg.rs", "lanes")];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).expect("read gpu/cuda").filter_map(|e| e.ok()).map(|e| e.path()).collect();

@@ -101,7 +101,7 @@ impl Engine {
     /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
     pub(crate) fn chunk_cufile(&self, slot: &mut Slot, handles: &[Option<Arc<CuFileHandle>>], srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
         let cuda = cuda()?;
-        let placed = self.read_chunk_cufile(slot, handles, srcs, chunk)?;
+        let placed = self.io.read_chunk_cufile(&self.ctx, &self.counters, &mut slot.staging, handles, srcs, chunk)?;
         let mut settled = Vec::new();
         // Tables prefix of each source: SOI + the JPEGTables body (tile streams follow after
         // their own SOI); `None` sends the source's tiles to the CPU.

@@ -10,12 +10,11 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::gpu::cuda::context::pid;
+use crate::gpu::cuda::context::{pid, Context};
 use crate::gpu::cuda::counters::Counters;
-use crate::gpu::cuda::engine::Engine;
-use crate::gpu::cuda::io::compat::IoPath;
+use crate::gpu::cuda::io::compat::{Io, IoPath};
 use crate::gpu::cuda::io::posix::plans_by_source;
-use crate::gpu::cuda::lanes::Slot;
+use crate::gpu::cuda::memory::DeviceBuffer;
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::queue::Src;
 use crate::gpu::cuda::sys::{cuda, CUcontext, CUdeviceptr, CUfileDescr, CuFile, Res, CU_FILE_HANDLE_TYPE_OPAQUE_FD};
@@ -134,17 +133,27 @@ impl CuFiles {
 /// read's error, length)`, in the order of the read plan.
 pub(crate) type Placed = Vec<(usize, std::result::Result<CUdeviceptr, String>, u64)>;
 
-impl Engine {
+impl Io {
     /// Coalesced `cuFileRead`s of `chunk` (tiles of any of the call's sources `srcs`, each with
-    /// its slide's handle in `handles`) into the slot's registered device staging buffer: one
-    /// read plan per source, the plans' bytes back to back.
-    pub(crate) fn read_chunk_cufile(&self, slot: &mut Slot, handles: &[Option<Arc<CuFileHandle>>], srcs: &[Src<'_>], chunk: &[Miss]) -> Res<Placed> {
+    /// its slide's handle in `handles`) into `staging` (a slot's device staging buffer, grown
+    /// and registered with cuFile here): one read plan per source, the plans' bytes back to
+    /// back. The reads run on the slide's pool with `ctx` current; bytes and requests are
+    /// counted in `counters` under this I/O path.
+    pub(crate) fn read_chunk_cufile(
+        &self,
+        ctx: &Context,
+        counters: &Counters,
+        staging: &mut DeviceBuffer,
+        handles: &[Option<Arc<CuFileHandle>>],
+        srcs: &[Src<'_>],
+        chunk: &[Miss],
+    ) -> Res<Placed> {
         use rayon::prelude::*;
         let cuda = cuda()?;
-        let cf = self.io.files.cufile.ok_or_else(|| crate::error::GpuError::Unavailable("cuFile not loaded".into()))?;
+        let cf = self.files.cufile.ok_or_else(|| crate::error::GpuError::Unavailable("cuFile not loaded".into()))?;
         let plans = plans_by_source(srcs, chunk);
         let total: usize = plans.iter().map(|(_, p)| p.read_bytes() as usize).sum();
-        slot.staging.ensure(total, Some(cf))?;
+        staging.ensure(total, Some(cf))?;
         // Every request of every plan: (handle, request, position in the staging buffer); the
         // requests of a plan back to back (the read layer's layout, `ReadPlan::spans`).
         let mut reqs: Vec<(usize, u64, u64, usize)> = Vec::new();
@@ -157,12 +166,12 @@ impl Engine {
             }
             base += plan.read_bytes() as usize;
         }
-        let (staging, ctx) = (slot.staging.ptr(), self.ctx.raw() as usize);
+        let (staging, raw_ctx) = (staging.ptr(), ctx.raw() as usize);
         let read = |&(handle, offset, len, b): &(usize, u64, u64, usize)| -> std::result::Result<(), String> {
             // SAFETY: this thread uses the engine's context; cuFileRead writes len bytes at
             // staging + b, inside the staging allocation (sized to the plans' total above).
             let n = unsafe {
-                cuda.cuCtxSetCurrent(ctx as CUcontext);
+                cuda.cuCtxSetCurrent(raw_ctx as CUcontext);
                 cf.cuFileRead(handle as *mut c_void, staging as *mut c_void, len as usize, offset as i64, b as i64)
             };
             if n == len as isize {
@@ -177,9 +186,9 @@ impl Engine {
         } else {
             reqs.iter().map(read).collect()
         };
-        self.make_current()?;
-        let c = &self.counters;
-        let (bytes_c, req_c) = match self.io.path {
+        ctx.make_current()?;
+        let c = counters;
+        let (bytes_c, req_c) = match self.path {
             IoPath::CuFileGds => (&c.gds_bytes, &c.gds_requests),
             _ => (&c.compat_bytes, &c.compat_requests),
         };
