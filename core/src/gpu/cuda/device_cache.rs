@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::engine::Engine;
 use super::memory::{BlockHome, DevBlock, DevTile};
-use super::sys::{CUdeviceptr, CUstream, Res};
+use super::sys::CUdeviceptr;
 use crate::cache::{TileCache, TileKey};
 
 /// Cached tiles and the bytes held by live tile blocks (cached tiles and tiles of calls in
@@ -41,11 +41,6 @@ impl Engine {
     /// freed on the engine's free stream with its last tile.
     pub(crate) fn block(&self, ptr: CUdeviceptr, bytes: usize) -> Arc<DevBlock> {
         self.block_home().block(ptr, bytes)
-    }
-
-    /// A new tile block of `bytes` (stream-ordered on `stream`) and its device pointer.
-    pub(crate) fn alloc_block(&self, bytes: usize, stream: CUstream) -> Res<(CUdeviceptr, Arc<DevBlock>)> {
-        self.block_home().alloc(bytes, stream)
     }
 
     /// Give a decoded tile to the cache unless it is partial.

@@ -269,6 +269,19 @@ impl Engine {
         Ok(self.nvjpeg.get_or_init(|| d))
     }
 
+    /// What the nvJPEG decode path needs, borrowed from this engine (nvJPEG's decoders made
+    /// on first use).
+    pub(crate) fn nv_env(&self) -> Res<super::decode::NvEnv<'_>> {
+        Ok(super::decode::NvEnv {
+            ctx: &self.ctx,
+            counters: &self.counters,
+            kernels: &self.kernels,
+            decoders: self.decoders()?,
+            home: self.block_home(),
+            io: &self.io,
+        })
+    }
+
     /// Make the engine's context current on the calling thread.
     pub(crate) fn make_current(&self) -> Res<()> {
         self.ctx.make_current()

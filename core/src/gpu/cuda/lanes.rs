@@ -5,7 +5,7 @@
 //! ones for rayon worker threads that must not wait.
 
 use super::context::Stream;
-use super::decode::nvjpeg::{Decoders, State};
+use super::decode::slot::Slot;
 use super::engine::Engine;
 use super::io::cufile::CuFileHandle;
 use super::memory::{DevTile, DeviceBuffer, PinnedBuffer};
@@ -27,48 +27,6 @@ pub(crate) const MAX_LANES: usize = 8;
 /// Most lanes including those made for rayon worker threads that found none free (see
 /// [`Engine::take_lane`]).
 const MAX_OVERFLOW_LANES: usize = 64;
-
-/// One half of a lane's double buffer. Every resource is freed when the slot drops.
-pub(crate) struct Slot {
-    /// Planar nvJPEG outputs of the chunk.
-    pub(crate) scratch: DeviceBuffer,
-    /// cuFile read staging (device).
-    pub(crate) staging: DeviceBuffer,
-    /// Spliced device bitstreams (cuFile path).
-    pub(crate) spliced: DeviceBuffer,
-    /// POSIX read staging / device-to-host copies (pinned host).
-    pub(crate) pinned: PinnedBuffer,
-    /// Spliced host bitstreams of the chunk in flight (pinned: nvJPEG copies them to the
-    /// device; measured faster than pageable memory).
-    pub(crate) arena: PinnedBuffer,
-    /// nvJPEG state of the host-bitstream decoder, made at the slot's first decode
-    /// ([`Slot::host_state`]; ~0.2 s each on the H200, so a lane made for its streams alone,
-    /// as the first reads of warm-up `first` need it, is cheap).
-    pub(crate) state: Option<State>,
-    /// nvJPEG state of the device-bitstream decoder (cuFile path), made at its first use.
-    pub(crate) dev_state: Option<State>,
-    pub(crate) stream: Stream,
-}
-
-impl Slot {
-    /// The slot's nvJPEG state for `d`'s host-bitstream decoder, made on first use.
-    pub(crate) fn host_state(&mut self, d: &Decoders) -> Res<&mut State> {
-        if self.state.is_none() {
-            self.state = Some(State::new(&d.host, "nvjpegJpegStateCreate")?);
-        }
-        Ok(self.state.as_mut().expect("made above"))
-    }
-
-    /// The slot's nvJPEG state for `d`'s device-bitstream decoder (made on first use), or
-    /// `None` without one.
-    pub(crate) fn device_state(&mut self, d: &Decoders) -> Res<Option<&mut State>> {
-        let Some(h) = &d.device else { return Ok(None) };
-        if self.dev_state.is_none() {
-            self.dev_state = Some(State::new(h, "nvjpegJpegStateCreate(device)")?);
-        }
-        Ok(self.dev_state.as_mut())
-    }
-}
 
 /// Two slots used alternately by one caller at a time.
 pub(crate) struct Lane {
@@ -150,11 +108,13 @@ impl Engine {
                 break;
             }
             out.extend(pending[si].drain(..).map(|(m, t)| (m, Ok(t))));
-            let r = if chunk.iter().all(|m| handles[m.src as usize].is_some()) {
-                self.chunk_cufile(slot, &handles, srcs, chunk)
-            } else {
-                self.chunk_posix(slot, srcs, chunk)
-            };
+            let r = self.nv_env().and_then(|env| {
+                if chunk.iter().all(|m| handles[m.src as usize].is_some()) {
+                    env.chunk_cufile(slot, &handles, srcs, chunk)
+                } else {
+                    env.chunk_posix(slot, srcs, chunk)
+                }
+            });
             match r {
                 Ok((done, settled)) => {
                     pending[si] = done;

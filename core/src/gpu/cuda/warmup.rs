@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use super::decode::cpu_worker::{CpuSlot, CPU_RUN_TILES};
 use super::decode::nvjpeg::{geo_of, plane_bytes};
+use super::decode::slot::Slot;
 use super::engine::Engine;
-use super::lanes::{Lane, Slot};
+use super::lanes::Lane;
 use super::scheduler::CHUNK_TILES;
 use super::sys::{nv, nvjpeg, nvjpegImage, Res};
 use super::trace;

@@ -12,12 +12,11 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use super::nvjpeg::{geo_of, sub_of, Geo};
-use super::ChunkOut;
+use super::{ChunkOut, NvEnv};
 use crate::error::Error;
-use crate::gpu::cuda::engine::Engine;
+use crate::gpu::cuda::decode::slot::Slot;
 use crate::gpu::cuda::io::cufile::CuFileHandle;
 use crate::gpu::cuda::kernels::{arg, launch, SpliceDesc};
-use crate::gpu::cuda::lanes::Slot;
 use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
 use crate::gpu::cuda::queue::Miss;
 use crate::gpu::cuda::queue::Src;
@@ -27,11 +26,11 @@ use crate::gpu::cuda::trace;
 /// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
 pub(crate) const MAX_GPU_TILE_EDGE: u32 = crate::limits::LIMITS.gpu_tile_edge;
 
-impl Engine {
+impl NvEnv<'_> {
     /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
     /// host-bitstream nvJPEG.
     pub(crate) fn chunk_posix(&self, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
-        let read = crate::gpu::cuda::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, chunk)?;
+        let read = crate::gpu::cuda::io::posix::read_chunk(&mut slot.pinned, self.counters, srcs, chunk)?;
         let t_prep = std::time::Instant::now();
         let (total, place, mut settled) = (read.total, read.place, read.failed);
         let buf = slot.pinned.as_mut_slice(total);
@@ -49,7 +48,7 @@ impl Engine {
             let Src { img, at, slide, .. } = &srcs[m.src as usize];
             let tile_at = || crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
             if img.codec.jpeg_scale() > 1 {
-                self.note_cpu(format!("{}: NDPI level decoded at 1/{} (DCT scaling; nvJPEG does not scale)", tile_at(), img.codec.jpeg_scale()));
+                self.counters.note_cpu(format!("{}: NDPI level decoded at 1/{} (DCT scaling; nvJPEG does not scale)", tile_at(), img.codec.jpeg_scale()));
                 settled.push((*m, Err(None)));
                 continue;
             }
@@ -60,8 +59,7 @@ impl Engine {
             let (mut nc, mut css) = (0 as c_int, 0 as c_int);
             let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
             // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
-            let rc =
-                unsafe { (nvj.nvjpegGetImageInfo)(self.decoders()?.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+            let rc = unsafe { (nvj.nvjpegGetImageInfo)(self.decoders.host.raw(), tmp.as_ptr(), tmp.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
             let geo = match (rc, sub_of(css)) {
                 (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= MAX_GPU_TILE_EDGE && h[0] as u32 <= MAX_GPU_TILE_EDGE => {
@@ -71,7 +69,7 @@ impl Engine {
                 _ => None,
             };
             let Some(geo) = geo else {
-                self.note_cpu(format!(
+                self.counters.note_cpu(format!(
                     "{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile",
                     tile_at(),
                     w[0],
@@ -101,7 +99,7 @@ impl Engine {
     /// SOF geometry read by kernels, device-bitstream nvJPEG (or a copy back to the host path).
     pub(crate) fn chunk_cufile(&self, slot: &mut Slot, handles: &[Option<Arc<CuFileHandle>>], srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
         let cuda = cuda()?;
-        let placed = self.io.read_chunk_cufile(&self.ctx, &self.counters, &mut slot.staging, handles, srcs, chunk)?;
+        let placed = self.io.read_chunk_cufile(self.ctx, self.counters, &mut slot.staging, handles, srcs, chunk)?;
         let mut settled = Vec::new();
         // Tables prefix of each source: SOI + the JPEGTables body (tile streams follow after
         // their own SOI); `None` sends the source's tiles to the CPU.
@@ -109,7 +107,7 @@ impl Engine {
             .iter()
             .map(|s| match s.img.codec.jpeg_tables() {
                 _ if matches!(s.img.codec.stream, crate::index::TileStream::NdpiRestartRun { .. }) => {
-                    self.note_cpu(format!("{}: NDPI restart runs are framed on the host (cuFile tiles go to the CPU workers)", s.at));
+                    self.counters.note_cpu(format!("{}: NDPI restart runs are framed on the host (cuFile tiles go to the CPU workers)", s.at));
                     None
                 }
                 Some(t) if t.len() >= 4 && t[..2] == [0xFF, 0xD8] => {
@@ -117,7 +115,7 @@ impl Engine {
                     Some(body.to_vec())
                 }
                 Some(t) if !t.is_empty() => {
-                    self.note_cpu(format!("{}: JPEGTables does not start with SOI", s.at));
+                    self.counters.note_cpu(format!("{}: JPEGTables does not start with SOI", s.at));
                     None
                 }
                 _ => Some(vec![0xFF, 0xD8]),
@@ -213,7 +211,7 @@ impl Engine {
             if o[0] == 3 {
                 settled.push((m, Err(Some(Error::format(&at.clone().with_tile(m.col, m.row), "JPEG: not a JPEG stream (no SOI marker)")))));
             } else if !ok {
-                self.note_cpu(format!(
+                self.counters.note_cpu(format!(
                     "{}: SOF status {}, {nc} components, {wid}x{hgt}, sampling {:#x}/{:#x}/{:#x}",
                     at.clone().with_tile(m.col, m.row),
                     o[0],
@@ -227,16 +225,16 @@ impl Engine {
                 streams.push(((slot.spliced.ptr() + off as u64) as usize as *const u8, len));
             }
         }
-        if self.decoders()?.device.is_some() {
+        if self.decoders.device.is_some() {
             match self.decode_convert(slot, true, srcs, &streams, &todo) {
                 Ok((done, more)) => {
                     settled.extend(more);
                     return Ok((done, settled));
                 }
-                Err(e) => self.note_cpu(format!("device-bitstream decode failed ({e}): streams copied to the host")),
+                Err(e) => self.counters.note_cpu(format!("device-bitstream decode failed ({e}): streams copied to the host")),
             }
         } else {
-            self.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.decoders()?.device_reason));
+            self.counters.note_cpu(format!("no device-bitstream nvJPEG backend ({}): cuFile-read streams copied to the host", self.decoders.device_reason));
         }
         // No device-bitstream decoder: copy the spliced streams to pinned memory, decode as POSIX.
         slot.pinned.ensure(spliced_total)?;

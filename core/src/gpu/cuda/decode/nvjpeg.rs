@@ -7,16 +7,16 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::super::context::pid;
-use super::super::engine::Engine;
 use super::super::kernels::{arg, launch, ConvDesc};
-use super::super::lanes::Slot;
 use super::super::memory::{as_bytes, DevTile, StreamAlloc};
 use super::super::queue::Miss;
 use super::super::queue::Src;
 use super::super::sys::*;
 use super::super::trace;
 use super::nvjpeg_alloc::Allocators;
+use super::slot::Slot;
 use super::ChunkOut;
+use super::NvEnv;
 use crate::error::GpuError;
 use crate::index::Photometric;
 
@@ -227,7 +227,7 @@ pub(crate) fn plane_bytes(g: &Geo, c: usize) -> usize {
     (g.pw[c] as usize) * (g.ph[c] as usize + 16) + 64
 }
 
-impl Engine {
+impl NvEnv<'_> {
     /// Batched nvJPEG decode of `streams` (host or device bitstreams; tiles of any of the call's
     /// sources `srcs`) into the slot's planar scratch, then the convert kernel into fresh device
     /// tiles. A failed batch hands all its
@@ -245,7 +245,7 @@ impl Engine {
             return Ok((Vec::new(), Vec::new()));
         }
         let nvj = nvjpeg()?;
-        let dec = self.decoders()?;
+        let dec = self.decoders;
         // The slot's state for this decoder (made at its first use), borrowed apart from the
         // slot's buffers.
         if device {
@@ -321,7 +321,7 @@ impl Engine {
         if rc != 0 {
             state.batch = -1;
             self.counters.batch_fallbacks.fetch_add(1, Relaxed);
-            self.note_cpu(format!(
+            self.counters.note_cpu(format!(
                 "nvjpegDecodeBatched ({} bitstreams) returned {rc} for a batch of {n}: the batch was decoded on the CPU",
                 if device { "device" } else { "host" }
             ));
@@ -341,7 +341,7 @@ impl Engine {
         // Device tiles carved from one block, then one convert launch for the chunk.
         let sizes: Vec<usize> = descs.iter().map(|d| (d.w as usize * d.h as usize * 4).max(4).next_multiple_of(256)).collect();
         let block_bytes = sizes.iter().sum::<usize>().max(256);
-        let (p, block) = self.alloc_block(block_bytes, slot.stream.raw())?;
+        let (p, block) = self.home.alloc(block_bytes, slot.stream.raw())?;
         let mut done = Vec::with_capacity(n);
         let mut off = 0u64;
         for (((m, _), d), size) in todo.iter().zip(descs.iter_mut()).zip(&sizes) {
