@@ -4,9 +4,9 @@
 //! Data flow of a read (`batch.rs`): tiles deduplicated and looked up in the device cache
 //! (`device_cache.rs`); misses split between GPU lanes and CPU workers sharing one work queue
 //! (`scheduler.rs`, `queue.rs`, `lanes.rs`, `decode/cpu_worker.rs`); each lane chunk read by
-//! POSIX into pinned memory or by cuFile into device memory (`io/`), its bitstreams prepared
-//! (`decode/bitstream.rs`) and decoded by batched nvJPEG plus the `convert` kernel
-//! (`decode/nvjpeg.rs`); then one `assemble` launch (`assemble.rs`). docs/gpu.md has the whole
+//! POSIX into pinned memory or by cuFile into device memory (`io/`), its bitstreams framed and
+//! routed (`chunk.rs`) and decoded by batched nvJPEG plus the `convert` kernel
+//! (`decode/nvjpeg.rs`, a `decode::TileDecoder`); then one `assemble` launch (`assemble.rs`). docs/gpu.md has the whole
 //! story and the measurements behind the numbers.
 
 use std::collections::HashMap;

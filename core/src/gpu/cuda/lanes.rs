@@ -110,9 +110,9 @@ impl Engine {
             out.extend(pending[si].drain(..).map(|(m, t)| (m, Ok(t))));
             let r = self.nv_env().and_then(|env| {
                 if chunk.iter().all(|m| handles[m.src as usize].is_some()) {
-                    env.chunk_cufile(slot, &handles, srcs, chunk)
+                    super::chunk::chunk_cufile(&env, slot, &handles, srcs, chunk)
                 } else {
-                    env.chunk_posix(slot, srcs, chunk)
+                    super::chunk::chunk_posix(&env, slot, srcs, chunk)
                 }
             });
             match r {

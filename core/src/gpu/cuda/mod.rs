@@ -6,12 +6,14 @@
 //! (reusable lanes and CPU worker resources), `kernels/` (NVRTC kernels and their descriptor
 //! layouts), `engine` (one per device: the parts and start-up), `settings`, `stats`, `trace`,
 //! `warmup`, `batch` (one read), `device_cache`, `scheduler` (lanes vs CPU workers), `queue`,
-//! `lanes`, `io/` (compat mode, POSIX, cuFile), `decode/` (nvJPEG, bitstreams, CPU workers),
+//! `lanes`, `chunk` (a lane's chunk), `io/` (compat mode, POSIX, cuFile), `decode/` (the
+//! `TileDecoder` interface: nvJPEG, CPU workers),
 //! `assemble`. Every CUDA resource is owned by a type whose `Drop` frees it.
 
 mod arrays;
 mod assemble;
 mod batch;
+mod chunk;
 mod context;
 mod counters;
 mod decode;

@@ -7,7 +7,9 @@
 //! to the CPU fallback.
 
 use super::decode::cpu_worker::CPU_RUN_TILES;
+use super::decode::Declined;
 use super::queue::Miss;
+use crate::error::Error;
 
 /// Tiles per nvJPEG batch (one slot's chunk).
 pub(crate) const CHUNK_TILES: usize = 256;
@@ -49,6 +51,36 @@ pub(crate) fn lane_chunk(n: usize, lanes: usize, with_cpu: bool) -> usize {
     n.div_ceil(if with_cpu { 2 * lanes.max(1) } else { lanes.max(1) }).clamp(1, CHUNK_TILES)
 }
 
+/// Where a lane sends one tile of its chunk.
+#[derive(Debug)]
+pub(crate) enum Route<A> {
+    /// The lane's decoder takes it, with what its check found.
+    Decoder(A),
+    /// The CPU decoder takes it, for this reason.
+    Cpu(String),
+    /// The tile has failed with this error (its CPU outcome).
+    Failed(Error),
+}
+
+/// A lane's rule for one JPEG tile of a level decoded at 1/`scale` whose framing gave `framed`:
+/// levels decoded with DCT scaling (`scale` > 1, NDPI's synthesised levels) go to the CPU, since
+/// no GPU decoder scales (the decoder is not asked); a tile that cannot be framed has failed;
+/// else the decoder's check (`accepts`) decides: accepted, or the CPU for its reason (a
+/// decoder's `Failed` verdict fails the tile).
+pub(crate) fn lane_route<A>(scale: u32, framed: std::result::Result<(), Error>, accepts: impl FnOnce() -> std::result::Result<A, Declined>) -> Route<A> {
+    if scale > 1 {
+        return Route::Cpu(format!("NDPI level decoded at 1/{scale} (DCT scaling; no GPU decoder scales)"));
+    }
+    if let Err(e) = framed {
+        return Route::Failed(e);
+    }
+    match accepts() {
+        Ok(a) => Route::Decoder(a),
+        Err(Declined::Elsewhere(reason)) => Route::Cpu(reason),
+        Err(Declined::Failed(e)) => Route::Failed(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +101,18 @@ mod tests {
         assert!(many.windows(2).all(|w| (w[0].src, w[0].offset) <= (w[1].src, w[1].offset)));
         order_misses(&mut many, false, 4);
         assert!(many.windows(2).all(|w| (w[0].src, w[0].offset) <= (w[1].src, w[1].offset)));
+    }
+
+    #[test]
+    fn lane_route_sends_scaled_levels_to_the_cpu_and_else_follows_the_decoder() {
+        let bad = || Error::Usage("bad framing".into());
+        // A scaled level never asks the decoder (a check that would panic is not called).
+        assert!(matches!(lane_route::<u8>(2, Ok(()), || panic!("asked")), Route::Cpu(r) if r.contains("1/2")));
+        assert!(matches!(lane_route::<u8>(8, Err(bad()), || panic!("asked")), Route::Cpu(_)));
+        assert!(matches!(lane_route::<u8>(1, Err(bad()), || panic!("asked")), Route::Failed(Error::Usage(m)) if m == "bad framing"));
+        assert!(matches!(lane_route(1, Ok(()), || Ok(7u8)), Route::Decoder(7)));
+        assert!(matches!(lane_route::<u8>(1, Ok(()), || Err(Declined::Elsewhere("4 components".into()))), Route::Cpu(r) if r == "4 components"));
+        assert!(matches!(lane_route::<u8>(1, Ok(()), || Err(Declined::Failed(bad()))), Route::Failed(_)));
     }
 
     #[test]

@@ -6,13 +6,13 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use super::GpuResult;
+use super::{Bits, ChunkOut, Declined, GpuResult, TileDecoder};
 use crate::codec::{decode_jpeg_into, ChunkGeometry, DecodedTile};
 use crate::error::{Error, Result};
 use crate::gpu::cuda::context::{Context, Stream};
 use crate::gpu::cuda::counters::Counters;
 use crate::gpu::cuda::io::posix::plans_by_source;
-use crate::gpu::cuda::memory::{BlockHome, DevBlock, DevTile, PinnedBuffer};
+use crate::gpu::cuda::memory::{BlockHome, DevTile, PinnedBuffer};
 use crate::gpu::cuda::pool::{Pool, Pooled, Wait};
 use crate::gpu::cuda::queue::Src;
 use crate::gpu::cuda::queue::{Miss, WorkQueue};
@@ -34,12 +34,14 @@ const DEFAULT_MAX_CPU_WORKERS: usize = 32;
 pub(crate) struct CpuSlot {
     pub(crate) bufs: [PinnedBuffer; 2],
     pub(crate) stream: Stream,
+    /// Copies issued from the buffers (the next run decodes into `bufs[next % 2]`).
+    pub(crate) next: usize,
 }
 
 impl CpuSlot {
     /// A stream and two empty pinned buffers.
     pub(crate) fn new() -> Res<CpuSlot> {
-        Ok(CpuSlot { bufs: [PinnedBuffer::new(), PinnedBuffer::new()], stream: Stream::new()? })
+        Ok(CpuSlot { bufs: [PinnedBuffer::new(), PinnedBuffer::new()], stream: Stream::new()?, next: 0 })
     }
 }
 
@@ -100,20 +102,15 @@ pub(crate) fn cpu_worker(
     srcs: &[Src<'_>],
     q: &WorkQueue<'_>,
 ) -> Result<Vec<(Miss, GpuResult)>> {
-    let cuda = cuda()?;
     ctx.make_current()?;
-    // Room for one decoded tile of the largest tile size of the call's sources (a whole one
-    // is the most `decode_jpeg_into` writes).
-    let tile_room = srcs.iter().map(|s| (s.img.tile_width as usize * s.img.tile_height as usize * 4).next_multiple_of(256)).max().unwrap_or(256);
-    let run_tiles = (CPU_RUN_BYTES / tile_room).clamp(1, CPU_RUN_TILES);
+    let dec = CpuJpeg { counters, home };
+    let run_tiles = (CPU_RUN_BYTES / tile_room(srcs)).clamp(1, CPU_RUN_TILES);
     let mut out = Vec::new();
+    // Tiles whose copy is enqueued on the worker's stream: complete at its next
+    // synchronisation (each holds its block, so no block is freed while a copy into it runs).
     let mut pending: Vec<(Miss, Arc<DevTile>)> = Vec::new();
-    // Every block of this call, released only after the final synchronisation (an error
-    // must not free a block, or reuse a pinned buffer, while a copy into it still runs).
-    let mut keep: Vec<Arc<DevBlock>> = Vec::new();
     let mut raw: Vec<u8> = Vec::new();
     let mut runs = || -> Result<()> {
-        let mut k = 0usize;
         loop {
             let run = q.back(run_tiles);
             if run.is_empty() {
@@ -140,65 +137,21 @@ pub(crate) fn cpu_worker(
                 counters.posix_bytes.fetch_add(plan.read_bytes(), Relaxed);
                 counters.posix_requests.fetch_add(plan.requests.len() as u64, Relaxed);
             }
-            // Decode into the pinned buffer of copy k; copy k - 2 (the previous one from this
-            // buffer) finished at the synchronisation before copy k - 1 was issued. `k`
-            // advances only when a copy is issued: a run whose every tile failed issues none,
-            // and the next run reuses the same buffer.
-            let buf = &mut cs.bufs[k % 2];
-            buf.ensure(run.len() * tile_room)?;
-            let host = buf.as_mut_slice(run.len() * tile_room);
-            let mut placed = Vec::with_capacity(run.len());
-            let mut used = 0usize;
+            let mut tiles = Vec::with_capacity(run.len());
             for (m, r) in run.iter().zip(src) {
-                let range = match r {
-                    Ok(range) => range,
-                    Err(e) => {
-                        out.push((*m, Err(Some(e))));
-                        continue;
-                    }
-                };
-                let Src { img, at, slide, level, .. } = &srcs[m.src as usize];
-                // The slide's memory of tile outcomes (the CPU path's rule): a tile known
-                // to fail fails again at once; every decode here reads the whole scan, so
-                // its outcome is remembered.
-                if let Some(Some(e)) = slide.scan_outcome(*level, m.col, m.row) {
-                    out.push((*m, Err(Some(e))));
-                    continue;
-                }
-                let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
-                let (vw, vh) = img.valid_tile_size(m.col, m.row);
-                let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
-                let r = decode_jpeg_into(&img.codec, &raw[range], g, m.part, &tat, &mut host[used..used + tile_room]).map_err(|e| e.with_tile(m.col, m.row));
-                slide.note_scan(*level, m.col, m.row, r.as_ref().map(|_| ()));
-                match r {
-                    Ok(p) => {
-                        let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
-                        placed.push((*m, used, p, whole));
-                        used += p.used.max(4).next_multiple_of(256);
-                    }
-                    Err(e) => out.push((*m, Err(Some(e)))),
+                match r.map(|range| (dec.accepts(&srcs[m.src as usize], m, &raw[range.clone()]), range)) {
+                    Ok((Ok(()), range)) => tiles.push((*m, Bits { ptr: raw[range.start..].as_ptr(), len: range.len() }, ())),
+                    Ok((Err(Declined::Failed(e)), _)) | Err(e) => out.push((*m, Err(Some(e)))),
+                    Ok((Err(Declined::Elsewhere(_)), _)) => out.push((*m, Err(None))),
                 }
             }
-            if placed.is_empty() {
-                continue;
-            }
-            let (p, block) = home.alloc(used, cs.stream.raw())?;
-            keep.push(block.clone());
-            // The worker's stream: the previous run's copy is complete after this.
-            cs.stream.sync()?;
-            out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
-            // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
-            // buffer is not written again before the stream is synchronised (next-but-one run).
-            cu(unsafe { cuda.cuMemcpyHtoDAsync(p, buf.ptr() as *const c_void, used, cs.stream.raw()) }, "cuMemcpyHtoDAsync")?;
-            k += 1;
-            counters.cpu.fetch_add(placed.len() as u64, Relaxed);
-            for (m, off, pl, whole) in placed {
-                if !whole {
-                    counters.cpu_partial.fetch_add(1, Relaxed);
-                }
-                let ptr = p + (off + pl.offset) as u64;
-                pending
-                    .push((m, Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() })));
+            let (done, settled) = dec.decode(cs, srcs, tiles)?;
+            out.extend(settled);
+            if !done.is_empty() {
+                // `decode` synchronised the worker's stream before its copy: the earlier runs'
+                // tiles are complete.
+                out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
+                pending = done;
             }
         }
     };
@@ -206,11 +159,96 @@ pub(crate) fn cpu_worker(
     // The worker's stream, on every exit: its copies finish before the blocks can be freed
     // and before the slot (and its pinned buffers) returns to the pool.
     let synced = cs.stream.sync();
-    drop(keep);
     r?;
     synced?;
     out.extend(pending.drain(..).map(|(m, t)| (m, Ok(t))));
     Ok(out)
+}
+
+/// Bytes of room for one decoded tile of the largest tile size of the call's sources (a whole
+/// RGBA tile is the most `decode_jpeg_into` writes), 256-aligned.
+fn tile_room(srcs: &[Src<'_>]) -> usize {
+    srcs.iter().map(|s| (s.img.tile_width as usize * s.img.tile_height as usize * 4).next_multiple_of(256)).max().unwrap_or(256)
+}
+
+/// libjpeg-turbo on a CPU decode worker as a [`TileDecoder`]: the CPU path's decoder
+/// ([`decode_jpeg_into`]: the pixels of [`Slide::read_region`]; only the tile's needed part
+/// when `Miss::part` is set), straight into one of the worker's pinned buffers, then one copy
+/// of the run into one device block (allocated in `home`) on the worker's stream. Counts into
+/// `counters`.
+pub(crate) struct CpuJpeg<'a> {
+    pub(crate) counters: &'a Counters,
+    pub(crate) home: BlockHome<'a>,
+}
+
+impl TileDecoder for CpuJpeg<'_> {
+    type Accepted = ();
+    type Workspace = CpuSlot;
+
+    /// Every tile of a level the CPU path reads, except one the slide remembers as failed (the
+    /// CPU path's memory of tile outcomes): that one fails again at once with its error.
+    fn accepts(&self, src: &Src<'_>, m: &Miss, _tile: &[u8]) -> std::result::Result<(), Declined> {
+        match src.slide.scan_outcome(src.level, m.col, m.row) {
+            Some(Some(e)) => Err(Declined::Failed(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The stored tiles (`Bits` in host memory, alive for the call) decoded into the pinned
+    /// buffer of copy k (copy k − 2, the previous one from that buffer, finished at the
+    /// synchronisation before copy k − 1 was issued); the worker's stream is synchronised
+    /// before this run's copy is issued, so tiles of earlier calls on `cs` are complete when
+    /// this returns tiles. A run whose every tile fails issues no copy (and the next run
+    /// reuses the same buffer).
+    fn decode(&self, cs: &mut CpuSlot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, ())>) -> Res<ChunkOut> {
+        let cuda = cuda()?;
+        let room = tile_room(srcs);
+        let buf = &mut cs.bufs[cs.next % 2];
+        buf.ensure(tiles.len() * room)?;
+        let host = buf.as_mut_slice(tiles.len() * room);
+        let mut placed = Vec::with_capacity(tiles.len());
+        let mut settled = Vec::new();
+        let mut used = 0usize;
+        for (m, bits, ()) in tiles {
+            let Src { img, at, slide, level, .. } = &srcs[m.src as usize];
+            // SAFETY: `Bits` of this decoder are host memory alive for the call (TileDecoder).
+            let data = unsafe { std::slice::from_raw_parts(bits.ptr, bits.len) };
+            let tat = crate::read::locate::tile_location(at, slide.source(), img, m.col, m.row);
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let g = ChunkGeometry { tile_width: img.tile_width, tile_height: img.tile_height, valid_width: vw, valid_height: vh };
+            let r = decode_jpeg_into(&img.codec, data, g, m.part, &tat, &mut host[used..used + room]).map_err(|e| e.with_tile(m.col, m.row));
+            // Every decode here reads the whole scan, so its outcome is remembered.
+            slide.note_scan(*level, m.col, m.row, r.as_ref().map(|_| ()));
+            match r {
+                Ok(p) => {
+                    let whole = (p.x, p.y, p.width, p.height) == (0, 0, vw, vh);
+                    placed.push((m, used, p, whole));
+                    used += p.used.max(4).next_multiple_of(256);
+                }
+                Err(e) => settled.push((m, Err(Some(e)))),
+            }
+        }
+        if placed.is_empty() {
+            return Ok((Vec::new(), settled));
+        }
+        let (p, block) = self.home.alloc(used, cs.stream.raw())?;
+        // The worker's stream: the previous run's copy is complete after this.
+        cs.stream.sync()?;
+        // SAFETY: `used` bytes of the pinned buffer into the block of `used` bytes; the
+        // buffer is not written again before the stream is synchronised (next-but-one run).
+        cu(unsafe { cuda.cuMemcpyHtoDAsync(p, buf.ptr() as *const c_void, used, cs.stream.raw()) }, "cuMemcpyHtoDAsync")?;
+        cs.next += 1;
+        self.counters.cpu.fetch_add(placed.len() as u64, Relaxed);
+        let mut done = Vec::with_capacity(placed.len());
+        for (m, off, pl, whole) in placed {
+            if !whole {
+                self.counters.cpu_partial.fetch_add(1, Relaxed);
+            }
+            let ptr = p + (off + pl.offset) as u64;
+            done.push((m, Arc::new(DevTile { ptr, x: pl.x, y: pl.y, w: pl.width, h: pl.height, pitch: pl.pitch, partial: !whole, _block: block.clone() })));
+        }
+        Ok((done, settled))
+    }
 }
 
 /// Read and decode `misses` (tiles of any of the call's sources `srcs`) on the CPU, whole,

@@ -15,8 +15,7 @@ use super::super::sys::*;
 use super::super::trace;
 use super::nvjpeg_alloc::Allocators;
 use super::slot::Slot;
-use super::ChunkOut;
-use super::NvEnv;
+use super::{Bits, ChunkOut, Declined, NvEnv, TileDecoder};
 use crate::error::GpuError;
 use crate::index::Photometric;
 
@@ -193,6 +192,59 @@ pub(crate) fn probe_hardware() -> Res<std::result::Result<u32, String>> {
             Ok(Ok(h.hardware_engines()))
         }
         Err(rc) => Ok(Err(format!("nvjpegCreateEx(HARDWARE) returned {rc}"))),
+    }
+}
+
+/// Largest JPEG tile edge sent to nvJPEG (larger streams are decoded on the CPU).
+pub(crate) const MAX_GPU_TILE_EDGE: u32 = crate::limits::LIMITS.gpu_tile_edge;
+
+/// nvJPEG as a [`TileDecoder`] on a lane's [`Slot`]: batched `nvjpegDecodeBatched` into the
+/// slot's planar scratch, then the `convert` kernel (libjpeg-turbo's upsampling and colour
+/// conversion) into RGBA device tiles. `device`: the bitstreams are in device memory (the
+/// cuFile path, decoded by the device-bitstream backend; their geometry is checked by the
+/// `sof_scan` kernel instead of [`TileDecoder::accepts`]).
+pub(crate) struct NvJpeg<'a> {
+    pub(crate) env: &'a NvEnv<'a>,
+    pub(crate) device: bool,
+}
+
+impl TileDecoder for NvJpeg<'_> {
+    type Accepted = Geo;
+    type Workspace = Slot;
+
+    /// nvJPEG's own parser (`nvjpegGetImageInfo`) on the framed stream: 3 components, a chroma
+    /// subsampling the `convert` kernel knows, component sizes as libjpeg computes them, the
+    /// image at least the tile's valid size and at most [`crate::limits::Limits::gpu_tile_edge`].
+    fn accepts(&self, src: &Src<'_>, m: &Miss, tile: &[u8]) -> std::result::Result<Geo, Declined> {
+        let nvj = nvjpeg().map_err(|e| Declined::Elsewhere(format!("nvJPEG: {e}")))?;
+        let (mut nc, mut css) = (0 as c_int, 0 as c_int);
+        let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+        // SAFETY: slice pointer/len; out arrays of 4 as nvjpeg.h requires.
+        let rc =
+            unsafe { (nvj.nvjpegGetImageInfo)(self.env.decoders.host.raw(), tile.as_ptr(), tile.len(), &mut nc, &mut css, w.as_mut_ptr(), h.as_mut_ptr()) };
+        let (vw, vh) = src.img.valid_tile_size(m.col, m.row);
+        let edge = MAX_GPU_TILE_EDGE;
+        let geo = match (rc, sub_of(css)) {
+            (0, Some(sub)) if nc == 3 && w[0] as u32 >= vw && h[0] as u32 >= vh && w[0] as u32 <= edge && h[0] as u32 <= edge => {
+                let g = geo_of(w[0], h[0], sub);
+                (g.pw[1] == w[1] && g.ph[1] == h[1] && g.pw[2] == w[2] && g.ph[2] == h[2]).then_some(g)
+            }
+            _ => None,
+        };
+        geo.ok_or_else(|| {
+            Declined::Elsewhere(format!(
+                "{}: nvjpegGetImageInfo returned {rc}: {nc} components, subsampling {css}, {}x{} for a {vw}x{vh} tile",
+                crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row),
+                w[0],
+                h[0]
+            ))
+        })
+    }
+
+    fn decode(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, Geo)>) -> Res<ChunkOut> {
+        let streams: Vec<(*const u8, usize)> = tiles.iter().map(|(_, b, _)| (b.ptr, b.len)).collect();
+        let todo: Vec<(Miss, Geo)> = tiles.into_iter().map(|(m, _, g)| (m, g)).collect();
+        self.env.decode_convert(slot, self.device, srcs, &streams, &todo)
     }
 }
 
