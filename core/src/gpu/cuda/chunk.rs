@@ -46,12 +46,17 @@ pub(crate) fn chunk_posix(env: &NvEnv<'_>, slot: &mut Slot, srcs: &[Src<'_>], ch
         let Some((off, len)) = place[i] else { continue };
         let src = &srcs[m.src as usize];
         let tile_at = || crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row);
-        let framed =
-            crate::codec::stream::frame_jpeg(&src.img.codec, &buf[off..off + len], &mut tmp).map_err(|msg| Error::format(&tile_at(), format!("JPEG: {msg}")));
-        let geo = match lane_route(src.img.codec.jpeg_scale(), framed, || nv.accepts(src, m, &tmp)) {
+        let scale = src.img.codec.jpeg_scale();
+        // A scaled level goes to the CPU whatever its framing: not framed at all.
+        let framed = if scale > 1 {
+            Ok(())
+        } else {
+            crate::codec::stream::frame_jpeg(&src.img.codec, &buf[off..off + len], &mut tmp).map_err(|msg| Error::format(&tile_at(), format!("JPEG: {msg}")))
+        };
+        let geo = match lane_route(scale, framed, || nv.accepts(src, m, &tmp)) {
             Route::Decoder(geo) => geo,
             Route::Cpu(reason) => {
-                env.counters.note_cpu(if src.img.codec.jpeg_scale() > 1 { format!("{}: {reason}", tile_at()) } else { reason });
+                env.counters.note_cpu(if scale > 1 { format!("{}: {reason}", tile_at()) } else { reason });
                 settled.push((*m, Err(None)));
                 continue;
             }
