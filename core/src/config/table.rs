@@ -121,7 +121,7 @@ settings! {
     gpu_workers: usize = { name: "SLIDESTREAM_GPU_WORKERS", default: "2", unit: "lanes",
         accepted: "an integer from 1 to 8", per_process: true,
         parse: |s: &str| parse_usize(s, 1, 8),
-        doc: "nvJPEG decode lanes, made and warmed by the warm-up (see SLIDESTREAM_GPU_WARMUP); one large batch is spread over all of them, callers beyond them wait; read when the GPU engine starts" }
+        doc: "nvJPEG decode lanes, made and warmed by the warm-up (see SLIDESTREAM_GPU_WARMUP); each concurrent device read takes one, callers beyond them wait; one batch decodes on its lane beside the CPU decode workers (spread over every free lane when SLIDESTREAM_GPU_CPU_WORKERS=0); read when the GPU engine starts" }
     /// CPU decode workers beside the lanes (`None` = cores − lanes, at most 32).
     gpu_cpu_workers: Option<usize> = { name: "SLIDESTREAM_GPU_CPU_WORKERS", default: "auto", unit: "threads",
         accepted: "auto or an integer from 0 to 256", per_process: true,

@@ -76,7 +76,8 @@ pub struct GpuStats {
     /// Of `decoded_cpu`, tiles a CPU decode worker decoded only in part (the part one call's
     /// patches need, under `partial_decode_max_fraction`; such tiles are not cached).
     pub decoded_cpu_partial: u64,
-    /// Lanes (GPU decode pipelines, `SLIDESTREAM_GPU_WORKERS`) one large batch is spread over.
+    /// Lanes (GPU decode pipelines, `SLIDESTREAM_GPU_WORKERS`): concurrent device reads each
+    /// take one; one batch uses its own beside the CPU workers (all free ones without workers).
     pub gpu_lanes: usize,
     /// CPU decode workers that join the lanes on large batches (`SLIDESTREAM_GPU_CPU_WORKERS`).
     pub cpu_workers: usize,

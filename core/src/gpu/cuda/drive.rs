@@ -118,8 +118,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Decode a set of JPEG tiles with every decoder available: up to `gpu_workers` lanes take
-    /// chunks of up to `scheduler::CHUNK_TILES` whole tiles from the front of the sorted list (costliest
+    /// Decode a set of JPEG tiles with the decoders `scheduler::decoders_wanted` asks for: the
+    /// caller's lane (and, only without CPU workers, up to `SLIDESTREAM_GPU_WORKERS` free lanes)
+    /// takes chunks of up to `scheduler::CHUNK_TILES` whole tiles from the front of the sorted list (costliest
     /// CPU decodes first; each lane's thread prepares its next chunk on the host while its
     /// previous one decodes), and, on batches of at least `scheduler::MIN_CPU_SHARE_TILES` tiles, up to
     /// `cpu_workers` CPU decoders take runs of up to `CPU_RUN_TILES` (at most

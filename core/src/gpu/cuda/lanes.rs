@@ -36,7 +36,9 @@ pub(crate) struct Lane {
 /// The engine's lanes.
 pub(crate) struct Lanes {
     pub(crate) pool: Pool<Lane>,
-    /// Lanes one large batch is spread over (`SLIDESTREAM_GPU_WORKERS`, 1..=[`MAX_LANES`]).
+    /// Lanes of the engine (`SLIDESTREAM_GPU_WORKERS`, 1..=[`MAX_LANES`]): one per concurrent
+    /// device read; one batch spreads over free ones only without CPU workers
+    /// (`scheduler::decoders_wanted`).
     pub(crate) workers: usize,
     /// Smallest chunk a lane takes as the queue runs low (`SLIDESTREAM_GPU_MIN_CHUNK`,
     /// 1..=`CHUNK_TILES`; `CHUNK_TILES` = fixed chunks).
