@@ -206,11 +206,16 @@ fn generated_dicom_device_reads_equal_the_cpu() {
     let after = gpu::stats(0);
     eprintln!(
         "nvJPEG decodes {} (hardware {}, device bitstream {}, hybrid {}); CPU fallback reason: {}",
-        after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
-            - (before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid),
+        gpu_decoded(&after) - gpu_decoded(&before),
         after.decoded_hardware - before.decoded_hardware,
         after.decoded_device_bitstream - before.decoded_device_bitstream,
         after.decoded_hybrid - before.decoded_hybrid,
         after.cpu_fallback_reason
     );
+}
+
+/// Tiles decoded on the GPU by any of its decoders (nvJPEG's backends, and the SM decoder when
+/// `SLIDESTREAM_GPU_SM_DECODER` turns it on).
+fn gpu_decoded(s: &slidestream::gpu::GpuStats) -> u64 {
+    s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid + s.decoded_sm
 }

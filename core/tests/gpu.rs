@@ -124,11 +124,7 @@ fn every_test_slide_reads_the_same_on_the_gpu() {
     }
     assert!(checked >= 10, "only {checked} slides opened");
     let after = gpu::stats(0);
-    assert!(
-        after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
-            > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid,
-        "no tile was decoded by nvJPEG"
-    );
+    assert!(gpu_decoded(&after) > gpu_decoded(&before), "no tile was decoded on the GPU");
     assert!(after.decoded_cpu > before.decoded_cpu, "non-JPEG slides must decode on the CPU and upload");
 }
 
@@ -151,11 +147,7 @@ fn generated_jpeg_pyramids_match_the_cpu_for_every_subsampling() {
         let after = gpu::stats(0);
         eprintln!("YCbCr {name}: GPU vs libjpeg-turbo {d_expected}, GPU vs CPU path max abs diff {worst}");
         assert!(worst <= TOLERANCE, "{name}: max abs diff {worst}");
-        assert!(
-            after.decoded_hardware + after.decoded_device_bitstream + after.decoded_hybrid
-                > before.decoded_hardware + before.decoded_device_bitstream + before.decoded_hybrid,
-            "{name}: nvJPEG decoded nothing"
-        );
+        assert!(gpu_decoded(&after) > gpu_decoded(&before), "{name}: the GPU decoded nothing");
     }
 }
 
@@ -443,11 +435,11 @@ fn a_large_batch_uses_every_decoder_and_stays_within_the_cache_budget() {
         let diff = max_abs_diff(&dev, &cpu);
         let (hw_n, hy_n, cpu_n) = (
             after.decoded_hardware + after.decoded_device_bitstream - before.decoded_hardware - before.decoded_device_bitstream,
-            after.decoded_hybrid - before.decoded_hybrid,
+            after.decoded_hybrid + after.decoded_sm - before.decoded_hybrid - before.decoded_sm,
             after.decoded_cpu - before.decoded_cpu,
         );
         eprintln!(
-            "{}: {} tiles in one batch: GPU vs CPU max abs diff {diff}; decoded (all tests) by nvJPEG hardware {hw_n}, hybrid {hy_n}, CPU {cpu_n} ({} lanes, {} CPU workers); device memory held by tiles {} bytes, cache {} of {} bytes, {} evictions",
+            "{}: {} tiles in one batch: GPU vs CPU max abs diff {diff}; decoded (all tests) by nvJPEG hardware {hw_n}, hybrid or SM {hy_n}, CPU {cpu_n} ({} lanes, {} CPU workers); device memory held by tiles {} bytes, cache {} of {} bytes, {} evictions",
             path.file_name().unwrap_or_default().to_string_lossy(),
             locs.len(),
             after.gpu_lanes,
@@ -680,7 +672,7 @@ fn ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu() {
         paths.extend(slides_in(&vd).into_iter().filter(|p| p.extension().and_then(|e| e.to_str()) == Some("ndpi")));
     }
     assert!(!paths.is_empty(), "no NDPI test slide");
-    let nvjpeg = |s: &gpu::GpuStats| s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid;
+    let nvjpeg = gpu_decoded;
     let start = gpu::stats(0);
     for path in paths {
         let slide = Slide::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -710,4 +702,10 @@ fn ndpi_tiles_decode_on_nvjpeg_and_match_the_cpu() {
     } else {
         eprintln!("I/O path {}: NDPI tiles decode on the CPU workers; nvJPEG count not checked", end.io_path);
     }
+}
+
+/// Tiles decoded on the GPU by any of its decoders (nvJPEG's backends, and the SM decoder when
+/// `SLIDESTREAM_GPU_SM_DECODER` turns it on).
+fn gpu_decoded(s: &slidestream::gpu::GpuStats) -> u64 {
+    s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid + s.decoded_sm
 }

@@ -66,7 +66,7 @@ fn dicom_regions_read_the_same_on_the_gpu() {
         assert!(worst <= TOLERANCE, "{name}: max abs diff {worst}");
     }
     let after = gpu::stats(0);
-    let nv = |s: &gpu::GpuStats| s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid;
+    let nv = gpu_decoded;
     assert!(nv(&after) > nv(&before), "no DICOM frame was decoded by nvJPEG (CPU reason: {})", after.cpu_fallback_reason);
 }
 
@@ -87,4 +87,10 @@ fn random_level0_patches_in_a_device_batch_equal_the_cpu() {
         eprintln!("{name}: 64 random 256x256 level-0 patches, GPU vs CPU max abs diff {d}");
         assert!(d <= TOLERANCE, "{name}: max abs diff {d}");
     }
+}
+
+/// Tiles decoded on the GPU by any of its decoders (nvJPEG's backends, and the SM decoder when
+/// `SLIDESTREAM_GPU_SM_DECODER` turns it on).
+fn gpu_decoded(s: &slidestream::gpu::GpuStats) -> u64 {
+    s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid + s.decoded_sm
 }

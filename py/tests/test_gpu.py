@@ -58,7 +58,7 @@ GPU_STATS_KEYS = {
     "posix_bytes", "posix_requests",
     "cufile_gds_bytes", "cufile_gds_requests", "cufile_compat_bytes", "cufile_compat_requests",
     "cufile_handle_failures", "cufile_handle_error", "cufile_skip_reason", "tile_bytes", "read_amplification",
-    "decoded_hardware", "decoded_device_bitstream", "decoded_hybrid", "decoded_cpu", "decoded_cpu_partial", "gpu_lanes", "cpu_workers",
+    "decoded_hardware", "decoded_device_bitstream", "decoded_hybrid", "decoded_sm", "sm_decoder", "decoded_cpu", "decoded_cpu_partial", "gpu_lanes", "cpu_workers",
     "gpu_batch_fallbacks", "cpu_fallback_reason", "nvjpeg_backend", "hardware_engines", "kernel_cache", "warmup", "stream_priority", "cuda_connections", "gpu_wait", "thread_nice",
     "cache_hits", "cache_misses", "cache_evictions", "cache_insertions", "cache_entries",
     "cache_resident_bytes", "cache_capacity_bytes", "device_tile_bytes",
@@ -588,7 +588,7 @@ def test_stats_after_device_reads():
         s.read_regions([(0, 0), (1000, 1000)], 0, (256, 256), device="cuda")
         st = slidestream.gpu_stats(0)
         assert set(st) == GPU_STATS_KEYS
-        decoded = st["decoded_hardware"] + st["decoded_device_bitstream"] + st["decoded_hybrid"] + st["decoded_cpu"]
+        decoded = st["decoded_hardware"] + st["decoded_device_bitstream"] + st["decoded_hybrid"] + st["decoded_sm"] + st["decoded_cpu"]
         assert decoded > 0, st
         assert st["tile_bytes"] > 0 and st["read_amplification"] >= 1.0, st
         assert st["io_path"] in ("posix", "cufile", "cufile-compat"), st

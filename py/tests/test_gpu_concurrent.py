@@ -265,7 +265,7 @@ _WAIT = _START + textwrap.dedent(
         d = np.abs(dev.astype(np.int16) - cpu.astype(np.int16)).max()
         assert d <= 2, d  # nvJPEG's tiles: within JPEG decoders' rounding of the CPU path
     st = slidestream.gpu_stats()
-    print(json.dumps({"wait": st["gpu_wait"], "nice": st["thread_nice"], "cpu": st["decoded_cpu"], "hw": st["decoded_hardware"] + st["decoded_device_bitstream"] + st["decoded_hybrid"]}))
+    print(json.dumps({"wait": st["gpu_wait"], "nice": st["thread_nice"], "cpu": st["decoded_cpu"], "hw": st["decoded_hardware"] + st["decoded_device_bitstream"] + st["decoded_hybrid"] + st["decoded_sm"]}))
     """
 )
 

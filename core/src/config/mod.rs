@@ -24,7 +24,7 @@ use std::sync::{LazyLock, Mutex, MutexGuard};
 pub use host::Config;
 pub use table::{Settings, Spec, TABLE};
 pub use threads::{check_threads, rayon_num_threads, MAX_THREADS};
-pub use values::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, IndexCache, KernelCache, NvjpegOutput};
+pub use values::{CompatMode, GpuSmDecoder, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, IndexCache, KernelCache, NvjpegOutput};
 
 use crate::error::{Error, Result};
 
@@ -144,6 +144,7 @@ pub const GPU_ENGINE_SETTINGS: &[&str] = &[
     "SLIDESTREAM_GPU_WORKERS",
     "SLIDESTREAM_GPU_CPU_WORKERS",
     "SLIDESTREAM_GPU_SPLIT",
+    "SLIDESTREAM_GPU_SM_DECODER",
     "SLIDESTREAM_GPU_SYNC",
     "SLIDESTREAM_GPU_STREAM_PRIORITY",
     "SLIDESTREAM_GPU_WAIT",

@@ -19,6 +19,7 @@ fn defaults_parse_and_match_the_documented_values() {
     assert_eq!(s.gpu_workers, 2);
     assert_eq!(s.gpu_cpu_workers, None);
     assert_eq!(s.gpu_split, GpuSplit::Cost);
+    assert_eq!(s.gpu_sm_decoder, GpuSmDecoder::Off);
     assert_eq!(s.gpu_sync, GpuSync::Auto);
     assert_eq!(s.gpu_stream_priority, GpuStreamPriority::High);
     assert_eq!(s.gpu_wait, GpuWait::Block);
@@ -38,6 +39,7 @@ fn values_parse() {
         ("SLIDESTREAM_COMPAT_MODE", "OFF"),
         ("SLIDESTREAM_GPU_CPU_WORKERS", "12"),
         ("SLIDESTREAM_GPU_SPLIT", "offset"),
+        ("SLIDESTREAM_GPU_SM_DECODER", "Auto"),
         ("SLIDESTREAM_GPU_SYNC", "blocking"),
         ("SLIDESTREAM_PARTIAL_DECODE_MAX_FRACTION", "0"),
         ("SLIDESTREAM_GPU_TRACE", "yes"),
@@ -53,6 +55,8 @@ fn values_parse() {
     assert_eq!(s.compat_mode, CompatMode::Off);
     assert_eq!(s.gpu_cpu_workers, Some(12));
     assert_eq!(s.gpu_split, GpuSplit::Offset);
+    assert_eq!(s.gpu_sm_decoder, GpuSmDecoder::Auto);
+    assert_eq!(resolve(&[("SLIDESTREAM_GPU_SM_DECODER", "on")]).unwrap().gpu_sm_decoder, GpuSmDecoder::On);
     assert_eq!(s.gpu_sync, GpuSync::Blocking);
     assert_eq!(s.partial_decode_max_fraction, 0.0);
     assert!(s.gpu_trace);
@@ -80,6 +84,8 @@ fn bad_values_are_errors_naming_the_variable() {
         ("SLIDESTREAM_GPU_WORKERS", "9"),
         ("SLIDESTREAM_GPU_CPU_WORKERS", "257"),
         ("SLIDESTREAM_GPU_SPLIT", "random"),
+        ("SLIDESTREAM_GPU_SM_DECODER", "yes"),
+        ("SLIDESTREAM_GPU_SM_DECODER", ""),
         ("SLIDESTREAM_GPU_SYNC", "sleep"),
         ("SLIDESTREAM_GPU_STREAM_PRIORITY", "low"),
         ("SLIDESTREAM_GPU_STREAM_PRIORITY", "-5"),

@@ -60,6 +60,22 @@ pub enum GpuSplit {
     Offset,
 }
 
+/// Whether the GPU engine decodes baseline JPEG tiles on the multiprocessors
+/// (`SLIDESTREAM_GPU_SM_DECODER`): the SM decoder (`gpu/cuda/decode/sm.rs`), whose samples
+/// equal libjpeg-turbo's, takes a call's JPEG tiles in one launch before the nvJPEG lanes and the
+/// CPU workers see them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GpuSmDecoder {
+    /// Never (default): the lanes and CPU workers decode.
+    #[default]
+    Off,
+    /// Every tile the SM decoder takes goes to it; the rest to the lanes and CPU workers.
+    On,
+    /// On where nvJPEG has no hardware JPEG engines (its CUDA backends decoded 3.1–3.4k tiles a
+    /// second on the H200), else off.
+    Auto,
+}
+
 /// How host threads wait for the GPU (`SLIDESTREAM_GPU_SYNC`): the CUDA primary context's
 /// scheduling flag (`CU_CTX_SCHED_*`, CUDA driver API), set only if the context is not active yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -240,6 +256,15 @@ pub(super) fn parse_split(s: &str) -> Option<GpuSplit> {
     match s.to_ascii_lowercase().as_str() {
         "cost" => Some(GpuSplit::Cost),
         "offset" => Some(GpuSplit::Offset),
+        _ => None,
+    }
+}
+
+pub(super) fn parse_sm_decoder(s: &str) -> Option<GpuSmDecoder> {
+    match s.to_ascii_lowercase().as_str() {
+        "off" => Some(GpuSmDecoder::Off),
+        "on" => Some(GpuSmDecoder::On),
+        "auto" => Some(GpuSmDecoder::Auto),
         _ => None,
     }
 }

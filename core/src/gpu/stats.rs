@@ -70,6 +70,12 @@ pub struct GpuStats {
     pub decoded_device_bitstream: u64,
     /// Tiles decoded by nvJPEG's default (hybrid / GPU) backend.
     pub decoded_hybrid: u64,
+    /// Tiles decoded by the SM decoder on the GPU's multiprocessors
+    /// (`SLIDESTREAM_GPU_SM_DECODER`).
+    pub decoded_sm: u64,
+    /// The SM decoder's state: `off`, `on`, or why it is not on (`auto` with hardware JPEG
+    /// engines, not started yet, or its kernels' build error).
+    pub sm_decoder: String,
     /// Tiles decoded on the CPU and uploaded: other codecs, streams nvJPEG refuses, the CPU
     /// decode workers' share of large batches, and fallbacks after a failed GPU batch.
     pub decoded_cpu: u64,

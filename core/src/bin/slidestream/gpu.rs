@@ -69,11 +69,12 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
     }
     let st = slidestream::gpu::stats(0);
     println!(
-        "{}: {regions} regions over all levels (RGBA and RGB): GPU vs CPU max abs diff {worst}; tiles decoded: {} hardware, {} device-bitstream, {} hybrid, {} CPU; io path {}{}",
+        "{}: {regions} regions over all levels (RGBA and RGB): GPU vs CPU max abs diff {worst}; tiles decoded: {} hardware, {} device-bitstream, {} hybrid, {} SM, {} CPU; io path {}{}",
         path.display(),
         st.decoded_hardware,
         st.decoded_device_bitstream,
         st.decoded_hybrid,
+        st.decoded_sm,
         st.decoded_cpu,
         st.io_path,
         if st.io_reason.is_empty() { String::new() } else { format!(" ({})", st.io_reason) }
@@ -137,11 +138,12 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
             let secs = t0.elapsed().as_secs_f64();
             let st = slidestream::gpu::stats(0);
             println!(
-                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} CPU ({} partial), cache hits {} misses {}",
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} SM / {} CPU ({} partial), cache hits {} misses {}",
                 if cached { "device cache warm" } else { "device cache cold" },
                 patches as f64 / secs,
                 st.read_amplification(),
                 st.decoded_hardware,
+                st.decoded_sm,
                 st.decoded_cpu,
                 st.decoded_cpu_partial,
                 st.cache.hits,

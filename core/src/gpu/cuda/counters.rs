@@ -22,6 +22,8 @@ pub(crate) struct Counters {
     pub(crate) hardware: AtomicU64,
     pub(crate) device_bitstream: AtomicU64,
     pub(crate) hybrid: AtomicU64,
+    /// Tiles the SM decoder decoded.
+    pub(crate) sm: AtomicU64,
     pub(crate) cpu: AtomicU64,
     pub(crate) cpu_partial: AtomicU64,
     pub(crate) batch_fallbacks: AtomicU64,
@@ -87,6 +89,7 @@ impl Counters {
             &self.hardware,
             &self.device_bitstream,
             &self.hybrid,
+            &self.sm,
             &self.cpu,
             &self.cpu_partial,
             &self.batch_fallbacks,

@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
+use super::decode::sm::{SmJpeg, SmKernels};
+use super::decode::{Bits, TileDecoder};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
 use super::lanes::Lane;
@@ -14,11 +16,14 @@ use super::pool::Pooled;
 use super::queue::GpuResult;
 use super::queue::{Miss, WorkQueue};
 use super::queue::{Need, Src};
-use super::scheduler::{decoders_wanted, lane_chunk, order_misses, to_gpu};
+use super::scheduler::{decoders_wanted, lane_chunk, lane_route, order_misses, to_gpu, Route};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
-use crate::error::{GpuError, Result};
+use crate::error::{Error, GpuError, Result};
 use crate::index::Compression;
+
+/// The SM decoder's share of a call: the misses it declined, and the outcomes of the rest.
+pub(crate) type SmShare = (Vec<Miss>, Vec<(Miss, GpuResult)>);
 
 /// Lanes and CPU workers' resources taken from the engine's pools for one call, given back when
 /// dropped (a panic included), so the pools never shrink.
@@ -75,6 +80,12 @@ impl Engine {
             to_gpu(gpu_src[m.src as usize], s.slide.host_cached(s.level, m.col, m.row))
         });
         let ctx = self.ctx.raw();
+        // SLIDESTREAM_GPU_SM_DECODER: the SM decoder takes the call's tiles in one launch first
+        // (its rate grows with the batch); the tiles it declines go on to the lanes.
+        let (gpu, sm_done) = match self.sm_decoder()? {
+            Some(k) if !gpu.is_empty() => self.sm_decode(k, lane, srcs, gpu)?,
+            _ => (gpu, Vec::new()),
+        };
         let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
         let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || cpu_decode(&self.counters, srcs, &cpu)) };
         // SAFETY: restore this thread's current context (rayon work of the CPU decoders may have
@@ -83,7 +94,7 @@ impl Engine {
         let gpu_done = gpu_done?;
         // GPU results: decoded tiles, or tiles handed back to the CPU (bad header, failed batch).
         let mut retry = Vec::new();
-        for (m, r) in gpu_done {
+        for (m, r) in sm_done.into_iter().chain(gpu_done) {
             match r {
                 Ok(t) => self.finish(srcs, needs, m, t),
                 Err(None) => retry.push(m),
@@ -116,6 +127,54 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The SM decoder's share of a call: `misses` read with coalesced `pread`s into the lane's
+    /// first slot, framed on the host, each routed by `scheduler::lane_route` with the SM
+    /// decoder's check, and the accepted ones decoded in one launch per 65,535 tiles on that
+    /// slot's stream (synchronised before returning, so the tiles are complete). Returns the
+    /// misses it declined (for the lanes and CPU workers) and the outcomes of the rest: decoded
+    /// tiles, errors, and `Err(None)` for tiles whose segments failed (to the CPU).
+    pub(crate) fn sm_decode(&self, k: &SmKernels, lane: &mut Lane, srcs: &[Src<'_>], misses: Vec<Miss>) -> Result<SmShare> {
+        let env = self.nv_env()?;
+        let sm = SmJpeg { kernels: k, env: &env };
+        let slot = &mut lane.slots[0];
+        let read = super::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, &misses)?;
+        let mut out = read.failed;
+        let buf = slot.pinned.as_mut_slice(read.total);
+        // Framed streams back to back (the SM decoder packs its inputs into the slot's arena,
+        // so they live here).
+        let mut framed_all: Vec<u8> = Vec::new();
+        let mut taken = Vec::new();
+        let mut declined = Vec::new();
+        let mut tmp = Vec::new();
+        for (m, place) in misses.iter().zip(&read.place) {
+            let Some((off, len)) = *place else { continue };
+            let src = &srcs[m.src as usize];
+            let scale = src.img.codec.jpeg_scale();
+            let framed = if scale > 1 {
+                Ok(())
+            } else {
+                crate::codec::stream::frame_jpeg(&src.img.codec, &buf[off..off + len], &mut tmp).map_err(|msg| {
+                    Error::format(&crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row), format!("JPEG: {msg}"))
+                })
+            };
+            match lane_route(scale, framed, || sm.accepts(src, m, &tmp)) {
+                Route::Decoder(p) => {
+                    taken.push((*m, framed_all.len(), tmp.len(), p));
+                    framed_all.extend_from_slice(&tmp);
+                }
+                Route::Cpu(_) => declined.push(*m),
+                Route::Failed(e) => out.push((*m, Err(Some(e)))),
+            }
+        }
+        let tiles: Vec<_> = taken.into_iter().map(|(m, off, len, p)| (m, Bits { ptr: framed_all[off..].as_ptr(), len }, p)).collect();
+        let (done, settled) = sm.decode(slot, srcs, tiles)?;
+        // The convert launch and the block's copies are on the slot's stream.
+        slot.stream.sync()?;
+        out.extend(done.into_iter().map(|(m, t)| (m, Ok(t))));
+        out.extend(settled);
+        Ok((declined, out))
     }
 
     /// Decode a set of JPEG tiles with the decoders `scheduler::decoders_wanted` asks for: the

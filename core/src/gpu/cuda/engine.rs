@@ -18,6 +18,7 @@ use super::context::{device_arch, pid, set_blocking_waits, set_stream_priority, 
 use super::counters::Counters;
 use super::decode::cpu_worker::CpuWorkers;
 use super::decode::nvjpeg::Decoders;
+use super::decode::sm::SmKernels;
 use super::device_cache::DeviceCache;
 use super::io::compat::{Io, IoPath};
 use super::kernels::{self, arg, Kernels};
@@ -27,6 +28,7 @@ use super::settings::settings;
 use super::sys::{cuda, CUstream, Res, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD};
 use super::trace;
 use super::warmup::WarmState;
+use crate::config::GpuSmDecoder;
 use crate::config::GpuWarmup;
 use crate::error::{GpuError, Result};
 
@@ -67,6 +69,11 @@ pub(crate) struct Engine {
     pub(crate) blocking_waits: bool,
     /// `SLIDESTREAM_THREAD_NICE` as the engine read it.
     pub(crate) thread_nice: u8,
+    /// `SLIDESTREAM_GPU_SM_DECODER` as the engine read it.
+    pub(crate) sm_setting: GpuSmDecoder,
+    /// The SM decoder's kernels once resolved ([`Engine::sm_decoder`]): `None` = off, or the
+    /// build error.
+    pub(crate) sm: OnceLock<std::result::Result<Option<SmKernels>, String>>,
     pub(crate) ctx: Context,
 }
 
@@ -245,6 +252,8 @@ impl Engine {
                 cuda_connections: std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0),
                 blocking_waits: set.blocking_waits,
                 thread_nice: set.thread_nice,
+                sm_setting: set.sm_decoder,
+                sm: OnceLock::new(),
                 ctx,
             })
         })
@@ -267,6 +276,46 @@ impl Engine {
             t,
         );
         Ok(self.nvjpeg.get_or_init(|| d))
+    }
+
+    /// The SM decoder's kernels when `SLIDESTREAM_GPU_SM_DECODER` turns it on (`auto`: where
+    /// nvJPEG has no hardware JPEG engines), compiled at the first call that asks (~0.6 s);
+    /// `None` when off.
+    ///
+    /// # Errors
+    /// [`GpuError::Call`] when the kernels do not build (every later call gets the same error:
+    /// a setting that asked for the decoder is never silently ignored).
+    pub(crate) fn sm_decoder(&self) -> Res<Option<&SmKernels>> {
+        let r = self.sm.get_or_init(|| {
+            let on = match self.sm_setting {
+                GpuSmDecoder::Off => false,
+                GpuSmDecoder::On => true,
+                GpuSmDecoder::Auto => self.decoders().map_err(|e| e.to_string())?.host_backend != "hardware",
+            };
+            if !on {
+                return Ok(None);
+            }
+            self.ctx.make_current().map_err(|e| e.to_string())?;
+            let t = std::time::Instant::now();
+            let k = SmKernels::compile(self.device).map_err(|e| e.to_string())?;
+            trace::phase_line("SM decoder", "kernels compiled", t);
+            Ok(Some(k))
+        });
+        match r {
+            Ok(k) => Ok(k.as_ref()),
+            Err(e) => Err(GpuError::Call(format!("SLIDESTREAM_GPU_SM_DECODER: the SM decoder could not start: {e}"))),
+        }
+    }
+
+    /// The SM decoder's state in words (`gpu_stats()["sm_decoder"]`).
+    pub(crate) fn sm_state(&self) -> String {
+        match (self.sm_setting, self.sm.get()) {
+            (GpuSmDecoder::Off, _) => "off".into(),
+            (_, Some(Ok(Some(_)))) => "on".into(),
+            (_, Some(Ok(None))) => "auto: off (nvJPEG has hardware JPEG engines)".into(),
+            (_, Some(Err(e))) => format!("failed to start: {e}"),
+            (_, None) => "not started yet (at the first read that needs it)".into(),
+        }
     }
 
     /// What the nvJPEG decode path needs, borrowed from this engine (nvJPEG's decoders made

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_uint};
 
 use super::sys::{CU_CTX_SCHED_BLOCKING_SYNC, CU_CTX_SCHED_SPIN, CU_CTX_SCHED_YIELD, NVJPEG_OUTPUT_UNCHANGED, NVJPEG_OUTPUT_YUV};
-use crate::config::{CompatMode, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
+use crate::config::{CompatMode, GpuSmDecoder, GpuSplit, GpuStreamPriority, GpuSync, GpuWait, GpuWarmup, KernelCache, NvjpegOutput, GPU_ENGINE_SETTINGS};
 use crate::error::Result;
 
 /// The engine's settings as read (ranges are applied by the parts that use them).
@@ -30,6 +30,8 @@ pub(crate) struct EngineSettings {
     pub cpu_workers: Option<usize>,
     /// `SLIDESTREAM_GPU_SPLIT`: `cost` (true, default) or `offset`.
     pub split_by_cost: bool,
+    /// `SLIDESTREAM_GPU_SM_DECODER`.
+    pub sm_decoder: GpuSmDecoder,
     /// `SLIDESTREAM_GPU_MIN_CHUNK` (clamped to 1..=`CHUNK_TILES` by the lanes).
     pub min_chunk: usize,
     /// `SLIDESTREAM_NVJPEG_OUTPUT`: `NVJPEG_OUTPUT_UNCHANGED` or `NVJPEG_OUTPUT_YUV`.
@@ -61,6 +63,7 @@ pub(crate) fn settings() -> Result<EngineSettings> {
         gpu_workers: cfg.gpu_workers,
         cpu_workers: cfg.gpu_cpu_workers,
         split_by_cost: cfg.gpu_split == GpuSplit::Cost,
+        sm_decoder: cfg.gpu_sm_decoder,
         min_chunk: cfg.gpu_min_chunk,
         nvjpeg_output: match cfg.nvjpeg_output {
             NvjpegOutput::Yuv => NVJPEG_OUTPUT_YUV,

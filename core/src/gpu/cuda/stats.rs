@@ -37,6 +37,8 @@ impl Engine {
             decoded_hardware: c.hardware.load(Relaxed),
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
             decoded_hybrid: c.hybrid.load(Relaxed),
+            decoded_sm: c.sm.load(Relaxed),
+            sm_decoder: self.sm_state(),
             decoded_cpu: c.cpu.load(Relaxed),
             decoded_cpu_partial: c.cpu_partial.load(Relaxed),
             gpu_lanes: self.lanes.workers,

@@ -8,16 +8,22 @@
 //! engine's routes.
 
 use std::ffi::c_int;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
+use super::slot::Slot;
+use super::{Bits, ChunkOut, Declined, NvEnv, TileDecoder};
 use crate::codec::jpeg_sm::{prepare, SmError, SmPrepared, SmStatus, SmjSegment, SmjTables, SmjTile};
 use crate::error::GpuError;
 use crate::gpu::cuda::context::{device_arch, Context, Stream};
-use crate::gpu::cuda::kernels::{arg, launch, Module};
-use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
+use crate::gpu::cuda::kernels::{arg, launch, ConvDesc, Module};
+use crate::gpu::cuda::memory::{as_bytes, DevTile, StreamAlloc};
+use crate::gpu::cuda::queue::{Miss, Src};
 use crate::gpu::cuda::sys::{cu, cuda, Res};
+use crate::index::Photometric;
 
 /// The kernels' source: the decoding functions, then the kernels.
 const SOURCE: &str = concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
@@ -278,4 +284,276 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     stream.sync()?;
     drop(module);
     Ok(r)
+}
+
+/// The SM decoder's kernels (`sm_huffman`, `sm_idct`), compiled once per engine from
+/// `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
+pub(crate) struct SmKernels {
+    _module: Module,
+    huffman: *mut std::ffi::c_void,
+    idct: *mut std::ffi::c_void,
+}
+
+// A module and its functions may be used from any thread of the context.
+unsafe impl Send for SmKernels {}
+unsafe impl Sync for SmKernels {}
+
+impl SmKernels {
+    /// Compile and load the kernels for `device` (its context current).
+    pub(crate) fn compile(device: usize) -> Res<SmKernels> {
+        let module = Module::compile(SOURCE, device_arch(device)?)?;
+        let (huffman, idct) = (module.function("sm_huffman")?, module.function("sm_idct")?);
+        Ok(SmKernels { _module: module, huffman, idct })
+    }
+}
+
+/// Threads given to one entropy-coded segment by `sm_huffman` (only the first decodes): at 13k
+/// tiles of 240² one segment per 4 threads decoded 509k tiles/s against 369k for one per
+/// thread, and at 40k tiles 761k against 775k (lent H100, docs/gpu.md).
+const SPREAD: c_int = 4;
+/// Threads a block of `sm_huffman` and `sm_idct`.
+const BLOCK: u32 = 64;
+/// Most tiles one launch takes (`sm_idct`'s grid has one row of blocks per tile: the grid's
+/// y extent is at most 65,535).
+pub(crate) const MAX_SM_TILES: usize = 65_535;
+
+/// The SM decoder as a [`TileDecoder`] on a lane's [`Slot`]: a batch of complete JPEG streams
+/// (host memory) packed into the slot's pinned arena (so the tiles' bytes must live elsewhere)
+/// and uploaded in one copy, entropy-decoded (`sm_huffman`), inverse-DCT'd (`sm_idct`), the
+/// segments' statuses read back (the stream is synchronised once), then the `convert` kernel
+/// (libjpeg-turbo's upsampling and colour conversion, shared with nvJPEG) writes the RGBA tiles
+/// of every tile whose segments all decoded; a tile with a failed segment is handed to the CPU
+/// (`Err(None)`), whose outcome (its error, or libjpeg-turbo's pixels) it then gets.
+pub(crate) struct SmJpeg<'a> {
+    pub(crate) kernels: &'a SmKernels,
+    pub(crate) env: &'a NvEnv<'a>,
+}
+
+/// Subsampling factors `(h, v)` the `convert` kernel upsamples chroma by, for a tile whose
+/// luma has sampling factors `(h0, v0)` and whose two chroma components are 1 × 1; `None` for
+/// anything else.
+fn convert_subsampling(t: &SmjTile) -> Option<(c_int, c_int)> {
+    if t.ncomp != 3 || t.h[1] != 1 || t.v[1] != 1 || t.h[2] != 1 || t.v[2] != 1 {
+        return None;
+    }
+    matches!((t.h[0], t.v[0]), (1, 1) | (2, 1) | (2, 2) | (1, 2)).then_some((t.h[0], t.v[0]))
+}
+
+impl TileDecoder for SmJpeg<'_> {
+    type Accepted = SmPrepared;
+    type Workspace = Slot;
+
+    /// [`prepare`] takes the stream (baseline, Huffman, 8-bit, tables it can derive; a stream
+    /// libjpeg-turbo would reject goes to the CPU for that outcome), and the `convert` kernel
+    /// takes its geometry: 3 components, chroma 1 × 1 and luma 1–2 × 1–2, at least the tile's
+    /// valid size and at most `Limits::gpu_tile_edge`, coded as the level's photometric
+    /// interpretation says (R, G, B or Y, Cb, Cr).
+    fn accepts(&self, src: &Src<'_>, m: &Miss, tile: &[u8]) -> std::result::Result<SmPrepared, Declined> {
+        let at = || crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row);
+        let p = prepare(tile).map_err(|e| Declined::Elsewhere(format!("{}: SM decoder: {e}", at())))?;
+        let (vw, vh) = src.img.valid_tile_size(m.col, m.row);
+        let t = &p.tile;
+        let edge = super::nvjpeg::MAX_GPU_TILE_EDGE as i32;
+        let ycc = src.img.codec.photometric == Photometric::YCbCr;
+        if convert_subsampling(t).is_none() || (t.width as u32) < vw || (t.height as u32) < vh || t.width > edge || t.height > edge || p.rgb_coded == ycc {
+            return Err(Declined::Elsewhere(format!(
+                "{}: SM decoder: {} components, sampling {:?}x{:?}, {}x{} for a {vw}x{vh} tile, {} coded",
+                at(),
+                t.ncomp,
+                &t.h[..t.ncomp.clamp(0, 4) as usize],
+                &t.v[..t.ncomp.clamp(0, 4) as usize],
+                t.width,
+                t.height,
+                if p.rgb_coded { "RGB" } else { "YCbCr" }
+            )));
+        }
+        Ok(p)
+    }
+
+    fn decode(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
+        let mut done = Vec::new();
+        let mut settled = Vec::new();
+        let mut rest = tiles;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(MAX_SM_TILES));
+            let (d, s) = self.decode_launch(slot, srcs, rest)?;
+            done.extend(d);
+            settled.extend(s);
+            rest = tail;
+        }
+        Ok((done, settled))
+    }
+}
+
+impl SmJpeg<'_> {
+    /// One launch of each kernel over at most [`MAX_SM_TILES`] tiles.
+    fn decode_launch(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
+        let n = tiles.len();
+        if n == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let stream = slot.stream.raw();
+        // Host layout, copied as is: streams | tiles | segments | table sets (each part
+        // 256-aligned); the device addresses inside are set once the allocation exists.
+        let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
+        let mut tables: Vec<SmjTables> = Vec::new();
+        let mut data_len = 0usize;
+        let mut coef_total = 0u64;
+        let mut descs: Vec<SmjTile> = Vec::with_capacity(n);
+        let mut data_at = Vec::with_capacity(n);
+        let mut segs_n = 0usize;
+        for (_, bits, p) in &tiles {
+            let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
+                tables.push(*p.tables);
+                tables.len() as i32 - 1
+            });
+            let mut t = p.tile;
+            t.tables = set;
+            t.coef = coef_total;
+            coef_total += t.coefficients().next_multiple_of(64);
+            descs.push(t);
+            data_at.push(data_len);
+            data_len += bits.len;
+            segs_n += p.segments.len();
+        }
+        let tiles_at = data_len.next_multiple_of(256);
+        let segs_at = (tiles_at + n * size_of::<SmjTile>()).next_multiple_of(256);
+        let tabs_at = (segs_at + segs_n * size_of::<SmjSegment>()).next_multiple_of(256);
+        let total = tabs_at + tables.len() * size_of::<SmjTables>();
+        let inputs = StreamAlloc::new(total, stream)?;
+        let coef = StreamAlloc::new(coef_total as usize * 2, stream)?;
+        let pix = StreamAlloc::new(coef_total as usize, stream)?;
+        let status = StreamAlloc::new(segs_n * 4, stream)?;
+        let mut segs: Vec<SmjSegment> = Vec::with_capacity(segs_n);
+        for (k, ((_, _, p), t)) in tiles.iter().zip(descs.iter_mut()).enumerate() {
+            let off = t.coef;
+            t.coef = coef.ptr() + off * 2;
+            t.pix = pix.ptr() + off;
+            for g in &p.segments {
+                segs.push(SmjSegment { data: inputs.ptr() + data_at[k] as u64 + g.data, tile: k as i32, ..*g });
+            }
+        }
+        slot.arena.ensure(total)?;
+        let host = slot.arena.as_mut_slice(total);
+        for ((_, bits, _), &at) in tiles.iter().zip(&data_at) {
+            // SAFETY: `Bits` of this decoder are host memory alive for the call, outside the
+            // slot's arena (TileDecoder; this decoder's documented contract).
+            host[at..at + bits.len].copy_from_slice(unsafe { std::slice::from_raw_parts(bits.ptr, bits.len) });
+        }
+        host[tiles_at..tiles_at + n * size_of::<SmjTile>()].copy_from_slice(as_bytes(&descs));
+        host[segs_at..segs_at + segs_n * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&segs));
+        host[tabs_at..total].copy_from_slice(as_bytes(&tables));
+        let cuda = cuda()?;
+        // SAFETY: `total` bytes of the pinned arena into the allocation of `total` bytes; the
+        // arena is not written again before the stream is synchronised below.
+        cu(unsafe { cuda.cuMemcpyHtoDAsync(inputs.ptr(), slot.arena.ptr() as *const std::ffi::c_void, total, stream) }, "cuMemcpyHtoDAsync")?;
+        let (d_tiles, d_segs, d_tabs) = (inputs.ptr() + tiles_at as u64, inputs.ptr() + segs_at as u64, inputs.ptr() + tabs_at as u64);
+        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status, mut p_shared, mut p_spread) =
+            (d_segs, 0u64, segs_n as c_int, d_tiles, d_tabs, status.ptr(), -1 as c_int, SPREAD);
+        launch(
+            self.kernels.huffman,
+            ((segs_n as u32 * SPREAD as u32).div_ceil(BLOCK), 1, 1),
+            (BLOCK, 1, 1),
+            stream,
+            &mut [
+                arg(&mut p_segs),
+                arg(&mut p_order),
+                arg(&mut p_n),
+                arg(&mut p_tiles),
+                arg(&mut p_tabs),
+                arg(&mut p_status),
+                arg(&mut p_shared),
+                arg(&mut p_spread),
+            ],
+            "cuLaunchKernel(sm_huffman)",
+        )?;
+        let max_blocks = descs.iter().map(|t| (0..t.ncomp as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1);
+        let (mut q_tiles, mut q_tabs) = (d_tiles, d_tabs);
+        launch(
+            self.kernels.idct,
+            (max_blocks.div_ceil(BLOCK), n as u32, 1),
+            (BLOCK, 1, 1),
+            stream,
+            &mut [arg(&mut q_tiles), arg(&mut q_tabs)],
+            "cuLaunchKernel(sm_idct)",
+        )?;
+        let mut st = vec![0i32; segs_n];
+        // SAFETY: `segs_n` i32s on both sides; read after the synchronisation below.
+        cu(unsafe { cuda.cuMemcpyDtoHAsync(st.as_mut_ptr() as *mut std::ffi::c_void, status.ptr(), segs_n * 4, stream) }, "cuMemcpyDtoHAsync")?;
+        slot.stream.sync()?;
+        let mut ok = vec![true; n];
+        for (g, &s) in segs.iter().zip(&st) {
+            if s != 0 {
+                ok[g.tile as usize] = false;
+            }
+        }
+        // Convert the tiles that decoded into RGBA tiles carved from one block.
+        let mut settled = Vec::new();
+        let mut conv = Vec::new();
+        let mut good = Vec::new();
+        for (k, (m, _, _)) in tiles.iter().enumerate() {
+            let t = &descs[k];
+            let Some(sub) = convert_subsampling(t).filter(|_| ok[k]) else {
+                self.env.counters.note_cpu(format!(
+                    "SM decoder: tile ({}, {}) of {}: {:?}",
+                    m.col,
+                    m.row,
+                    srcs[m.src as usize].at,
+                    segs.iter().zip(&st).find(|(g, s)| g.tile == k as i32 && **s != 0).map(|(_, s)| SmStatus::from_code(*s))
+                ));
+                settled.push((*m, Err(None)));
+                continue;
+            };
+            let img = srcs[m.src as usize].img;
+            let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let mut planes = [0u64; 3];
+            let (mut pitch, mut pw, mut ph) = ([0 as c_int; 3], [0 as c_int; 3], [0 as c_int; 3]);
+            for c in 0..3 {
+                planes[c] = t.pix + t.plane[c];
+                pitch[c] = t.bw[c] * 8;
+                let (w, h) = t.component_size(c);
+                (pw[c], ph[c]) = (w as c_int, h as c_int);
+            }
+            conv.push(ConvDesc {
+                planes,
+                pitch,
+                pw,
+                ph,
+                sub_h: sub.0,
+                sub_v: sub.1,
+                kind: (img.codec.photometric == Photometric::YCbCr) as c_int,
+                w: vw as c_int,
+                h: vh as c_int,
+                pad: 0,
+                out: 0,
+            });
+            good.push(*m);
+        }
+        let mut done = Vec::with_capacity(good.len());
+        if !conv.is_empty() {
+            let sizes: Vec<usize> = conv.iter().map(|d| (d.w as usize * d.h as usize * 4).max(4).next_multiple_of(256)).collect();
+            let (p, block) = self.env.home.alloc(sizes.iter().sum::<usize>().max(256), stream)?;
+            let mut off = 0u64;
+            for ((m, d), size) in good.iter().zip(conv.iter_mut()).zip(&sizes) {
+                d.out = p + off;
+                done.push((*m, Arc::new(DevTile::whole(d.out, d.w as u32, d.h as u32, block.clone()))));
+                off += *size as u64;
+            }
+            let (mw, mh) = conv.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
+            let d_conv = StreamAlloc::upload(as_bytes(&conv), stream)?;
+            let mut a = d_conv.ptr();
+            launch(
+                self.env.kernels.convert,
+                ((mw as u32).div_ceil(32), (mh as u32).div_ceil(8), conv.len() as u32),
+                (32, 8, 1),
+                stream,
+                &mut [arg(&mut a)],
+                "cuLaunchKernel(convert)",
+            )?;
+            self.env.counters.sm.fetch_add(conv.len() as u64, Relaxed);
+        }
+        // Freed stream-ordered after their last use (the convert kernel reads `pix`).
+        drop((inputs, coef, pix, status));
+        Ok((done, settled))
+    }
 }
