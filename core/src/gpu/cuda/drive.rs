@@ -82,9 +82,10 @@ impl Engine {
         let ctx = self.ctx.raw();
         // SLIDESTREAM_GPU_SM_DECODER: the SM decoder takes the call's tiles in one launch first
         // (its rate grows with the batch); the tiles it declines go on to the lanes.
-        let (gpu, sm_done) = match self.sm_decoder()? {
-            Some(k) if !gpu.is_empty() => self.sm_decode(k, lane, srcs, gpu)?,
-            _ => (gpu, Vec::new()),
+        // (Asked only once the lanes are ready: `gpu` is empty before.)
+        let (gpu, sm_done) = match if gpu.is_empty() { None } else { self.sm_decoder()? } {
+            Some(k) => self.sm_decode(k, lane, srcs, gpu)?,
+            None => (gpu, Vec::new()),
         };
         let gpu_done = if gpu.is_empty() { Ok(Vec::new()) } else { self.gpu_decode_parallel(lane, srcs, &gpu) };
         let cpu_done = if cpu.is_empty() { Vec::new() } else { self.counters.trace.time(trace::CPU, || cpu_decode(&self.counters, srcs, &cpu)) };
