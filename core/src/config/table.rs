@@ -136,7 +136,7 @@ settings! {
     gpu_sm_decoder: GpuSmDecoder = { name: "SLIDESTREAM_GPU_SM_DECODER", default: "off", unit: "—",
         accepted: "off, on or auto", per_process: true,
         parse: parse_sm_decoder,
-        doc: "decode baseline JPEG tiles on the GPU's multiprocessors (samples equal to libjpeg-turbo's), a call's tiles in one launch before the nvJPEG lanes and CPU workers: on = every tile it takes, auto = only where nvJPEG has no hardware JPEG engines, off = never; read when the GPU engine starts" }
+        doc: "experimental: decode baseline JPEG tiles on the GPU's multiprocessors (the kernels' samples equal libjpeg-turbo's), a call's tiles in one launch before the nvJPEG lanes and CPU workers: on = every tile it takes, auto = only where nvJPEG has no hardware JPEG engines, off = never; read when the GPU engine starts" }
     /// CUDA context scheduling of host threads.
     gpu_sync: GpuSync = { name: "SLIDESTREAM_GPU_SYNC", default: "auto", unit: "—",
         accepted: "auto, spin, yield or blocking", per_process: true,

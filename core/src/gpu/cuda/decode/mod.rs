@@ -1,6 +1,7 @@
 //! Decoders: nvJPEG batches on the lanes ([`nvjpeg`]; the lanes' chunks are read and framed
-//! by the engine layer's `chunk.rs`) and libjpeg-turbo on CPU workers and as the fallback ([`cpu_worker`]); the
-//! SM decoder's experiment ([`sm`]) is not one of the engine's routes.
+//! by the engine layer's `chunk.rs`) and libjpeg-turbo on CPU workers and as the fallback ([`cpu_worker`]); and the
+//! SM decoder ([`sm`]), which takes a call's JPEG tiles first when `SLIDESTREAM_GPU_SM_DECODER`
+//! turns it on.
 //!
 //! Every decoder that turns a batch of tiles into device tiles implements [`TileDecoder`]: a
 //! per-tile check (decode it, or why not) and a batch decode into device memory on the
@@ -64,8 +65,8 @@ pub(crate) struct Bits {
     pub(crate) len: usize,
 }
 
-/// One interface for the engine's tile decoders (nvJPEG on a lane, libjpeg-turbo on a CPU
-/// worker; a new backend such as the SM decoder implements it too): can it decode this tile, and decode this batch of tiles into device tiles on this
+/// One interface for the engine's tile decoders (nvJPEG on a lane, the SM decoder, libjpeg-turbo
+/// on a CPU worker): can it decode this tile, and decode this batch of tiles into device tiles on this
 /// stream. Implementations never pick a route: a tile they decline goes where the caller's
 /// routing rule sends it (`scheduler.rs`), usually the CPU fallback, whose outcome is the CPU
 /// path's.

@@ -2,10 +2,10 @@
 //! inverse-DCT'd one block per thread on the GPU's multiprocessors, with the arithmetic of
 //! `codec/jpeg_sm.h` (the same C the host tests check against libjpeg-turbo).
 //!
-//! Today this is the deciding experiment of the step 2 ([`probe`]): how many tiles a
-//! second each stage decodes over a batch of real tiles, in segment order and sorted by size,
-//! and whether the device's samples equal libjpeg-turbo's. The decoder is not yet one of the
-//! engine's routes.
+//! [`SmJpeg`] is the engine's decoder (a [`TileDecoder`], routed by the batch driver when
+//! `SLIDESTREAM_GPU_SM_DECODER` turns it on); [`probe`] is the step-2 experiment: how
+//! many tiles a second each stage decodes over a batch of real tiles, in segment order and
+//! sorted by size, and whether the device's samples equal libjpeg-turbo's.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
@@ -385,6 +385,82 @@ impl TileDecoder for SmJpeg<'_> {
     }
 }
 
+/// One launch's inputs, laid out for a single upload: the tiles' streams back to back, then
+/// (each part 256-aligned) the tile descriptors, the segment descriptors and the distinct
+/// table sets (tiles with equal DHT/DQT bytes share one). Built with device offsets
+/// ([`Packed::new`]), turned into device addresses once the allocations exist
+/// ([`Packed::place`]), and written into the host staging buffer ([`Packed::write`]).
+struct Packed {
+    /// Byte offset of each tile's stream in the upload.
+    data_at: Vec<usize>,
+    tiles_at: usize,
+    segs_at: usize,
+    tabs_at: usize,
+    /// Bytes of the upload.
+    total: usize,
+    /// Coefficients of every tile (each tile's share rounded up to 64).
+    coef_total: u64,
+    /// Tile descriptors: `coef` / `pix` offsets (in coefficients) until placed.
+    descs: Vec<SmjTile>,
+    /// Segment descriptors: `data` an offset into the upload until placed.
+    segs: Vec<SmjSegment>,
+    tables: Vec<SmjTables>,
+}
+
+impl Packed {
+    fn new(tiles: &[(Miss, Bits, SmPrepared)]) -> Packed {
+        let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
+        let (mut tables, mut descs, mut segs, mut data_at) = (Vec::new(), Vec::with_capacity(tiles.len()), Vec::new(), Vec::with_capacity(tiles.len()));
+        let (mut data_len, mut coef_total) = (0usize, 0u64);
+        for (k, (_, bits, p)) in tiles.iter().enumerate() {
+            let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
+                tables.push(*p.tables);
+                tables.len() as i32 - 1
+            });
+            let mut t = p.tile;
+            t.tables = set;
+            t.coef = coef_total;
+            t.pix = coef_total;
+            coef_total += t.coefficients().next_multiple_of(64);
+            descs.push(t);
+            for g in &p.segments {
+                segs.push(SmjSegment { data: data_len as u64 + g.data, tile: k as i32, ..*g });
+            }
+            data_at.push(data_len);
+            data_len += bits.len;
+        }
+        let tiles_at = data_len.next_multiple_of(256);
+        let segs_at = (tiles_at + descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
+        let tabs_at = (segs_at + segs.len() * size_of::<SmjSegment>()).next_multiple_of(256);
+        let total = tabs_at + tables.len() * size_of::<SmjTables>();
+        Packed { data_at, tiles_at, segs_at, tabs_at, total, coef_total, descs, segs, tables }
+    }
+
+    /// Turn offsets into device addresses: the upload at `inputs`, coefficients (2 bytes each)
+    /// at `coef`, IDCT samples (1 byte each) at `pix`.
+    fn place(&mut self, inputs: u64, coef: u64, pix: u64) {
+        for t in &mut self.descs {
+            (t.coef, t.pix) = (coef + t.coef * 2, pix + t.pix);
+        }
+        for g in &mut self.segs {
+            g.data += inputs;
+        }
+    }
+
+    /// Write the upload into `host` (at least [`Packed::total`] bytes): the streams of `tiles`
+    /// (host memory alive for the call), then the descriptors and table sets.
+    fn write(&self, tiles: &[(Miss, Bits, SmPrepared)], host: &mut [u8]) {
+        for ((_, bits, _), &at) in tiles.iter().zip(&self.data_at) {
+            // SAFETY: `Bits` of this decoder are host memory alive for the call, outside the
+            // slot's arena (TileDecoder; this decoder's documented contract).
+            host[at..at + bits.len].copy_from_slice(unsafe { std::slice::from_raw_parts(bits.ptr, bits.len) });
+        }
+        host[self.tiles_at..self.tiles_at + self.descs.len() * size_of::<SmjTile>()].copy_from_slice(as_bytes(&self.descs));
+        host[self.segs_at..self.segs_at + self.segs.len() * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&self.segs));
+        host[self.tabs_at..self.total].copy_from_slice(as_bytes(&self.tables));
+    }
+}
+
 impl SmJpeg<'_> {
     /// One launch of each kernel over at most [`MAX_SM_TILES`] tiles.
     fn decode_launch(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
@@ -393,56 +469,16 @@ impl SmJpeg<'_> {
             return Ok((Vec::new(), Vec::new()));
         }
         let stream = slot.stream.raw();
-        // Host layout, copied as is: streams | tiles | segments | table sets (each part
-        // 256-aligned); the device addresses inside are set once the allocation exists.
-        let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
-        let mut tables: Vec<SmjTables> = Vec::new();
-        let mut data_len = 0usize;
-        let mut coef_total = 0u64;
-        let mut descs: Vec<SmjTile> = Vec::with_capacity(n);
-        let mut data_at = Vec::with_capacity(n);
-        let mut segs_n = 0usize;
-        for (_, bits, p) in &tiles {
-            let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
-                tables.push(*p.tables);
-                tables.len() as i32 - 1
-            });
-            let mut t = p.tile;
-            t.tables = set;
-            t.coef = coef_total;
-            coef_total += t.coefficients().next_multiple_of(64);
-            descs.push(t);
-            data_at.push(data_len);
-            data_len += bits.len;
-            segs_n += p.segments.len();
-        }
-        let tiles_at = data_len.next_multiple_of(256);
-        let segs_at = (tiles_at + n * size_of::<SmjTile>()).next_multiple_of(256);
-        let tabs_at = (segs_at + segs_n * size_of::<SmjSegment>()).next_multiple_of(256);
-        let total = tabs_at + tables.len() * size_of::<SmjTables>();
+        let mut pk = Packed::new(&tiles);
+        let (total, segs_n) = (pk.total, pk.segs.len());
         let inputs = StreamAlloc::new(total, stream)?;
-        let coef = StreamAlloc::new(coef_total as usize * 2, stream)?;
-        let pix = StreamAlloc::new(coef_total as usize, stream)?;
+        let coef = StreamAlloc::new(pk.coef_total as usize * 2, stream)?;
+        let pix = StreamAlloc::new(pk.coef_total as usize, stream)?;
         let status = StreamAlloc::new(segs_n * 4, stream)?;
-        let mut segs: Vec<SmjSegment> = Vec::with_capacity(segs_n);
-        for (k, ((_, _, p), t)) in tiles.iter().zip(descs.iter_mut()).enumerate() {
-            let off = t.coef;
-            t.coef = coef.ptr() + off * 2;
-            t.pix = pix.ptr() + off;
-            for g in &p.segments {
-                segs.push(SmjSegment { data: inputs.ptr() + data_at[k] as u64 + g.data, tile: k as i32, ..*g });
-            }
-        }
+        pk.place(inputs.ptr(), coef.ptr(), pix.ptr());
         slot.arena.ensure(total)?;
-        let host = slot.arena.as_mut_slice(total);
-        for ((_, bits, _), &at) in tiles.iter().zip(&data_at) {
-            // SAFETY: `Bits` of this decoder are host memory alive for the call, outside the
-            // slot's arena (TileDecoder; this decoder's documented contract).
-            host[at..at + bits.len].copy_from_slice(unsafe { std::slice::from_raw_parts(bits.ptr, bits.len) });
-        }
-        host[tiles_at..tiles_at + n * size_of::<SmjTile>()].copy_from_slice(as_bytes(&descs));
-        host[segs_at..segs_at + segs_n * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&segs));
-        host[tabs_at..total].copy_from_slice(as_bytes(&tables));
+        pk.write(&tiles, slot.arena.as_mut_slice(total));
+        let Packed { descs, segs, tiles_at, segs_at, tabs_at, .. } = pk;
         let cuda = cuda()?;
         // SAFETY: `total` bytes of the pinned arena into the allocation of `total` bytes; the
         // arena is not written again before the stream is synchronised below.
@@ -555,5 +591,75 @@ impl SmJpeg<'_> {
         // Freed stream-ordered after their last use (the convert kernel reads `pix`).
         drop((inputs, coef, pix, status));
         Ok((done, settled))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(w: usize, h: usize, sub: turbojpeg::Subsamp, quality: i32) -> Vec<u8> {
+        let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
+        let img = turbojpeg::Image { pixels: px.as_slice(), width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB };
+        turbojpeg::compress(img, quality, sub).expect("compress").to_vec()
+    }
+
+    fn miss(k: u64) -> Miss {
+        Miss { need: k as usize, src: 0, col: k, row: 0, offset: 0, len: 0, part: None, rank: 8 }
+    }
+
+    #[test]
+    fn a_launch_packs_streams_descriptors_and_shared_tables_for_one_upload() {
+        let streams =
+            [stream(240, 240, turbojpeg::Subsamp::Sub2x2, 80), stream(100, 37, turbojpeg::Subsamp::None, 80), stream(64, 64, turbojpeg::Subsamp::Sub2x1, 50)];
+        let tiles: Vec<(Miss, Bits, SmPrepared)> =
+            streams.iter().enumerate().map(|(k, s)| (miss(k as u64), Bits { ptr: s.as_ptr(), len: s.len() }, prepare(s).expect("prepare"))).collect();
+        let mut pk = Packed::new(&tiles);
+        // Equal DHT/DQT bytes share one table set: quality 80 twice, 50 once.
+        assert_eq!(pk.tables.len(), 2);
+        assert_eq!((pk.descs[0].tables, pk.descs[1].tables, pk.descs[2].tables), (0, 0, 1));
+        assert!(pk.tiles_at >= streams.iter().map(Vec::len).sum::<usize>());
+        for at in [pk.tiles_at, pk.segs_at, pk.tabs_at] {
+            assert_eq!(at % 256, 0);
+        }
+        assert_eq!(pk.total, pk.tabs_at + 2 * size_of::<SmjTables>());
+        let (inputs, coef, pix) = (1 << 40, 1 << 41, 1 << 42);
+        let offsets: Vec<u64> = pk.descs.iter().map(|t| t.coef).collect();
+        pk.place(inputs, coef, pix);
+        let mut next = 0u64;
+        for (k, t) in pk.descs.iter().enumerate() {
+            assert_eq!(offsets[k], next);
+            assert_eq!((t.coef, t.pix), (coef + 2 * next, pix + next));
+            next += t.coefficients().next_multiple_of(64);
+        }
+        assert_eq!(next, pk.coef_total);
+        let mut host = vec![0u8; pk.total];
+        pk.write(&tiles, &mut host);
+        for (k, s) in streams.iter().enumerate() {
+            assert_eq!(&host[pk.data_at[k]..pk.data_at[k] + s.len()], s.as_slice());
+            // Every segment of tile k points at its bytes of the upload.
+            for g in pk.segs.iter().filter(|g| g.tile == k as i32) {
+                let at = (g.data - inputs) as usize;
+                assert!(at >= pk.data_at[k] && at + g.len as usize <= pk.data_at[k] + s.len());
+            }
+        }
+        assert_eq!(pk.segs.len(), tiles.iter().map(|t| t.2.segments.len()).sum::<usize>());
+        assert_eq!(&host[pk.tiles_at..pk.tiles_at + 3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
+        assert_eq!(&host[pk.tabs_at..pk.total], as_bytes(&pk.tables));
+    }
+
+    #[test]
+    fn convert_takes_the_subsamplings_its_kernel_upsamples() {
+        let mut t = prepare(&stream(64, 64, turbojpeg::Subsamp::Sub2x2, 80)).expect("prepare").tile;
+        assert_eq!(convert_subsampling(&t), Some((2, 2)));
+        (t.h[0], t.v[0]) = (4, 1); // 4:1:1
+        assert_eq!(convert_subsampling(&t), None);
+        (t.h[0], t.v[0], t.h[1]) = (2, 1, 2);
+        assert_eq!(convert_subsampling(&t), None);
+        let g = prepare(&stream(64, 64, turbojpeg::Subsamp::Gray, 80)).expect("prepare").tile;
+        assert_eq!(convert_subsampling(&g), None);
+        for (sub, want) in [(turbojpeg::Subsamp::None, (1, 1)), (turbojpeg::Subsamp::Sub2x1, (2, 1)), (turbojpeg::Subsamp::Sub1x2, (1, 2))] {
+            assert_eq!(convert_subsampling(&prepare(&stream(48, 40, sub, 90)).expect("prepare").tile), Some(want));
+        }
     }
 }
