@@ -5,6 +5,7 @@
 #   cargo build --release --features cuda,unstable --example sm_jpeg_probe
 # then run, with the binary and a copy of the shared test data:
 #   PROBE=target/release/examples/sm_jpeg_probe TESTDATA=../shared/testdata bash benches/sm_probe.sh
+# (CLI=... GPU_TESTS=... add the engine rows at the end)
 set -u
 cd "$(dirname "$0")/.."
 P=${PROBE:-target/release/examples/sm_jpeg_probe}
@@ -22,3 +23,19 @@ for args in "--tiles 14000 --step 3" "--tiles 40000 --step 1" "--tiles 4096 --st
   echo "-- $args"
   timeout 200 "$P" --rounds 7 $args "$BIG" 2>&1 | tail -14
 done
+# The SM decoder inside the engine (SLIDESTREAM_GPU_SM_DECODER): with CLI=<a release
+# `slidestream` built with --features cuda> and GPU_TESTS=<the `cargo test --release --features
+# cuda,unstable --test gpu --no-run` executable>, device == CPU with it on (both compat modes),
+# then random 256² patches in batches of 4096, SM off and on alternating, side by side.
+if [ -n "${GPU_TESTS:-}" ]; then
+  for mode in on off; do
+    echo "== core/tests/gpu.rs, SLIDESTREAM_GPU_SM_DECODER=on, SLIDESTREAM_COMPAT_MODE=$mode"
+    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode SLIDESTREAM_TESTDATA=$TD timeout 120 "$GPU_TESTS" --nocapture 2>&1 | grep -E '^test |test result|panicked|SM decoder' | tail -30
+  done
+fi
+if [ -n "${CLI:-}" ]; then
+  for sm in off on off on; do
+    echo "== gpu-region, SLIDESTREAM_GPU_SM_DECODER=$sm"
+    SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 90 "$CLI" gpu-region "$BIG" --patches 8192 --batch 4096 2>&1 | tail -4
+  done
+fi
