@@ -222,6 +222,7 @@ mod tests {
         "gpu/cuda/lanes.rs:MAX_LANES",
         "gpu/cuda/lanes.rs:MAX_OVERFLOW_LANES",
         "gpu/cuda/scheduler.rs:MIN_CPU_SHARE_TILES",
+        "gpu/cuda/decode/sm.rs:MAX_SM_TILES",
         "io/remote/blocks.rs:MIN_BLOCK",
         "io/multi.rs:MAX_SOURCE_LEN",
         "format/olympus.rs:MAX_DENSE_CELLS",
