@@ -216,6 +216,7 @@ fn generated_dicom_device_reads_equal_the_cpu() {
 
 /// Tiles decoded on the GPU by any of its decoders (nvJPEG's backends, and the SM decoder when
 /// `SLIDESTREAM_GPU_SM_DECODER` turns it on).
+#[cfg(feature = "cuda")]
 fn gpu_decoded(s: &slidestream::gpu::GpuStats) -> u64 {
     s.decoded_hardware + s.decoded_device_bitstream + s.decoded_hybrid + s.decoded_sm
 }
