@@ -24,13 +24,16 @@ for args in "--tiles 14000 --step 3" "--tiles 40000 --step 1" "--tiles 4096 --st
   timeout 200 "$P" --rounds 7 $args "$BIG" 2>&1 | tail -14
 done
 # The SM decoder inside the engine (SLIDESTREAM_GPU_SM_DECODER): with CLI=<a release
-# `slidestream` built with --features cuda> and GPU_TESTS=<the `cargo test --release --features
-# cuda,unstable --test gpu --no-run` executable>, device == CPU with it on (both compat modes),
+# `slidestream` built with --features cuda> and GPU_TESTS=<the executables of `cargo test
+# --release --features cuda,unstable --test gpu --test gpu_sm --no-run`, space-separated>,
+# device == CPU with it on (both compat modes),
 # then random 256² patches in batches of 4096, SM off and on alternating, side by side.
 if [ -n "${GPU_TESTS:-}" ]; then
   for mode in on off; do
     echo "== core/tests/gpu.rs, SLIDESTREAM_GPU_SM_DECODER=on, SLIDESTREAM_COMPAT_MODE=$mode"
-    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode SLIDESTREAM_TESTDATA=$TD timeout 120 "$GPU_TESTS" --nocapture 2>&1 | grep -E '^test |test result|panicked|SM decoder' | tail -30
+    for t in $GPU_TESTS; do
+      SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode SLIDESTREAM_TESTDATA=$TD timeout 120 "$t" --nocapture 2>&1 | grep -E '^test |test result|panicked|SM decoder' | tail -30
+    done
   done
 fi
 if [ -n "${CLI:-}" ]; then

@@ -27,6 +27,17 @@ use super::sys::{cu, cuda, CUdeviceptr, Res};
 use super::trace;
 use crate::error::Error;
 
+/// Frame tile `m` of `src` from its stored bytes `raw` into `tmp`, as every decoder takes it
+/// (`codec::stream::frame_jpeg`); the error names the tile. A tile of a DCT-scaled level is
+/// left unframed (`Ok`): it goes to the CPU whatever its framing (`scheduler::lane_route`).
+pub(crate) fn frame_tile(src: &Src<'_>, m: &Miss, raw: &[u8], tmp: &mut Vec<u8>) -> Result<(), Error> {
+    if src.img.codec.jpeg_scale() > 1 {
+        return Ok(());
+    }
+    crate::codec::stream::frame_jpeg(&src.img.codec, raw, tmp)
+        .map_err(|msg| Error::format(&crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row), format!("JPEG: {msg}")))
+}
+
 /// POSIX: coalesced preads into the slot's pinned buffer, tables spliced on the host,
 /// host-bitstream nvJPEG.
 pub(crate) fn chunk_posix(env: &NvEnv<'_>, slot: &mut Slot, srcs: &[Src<'_>], chunk: &[Miss]) -> Res<ChunkOut> {
@@ -47,12 +58,7 @@ pub(crate) fn chunk_posix(env: &NvEnv<'_>, slot: &mut Slot, srcs: &[Src<'_>], ch
         let src = &srcs[m.src as usize];
         let tile_at = || crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row);
         let scale = src.img.codec.jpeg_scale();
-        // A scaled level goes to the CPU whatever its framing: not framed at all.
-        let framed = if scale > 1 {
-            Ok(())
-        } else {
-            crate::codec::stream::frame_jpeg(&src.img.codec, &buf[off..off + len], &mut tmp).map_err(|msg| Error::format(&tile_at(), format!("JPEG: {msg}")))
-        };
+        let framed = frame_tile(src, m, &buf[off..off + len], &mut tmp);
         let geo = match lane_route(scale, framed, || nv.accepts(src, m, &tmp)) {
             Route::Decoder(geo) => geo,
             Route::Cpu(reason) => {

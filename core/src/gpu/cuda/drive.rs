@@ -19,7 +19,7 @@ use super::queue::{Need, Src};
 use super::scheduler::{decoders_wanted, lane_chunk, lane_route, order_misses, to_gpu, Route};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
-use crate::error::{Error, GpuError, Result};
+use crate::error::{GpuError, Result};
 use crate::index::Compression;
 
 /// The SM decoder's share of a call: the misses it declined, and the outcomes of the rest.
@@ -152,15 +152,8 @@ impl Engine {
         for (m, place) in misses.iter().zip(&read.place) {
             let Some((off, len)) = *place else { continue };
             let src = &srcs[m.src as usize];
-            let scale = src.img.codec.jpeg_scale();
-            let framed = if scale > 1 {
-                Ok(())
-            } else {
-                crate::codec::stream::frame_jpeg(&src.img.codec, &buf[off..off + len], &mut tmp).map_err(|msg| {
-                    Error::format(&crate::read::locate::tile_location(&src.at, src.slide.source(), src.img, m.col, m.row), format!("JPEG: {msg}"))
-                })
-            };
-            match lane_route(scale, framed, || sm.accepts(src, m, &tmp)) {
+            let framed = super::chunk::frame_tile(src, m, &buf[off..off + len], &mut tmp);
+            match lane_route(src.img.codec.jpeg_scale(), framed, || sm.accepts(src, m, &tmp)) {
                 Route::Decoder(p) => {
                     taken.push((*m, framed_all.len(), tmp.len(), p));
                     framed_all.extend_from_slice(&tmp);

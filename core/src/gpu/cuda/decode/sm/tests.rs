@@ -1,0 +1,68 @@
+//! Host tests of the SM decoder's launch packing and the subsamplings it takes.
+
+use super::*;
+
+fn stream(w: usize, h: usize, sub: turbojpeg::Subsamp, quality: i32) -> Vec<u8> {
+    let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
+    let img = turbojpeg::Image { pixels: px.as_slice(), width: w, pitch: w * 3, height: h, format: turbojpeg::PixelFormat::RGB };
+    turbojpeg::compress(img, quality, sub).expect("compress").to_vec()
+}
+
+#[test]
+fn a_launch_packs_streams_descriptors_and_shared_tables_for_one_upload() {
+    let streams =
+        [stream(240, 240, turbojpeg::Subsamp::Sub2x2, 80), stream(100, 37, turbojpeg::Subsamp::None, 80), stream(64, 64, turbojpeg::Subsamp::Sub2x1, 50)];
+    let prepared: Vec<SmPrepared> = streams.iter().map(|s| prepare(s).expect("prepare")).collect();
+    let items: Vec<(&[u8], &SmPrepared)> = streams.iter().map(Vec::as_slice).zip(&prepared).collect();
+    let mut pk = Packed::new(&items);
+    // Equal DHT/DQT bytes share one table set: quality 80 twice, 50 once.
+    assert_eq!(pk.tables.len(), 2);
+    assert_eq!((pk.descs[0].tables, pk.descs[1].tables, pk.descs[2].tables), (0, 0, 1));
+    assert!(pk.tiles_at >= streams.iter().map(Vec::len).sum::<usize>());
+    for at in [pk.tiles_at, pk.segs_at, pk.tabs_at] {
+        assert_eq!(at % 256, 0);
+    }
+    assert_eq!(pk.total, pk.tabs_at + 2 * size_of::<SmjTables>());
+    let (inputs, coef, pix, status) = (1 << 40, 1 << 41, 1 << 42, 1 << 43);
+    let offsets: Vec<u64> = pk.descs.iter().map(|t| t.coef).collect();
+    let args = pk.place(inputs, coef, pix, status);
+    assert_eq!((args.tiles, args.segs, args.tabs, args.status), (inputs + pk.tiles_at as u64, inputs + pk.segs_at as u64, inputs + pk.tabs_at as u64, status));
+    assert_eq!((args.ntiles, args.nsegs), (3, pk.segs.len()));
+    // The 240² 4:2:0 tile has the most blocks: 30 × 30 luma + 2 × 15 × 15 chroma.
+    assert_eq!(args.max_blocks, 900 + 2 * 225);
+    let mut next = 0u64;
+    for (k, t) in pk.descs.iter().enumerate() {
+        assert_eq!(offsets[k], next);
+        assert_eq!((t.coef, t.pix), (coef + 2 * next, pix + next));
+        next += t.coefficients().next_multiple_of(64);
+    }
+    assert_eq!(next, pk.coef_total);
+    let mut host = vec![0u8; pk.total];
+    pk.write(&items, &mut host);
+    for (k, s) in streams.iter().enumerate() {
+        assert_eq!(&host[pk.data_at[k]..pk.data_at[k] + s.len()], s.as_slice());
+        // Every segment of tile k points at its bytes of the upload.
+        for g in pk.segs.iter().filter(|g| g.tile == k as i32) {
+            let at = (g.data - inputs) as usize;
+            assert!(at >= pk.data_at[k] && at + g.len as usize <= pk.data_at[k] + s.len());
+        }
+    }
+    assert_eq!(pk.segs.len(), prepared.iter().map(|p| p.segments.len()).sum::<usize>());
+    assert_eq!(&host[pk.tiles_at..pk.tiles_at + 3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
+    assert_eq!(&host[pk.tabs_at..pk.total], as_bytes(&pk.tables));
+}
+
+#[test]
+fn convert_takes_the_subsamplings_its_kernel_upsamples() {
+    let mut t = prepare(&stream(64, 64, turbojpeg::Subsamp::Sub2x2, 80)).expect("prepare").tile;
+    assert_eq!(convert_subsampling(&t), Some((2, 2)));
+    (t.h[0], t.v[0]) = (4, 1); // 4:1:1
+    assert_eq!(convert_subsampling(&t), None);
+    (t.h[0], t.v[0], t.h[1]) = (2, 1, 2);
+    assert_eq!(convert_subsampling(&t), None);
+    let g = prepare(&stream(64, 64, turbojpeg::Subsamp::Gray, 80)).expect("prepare").tile;
+    assert_eq!(convert_subsampling(&g), None);
+    for (sub, want) in [(turbojpeg::Subsamp::None, (1, 1)), (turbojpeg::Subsamp::Sub2x1, (2, 1)), (turbojpeg::Subsamp::Sub1x2, (1, 2))] {
+        assert_eq!(convert_subsampling(&prepare(&stream(48, 40, sub, 90)).expect("prepare").tile), Some(want));
+    }
+}

@@ -1,0 +1,57 @@
+//! The SM JPEG decoder inside the GPU engine (feature `cuda`): run with
+//! `SLIDESTREAM_GPU_SM_DECODER=on` on a GPU host (`benches/sm_probe.sh` with `GPU_TESTS=`), its
+//! batches equal the CPU path byte for byte. `core/tests/gpu.rs`, run with the same setting,
+//! covers every other device read with the decoder in the route. Without a GPU, or with the
+//! setting off, the test says why and returns.
+#![cfg(feature = "cuda")]
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::jpeg::ycbcr_jpeg_tiff;
+use common::{gpu_present, max_abs_diff, testdata};
+use slidestream::gpu::{self, DeviceOptions};
+use slidestream::Slide;
+
+const RGB: DeviceOptions = DeviceOptions { device: 0, channels: 3, background: [255, 255, 255] };
+
+/// With `SLIDESTREAM_GPU_SM_DECODER=on`: whole
+/// level-0 tiles of generated YCbCr pyramids (4:4:4, 4:2:2, 4:2:0, 4:4:0, with odd edges) and
+/// of the shared Aperio slide, in one batch each, are decoded by the SM decoder and equal the
+/// CPU path byte for byte. Skipped (passing) otherwise.
+#[test]
+fn sm_decoder_when_on_decodes_batches_equal_to_the_cpu() {
+    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
+        eprintln!("sm_decoder_when_on_decodes_batches_equal_to_the_cpu: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+        return;
+    }
+    if !gpu_present("sm_decoder_when_on_decodes_batches_equal_to_the_cpu") {
+        return;
+    }
+    use turbojpeg::Subsamp;
+    let mut files = Vec::new();
+    for sub in [Subsamp::None, Subsamp::Sub2x1, Subsamp::Sub2x2, Subsamp::Sub1x2] {
+        files.push(ycbcr_jpeg_tiff(1517, 989, 128, sub, 5).0);
+    }
+    let mut paths: Vec<PathBuf> = files.iter().map(|f| f.path().to_path_buf()).collect();
+    paths.extend(testdata().map(|d| d.join("CMU-1-Small-Region.svs")));
+    for path in paths {
+        let slide = Slide::open(&path).expect("open");
+        let (w, h) = slide.dimensions();
+        let t = 100i64;
+        let locs: Vec<(i64, i64)> = (0..h as i64).step_by(t as usize).flat_map(|y| (0..w as i64).step_by(t as usize).map(move |x| (x, y))).collect();
+        let before = gpu::stats(0);
+        let batch = slide.read_regions_device(&locs, 0, (t as u64, t as u64), &RGB).expect("read");
+        assert!(batch.errors.iter().all(Option::is_none));
+        let dev = batch.array.to_host().expect("download");
+        let after = gpu::stats(0);
+        let mut cpu = vec![0u8; locs.len() * (t * t * 3) as usize];
+        slide.read_regions_rgb_into(&locs, 0, (t as u64, t as u64), RGB.background, &mut cpu).expect("CPU");
+        let diff = max_abs_diff(&dev, &cpu);
+        let sm = after.decoded_sm - before.decoded_sm;
+        eprintln!("SM decoder: {}: {} patches, {sm} tiles decoded by it ({}), GPU vs CPU max abs diff {diff}", path.display(), locs.len(), after.sm_decoder);
+        assert_eq!(diff, 0, "{}", path.display());
+        assert!(sm > 0, "{}: the SM decoder decoded nothing ({}; last CPU reason: {})", path.display(), after.sm_decoder, after.cpu_fallback_reason);
+    }
+}
