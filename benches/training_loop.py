@@ -156,14 +156,18 @@ def warm_engine(slides, res):
 
 
 def timed_batches(spec, run_one, batches):
-    """Run ``run_one(rows)`` over warm-up then timed batches; (seconds of the timed part)."""
+    """Run ``run_one(rows)`` over warm-up then timed batches; (seconds of the timed part). The
+    process's CPU seconds per wall second over the timed part (host cores busy, all threads) go
+    into ``spec["cores_busy"]``."""
     w = spec["warmup"]
     for rows in batches[:w]:
         run_one(rows)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for rows in batches[w:]:
         run_one(rows)
-    return time.perf_counter() - t
+    dt = time.perf_counter() - t
+    spec["cores_busy"] = (time.process_time() - c) / dt
+    return dt
 
 
 def calibrate_gpu_sleep(torch, ms: float):
@@ -234,6 +238,8 @@ def worker(spec) -> dict:
     else:
         raise ValueError(f"unknown row kind {kind}")
     res["seconds"] = dt
+    if "cores_busy" in spec:
+        res["cores_busy"] = round(spec["cores_busy"], 2)
     res["patches_per_s"] = spec["batches"] * spec["batch"] / dt
     return res
 
@@ -650,7 +656,7 @@ def markdown(results, args) -> str:
             notes.append(f"ratio {r['overlap_ratio']:.2f} of min(no-step {r['no_step_patches_per_s']:,.0f}, batch/step {r['batch'] / ((r.get('step_ms_measured') or r['step_ms']) / 1000):,.0f})")
         if r.get("step_ms_measured"):
             notes.append(f"step {r['step_ms_measured']:.2f} ms")
-        for k in ("page_cache", "note", "version", "workers", "threads"):
+        for k in ("cores_busy", "page_cache", "note", "version", "workers", "threads"):
             if r.get(k):
                 notes.append(f"{k}: {r[k]}")
         if r["row"] == "first-read":

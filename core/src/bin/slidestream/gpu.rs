@@ -35,6 +35,19 @@ fn probe_decoders(path: &Path, level: usize, batch: usize, max_tiles: usize) -> 
     )))
 }
 
+/// CPU time (user + system) of the whole process so far, in seconds, from `getrusage`; 0 if the
+/// call fails. Divided by wall time it gives the host cores a measurement kept busy.
+fn process_cpu_seconds() -> f64 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into the zeroed buffer it is given.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } != 0 {
+        return 0.0;
+    }
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 /// `gpu-region`: GPU reads checked against the CPU path on every level (RGBA and RGB), then
 /// random level-0 patches file → device, one region per call and in batches.
 pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -> Result<(), Error> {
@@ -131,14 +144,15 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
                 slidestream::gpu::clear_device_cache(0);
             }
             slidestream::gpu::reset_stats(0);
-            let t0 = Instant::now();
+            let (t0, cpu0) = (Instant::now(), process_cpu_seconds());
             for chunk in locs.chunks(batch.max(1)) {
                 slide.read_regions_device(chunk, 0, (size, size), &rgb)?.into_result()?;
             }
             let secs = t0.elapsed().as_secs_f64();
+            let cores = (process_cpu_seconds() - cpu0) / secs;
             let st = slidestream::gpu::stats(0);
             println!(
-                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s; read amplification {:.3}, {} tiles hardware / {} SM / {} CPU ({} partial), cache hits {} misses {}",
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s, {cores:.1} host cores busy; read amplification {:.3}, {} tiles hardware / {} SM / {} CPU ({} partial), cache hits {} misses {}",
                 if cached { "device cache warm" } else { "device cache cold" },
                 patches as f64 / secs,
                 st.read_amplification(),
