@@ -20,13 +20,13 @@
 use std::ffi::c_int;
 
 mod parse;
-pub use parse::prepare;
+pub use parse::{prepare, prepare_with, TableMemo};
 use std::mem::{offset_of, size_of};
 
 /// A Huffman table in libjpeg's derived form (`jpeg_sm.h` `SmjHuff`; jdhuff.c
 /// `jpeg_make_d_derived_tbl`).
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct SmjHuff {
     /// Next 8 bits of the stream → `(code length << 8) | symbol` for codes of up to 8 bits; 0
     /// when the code is longer.
@@ -48,7 +48,7 @@ impl Default for SmjHuff {
 /// The tables of one stream's scan (`SmjTables`): four DC and four AC Huffman tables and four
 /// quantisation tables in natural (row-major) order. Streams sharing JPEGTables share one.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct SmjTables {
     /// DC tables by index (Th of DHT).
     pub dc: [SmjHuff; 4],
@@ -194,8 +194,9 @@ impl SmStatus {
 /// A stream parsed for the SM decoder: its tables, geometry and entropy-coded segments.
 #[derive(Clone)]
 pub struct SmPrepared {
-    /// The tables its scan uses (`tables` of [`SmPrepared::tile`] is 0 until the batch sets it).
-    pub tables: Box<SmjTables>,
+    /// The tables its scan uses (`tables` of [`SmPrepared::tile`] is 0 until the batch sets it),
+    /// shared with the other streams [`prepare_with`] parsed with the same table bytes.
+    pub tables: std::sync::Arc<SmjTables>,
     /// The DHT and DQT marker segments in stream order: equal bytes, equal [`SmPrepared::tables`]
     /// (the key to share one table set among a level's tiles).
     pub table_key: Vec<u8>,

@@ -72,22 +72,121 @@ fn derive(bits: &[u8; 17], vals: &[u8], dc: bool) -> Result<SmjHuff, SmError> {
 }
 
 /// Parse and check a complete JPEG stream (SOI first; TIFF tiles spliced with their JPEGTables)
-/// for the SM decoder. Costs one pass over the markers and one `memchr`-style pass over the
-/// entropy-coded data (for restart markers and the EOI); allocates the table set (7.8 KB) and
-/// one segment per restart interval.
+/// for the SM decoder: [`prepare_with`] with a memo of its own.
+///
+/// # Errors
+/// As [`prepare_with`].
+pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
+    prepare_with(s, &mut TableMemo::default())
+}
+
+/// Table sets derived from DHT and DQT marker bytes, remembered by those bytes: a level's tiles
+/// carry the same tables (TIFF JPEGTables spliced into every tile, or an encoder's fixed
+/// tables), so [`prepare_with`] derives them once per distinct set instead of once per tile.
+/// Holds at most [`TableMemo::MAX_SETS`] sets (emptied when full); errors are remembered too
+/// (the same bytes give the same outcome).
+#[derive(Default)]
+pub struct TableMemo {
+    sets: std::collections::HashMap<Vec<u8>, Result<Derived, SmError>>,
+}
+
+/// A derived table set and which tables its bytes define.
+#[derive(Clone)]
+struct Derived {
+    tables: std::sync::Arc<SmjTables>,
+    /// DC, AC and quantisation tables defined, by index.
+    defined: [[bool; 4]; 3],
+}
+
+impl TableMemo {
+    /// Distinct table sets kept before the memo is emptied.
+    pub const MAX_SETS: usize = 64;
+
+    fn get(&mut self, key: &[u8]) -> Result<Derived, SmError> {
+        if let Some(d) = self.sets.get(key) {
+            return d.clone();
+        }
+        if self.sets.len() >= Self::MAX_SETS {
+            self.sets.clear();
+        }
+        let d = derive_set(key);
+        self.sets.insert(key.to_vec(), d.clone());
+        d
+    }
+}
+
+/// The table set of `key`: DHT and DQT marker segments (marker, length, body) back to back, in
+/// stream order (a later definition of an index replaces an earlier one, as in libjpeg).
+fn derive_set(key: &[u8]) -> Result<Derived, SmError> {
+    let corrupt = |m: &str| SmError::Corrupt(m.to_string());
+    let mut tables = SmjTables::default();
+    let mut defined = [[false; 4]; 3];
+    let mut i = 0usize;
+    while i + 4 <= key.len() {
+        let (m, len) = (key[i + 1], be16(key, i + 2).unwrap_or(0));
+        let seg = key.get(i + 4..i + 2 + len).ok_or_else(|| corrupt("table marker runs past the stream"))?;
+        i += 2 + len;
+        let mut k = 0;
+        if m == 0xC4 {
+            while k < seg.len() {
+                let (tc, th) = (seg[k] >> 4, (seg[k] & 15) as usize);
+                if tc > 1 || th > 3 {
+                    return Err(corrupt(&format!("bogus DHT index 0x{:02X}", seg[k])));
+                }
+                let mut bits = [0u8; 17];
+                let counts = seg.get(k + 1..k + 17).ok_or_else(|| corrupt("DHT runs past its marker"))?;
+                bits[1..].copy_from_slice(counts);
+                let n: usize = counts.iter().map(|&c| c as usize).sum();
+                if n > 256 {
+                    return Err(corrupt("bogus Huffman table definition (over 256 symbols)"));
+                }
+                let vals = seg.get(k + 17..k + 17 + n).ok_or_else(|| corrupt("DHT runs past its marker"))?;
+                let t = derive(&bits, vals, tc == 0)?;
+                if tc == 0 {
+                    tables.dc[th] = t;
+                } else {
+                    tables.ac[th] = t;
+                }
+                defined[tc as usize][th] = true;
+                k += 17 + n;
+            }
+        } else {
+            while k < seg.len() {
+                let (pq, tq) = (seg[k] >> 4, (seg[k] & 15) as usize);
+                if pq > 1 || tq > 3 {
+                    return Err(corrupt(&format!("bogus DQT index 0x{:02X}", seg[k])));
+                }
+                let bytes = if pq == 0 { 64 } else { 128 };
+                let v = seg.get(k + 1..k + 1 + bytes).ok_or_else(|| corrupt("DQT runs past its marker"))?;
+                for (z, &nat) in ZIGZAG.iter().enumerate() {
+                    tables.quant[tq][nat] = if pq == 0 { v[z] as u16 } else { ((v[2 * z] as u16) << 8) | v[2 * z + 1] as u16 };
+                }
+                defined[2][tq] = true;
+                k += 1 + bytes;
+            }
+        }
+    }
+    Ok(Derived { tables: std::sync::Arc::new(tables), defined })
+}
+
+/// Parse and check a complete JPEG stream (SOI first; TIFF tiles spliced with their JPEGTables)
+/// for the SM decoder, its Huffman and quantisation tables taken from `memo` when an earlier
+/// stream had the same DHT/DQT bytes (derived and remembered otherwise). Costs one pass over
+/// the markers and one `memchr` pass over the entropy-coded data (for restart markers and the
+/// EOI); allocates one segment per restart interval.
 ///
 /// # Errors
 /// [`SmError::Unsupported`] for streams the SM decoder does not take, [`SmError::Corrupt`] for
-/// streams libjpeg-turbo rejects (module docs).
-pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
+/// streams libjpeg-turbo rejects (module docs). A bad table definition is reported once the
+/// scan header is reached (libjpeg-turbo rejects it as the stream's first error; here another
+/// error of the header may be named first: either way the stream is refused).
+pub fn prepare_with(s: &[u8], memo: &mut TableMemo) -> Result<SmPrepared, SmError> {
     let corrupt = |m: &str| SmError::Corrupt(m.to_string());
     let unsupported = |m: &str| SmError::Unsupported(m.to_string());
     if s.len() < 4 || s[0] != 0xFF || s[1] != 0xD8 {
         return Err(corrupt("not a JPEG stream (no SOI)"));
     }
-    let mut tables = Box::<SmjTables>::default();
     let mut key = Vec::new();
-    let (mut dc_def, mut ac_def, mut q_def) = ([false; 4], [false; 4], [false; 4]);
     let mut restart = 0usize;
     // Frame components: (id, h, v, tq).
     let mut frame: Vec<(u8, i32, i32, i32)> = Vec::new();
@@ -115,50 +214,7 @@ pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
         }
         let seg = &s[i + 2..i + len];
         match m {
-            0xC4 => {
-                key.extend_from_slice(&s[i - 2..i + len]);
-                let mut k = 0;
-                while k < seg.len() {
-                    let (tc, th) = (seg[k] >> 4, (seg[k] & 15) as usize);
-                    if tc > 1 || th > 3 {
-                        return Err(corrupt(&format!("bogus DHT index 0x{:02X}", seg[k])));
-                    }
-                    let mut bits = [0u8; 17];
-                    let counts = seg.get(k + 1..k + 17).ok_or_else(|| corrupt("DHT runs past its marker"))?;
-                    bits[1..].copy_from_slice(counts);
-                    let n: usize = counts.iter().map(|&c| c as usize).sum();
-                    if n > 256 {
-                        return Err(corrupt("bogus Huffman table definition (over 256 symbols)"));
-                    }
-                    let vals = seg.get(k + 17..k + 17 + n).ok_or_else(|| corrupt("DHT runs past its marker"))?;
-                    let t = derive(&bits, vals, tc == 0)?;
-                    if tc == 0 {
-                        tables.dc[th] = t;
-                        dc_def[th] = true;
-                    } else {
-                        tables.ac[th] = t;
-                        ac_def[th] = true;
-                    }
-                    k += 17 + n;
-                }
-            }
-            0xDB => {
-                key.extend_from_slice(&s[i - 2..i + len]);
-                let mut k = 0;
-                while k < seg.len() {
-                    let (pq, tq) = (seg[k] >> 4, (seg[k] & 15) as usize);
-                    if pq > 1 || tq > 3 {
-                        return Err(corrupt(&format!("bogus DQT index 0x{:02X}", seg[k])));
-                    }
-                    let bytes = if pq == 0 { 64 } else { 128 };
-                    let v = seg.get(k + 1..k + 1 + bytes).ok_or_else(|| corrupt("DQT runs past its marker"))?;
-                    for (z, &nat) in ZIGZAG.iter().enumerate() {
-                        tables.quant[tq][nat] = if pq == 0 { v[z] as u16 } else { ((v[2 * z] as u16) << 8) | v[2 * z + 1] as u16 };
-                    }
-                    q_def[tq] = true;
-                    k += 1 + bytes;
-                }
-            }
+            0xC4 | 0xDB => key.extend_from_slice(&s[i - 2..i + len]),
             0xDD => {
                 restart = be16(seg, 0).ok_or_else(|| corrupt("bogus DRI length"))?;
             }
@@ -212,6 +268,7 @@ pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
     if frame.is_empty() {
         return Err(corrupt("scan before SOF"));
     }
+    let Derived { tables, defined: [dc_def, ac_def, q_def] } = memo.get(&key)?;
     let ns = *scan.first().ok_or_else(|| corrupt("bogus SOS"))? as usize;
     if scan.len() != 4 + 2 * ns || ns == 0 {
         return Err(corrupt("bogus SOS length"));
@@ -278,11 +335,14 @@ pub fn prepare(s: &[u8]) -> Result<SmPrepared, SmError> {
     let (mut start, mut j) = (data_start, data_start);
     let mut ended = false;
     while j + 1 < s.len() {
-        if s[j] != 0xFF || s[j + 1] == 0 || s[j + 1] == 0xFF {
-            j += 1 + (s[j] == 0xFF && s[j + 1] == 0) as usize;
+        // The next 0xFF with a byte after it (stuffed 0xFF00 and fill 0xFFFF are skipped).
+        let Some(p) = memchr::memchr(0xFF, &s[j..s.len() - 1]) else { break };
+        j += p;
+        let m = s[j + 1];
+        if m == 0 || m == 0xFF {
+            j += 1 + (m == 0) as usize;
             continue;
         }
-        let m = s[j + 1];
         let k = segments.len();
         if k >= nseg {
             return Err(corrupt("more entropy-coded segments than the restart interval allows"));

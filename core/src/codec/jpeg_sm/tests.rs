@@ -259,14 +259,62 @@ fn damaged_streams_give_typed_errors_and_never_silently_differ() {
     eprintln!("2000 flips: {both_ok} decoded by both ({overflowed} differently), {ours_only} decoded only by ours");
     assert_eq!(ours_only, 0, "streams libjpeg-turbo rejects decoded by the SM decoder");
     assert_eq!(overflowed, 0, "{overflowed} of {both_ok} damaged streams decode differently");
-    // Header damage: typed errors, no panic.
+    // Header damage: typed errors, no panic; and one table memo over all the damaged headers
+    // (damaged DHT/DQT bytes are new table sets, some of them bad) gives each stream what a
+    // fresh parse gives.
+    let mut memo = TableMemo::default();
     for at in 2..start {
         for bit in [0x01u8, 0x80] {
             let mut s = good.clone();
             s[at] ^= bit;
             let _ = decode_planes_host(&s);
+            same_as_fresh(&s, &mut memo, &format!("bit 0x{bit:02X} of byte {at} flipped"));
         }
     }
+}
+
+/// `prepare_with(s, memo)` equals `prepare(s)`: tables, key, geometry, segments, or the error.
+fn same_as_fresh(s: &[u8], memo: &mut TableMemo, what: &str) {
+    match (prepare(s), prepare_with(s, memo)) {
+        (Ok(a), Ok(b)) => {
+            assert!(*a.tables == *b.tables, "{what}: tables differ");
+            assert_eq!((a.table_key, a.tile, a.segments, a.rgb_coded), (b.table_key, b.tile, b.segments, b.rgb_coded), "{what}");
+        }
+        (Err(a), Err(b)) => assert_eq!(a, b, "{what}"),
+        (a, b) => panic!("{what}: fresh {:?}, with the memo {:?}", a.err(), b.err()),
+    }
+}
+
+/// One memo over streams of many table sets (qualities 5–100, optimised tables, 4:2:0 and grey)
+/// gives every stream its own tables, twice over (the second pass from the memo); a stream with
+/// a bad Huffman table is refused every time, the memo holding its outcome or not; and a memo
+/// of more than `MAX_SETS` sets starts over and stays right.
+#[test]
+fn table_memo_gives_every_stream_its_own_tables() {
+    let px = pixels(40, 24, 5);
+    let mut streams = Vec::new();
+    for samp in [raw::TJSAMP_TJSAMP_420, raw::TJSAMP_TJSAMP_GRAY] {
+        for quality in (5..=100).step_by(5) {
+            for optimize in [false, true] {
+                streams.push(compress(&px, 40, 24, &Enc { samp, quality, rgb: false, restart_blocks: 0, optimize }));
+            }
+        }
+    }
+    assert!(streams.len() > TableMemo::MAX_SETS);
+    let mut memo = TableMemo::default();
+    for pass in 0..2 {
+        for (k, s) in streams.iter().enumerate() {
+            same_as_fresh(s, &mut memo, &format!("pass {pass}, stream {k}"));
+        }
+    }
+    // Three codes of length 1 cannot exist (jdhuff.c: "bogus Huffman table definition").
+    let mut bad = streams[0].clone();
+    let dht = bad.windows(2).position(|w| w == [0xFF, 0xC4]).expect("DHT");
+    bad[dht + 5] = 3;
+    for _ in 0..2 {
+        assert!(matches!(prepare_with(&bad, &mut memo), Err(SmError::Corrupt(_))));
+    }
+    same_as_fresh(&bad, &mut memo, "bad DHT");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
-use super::decode::sm::{SmJpeg, SmKernels};
+use super::decode::sm::{sm_accepts, SmJpeg, SmKernels};
 use super::decode::{Bits, TileDecoder};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
@@ -19,6 +19,7 @@ use super::queue::{Need, Src};
 use super::scheduler::{decoders_wanted, lane_chunk, lane_route, order_misses, to_gpu, Route};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
+use crate::codec::jpeg_sm::SmPrepared;
 use crate::error::{GpuError, Result};
 use crate::index::Compression;
 
@@ -131,8 +132,8 @@ impl Engine {
     }
 
     /// The SM decoder's share of a call: `misses` read with coalesced `pread`s into the lane's
-    /// first slot, framed on the host, each routed by `scheduler::lane_route` with the SM
-    /// decoder's check, and the accepted ones decoded in one launch per 65,535 tiles on that
+    /// first slot, framed and checked on the host in parallel (rayon; each tile routed by
+    /// `scheduler::lane_route` with the SM decoder's check, `sm_accepts`), and the accepted ones decoded in one launch per 65,535 tiles on that
     /// slot's stream (synchronised before returning, so the tiles are complete). Returns the
     /// misses it declined (for the lanes and CPU workers) and the outcomes of the rest: decoded
     /// tiles, errors, and `Err(None)` for tiles whose segments failed (to the CPU).
@@ -142,27 +143,37 @@ impl Engine {
         let slot = &mut lane.slots[0];
         let read = super::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, &misses)?;
         let mut out = read.failed;
-        let buf = slot.pinned.as_mut_slice(read.total);
-        // Framed streams back to back (the SM decoder packs its inputs into the slot's arena,
-        // so they live here).
-        let mut framed_all: Vec<u8> = Vec::new();
-        let mut taken = Vec::new();
+        let buf: &[u8] = slot.pinned.as_mut_slice(read.total);
+        // Each tile framed into its own buffer and checked, on the rayon pool (the SM decoder
+        // packs its inputs into the slot's arena, so they live outside it).
+        use rayon::prelude::*;
+        let routed: Vec<(Miss, Vec<u8>, Route<SmPrepared>)> = misses
+            .par_iter()
+            .zip(&read.place)
+            .filter_map(|(m, place)| {
+                let (off, len) = (*place)?;
+                let src = &srcs[m.src as usize];
+                let mut framed = Vec::new();
+                let r = super::chunk::frame_tile(src, m, &buf[off..off + len], &mut framed);
+                let route = lane_route(src.img.codec.jpeg_scale(), r, || sm_accepts(src, m, &framed));
+                Some((*m, framed, route))
+            })
+            .collect();
+        // Rayon work run on this thread while it waited may have left another context current.
+        self.make_current()?;
+        let (mut tiles, mut streams) = (Vec::with_capacity(routed.len()), Vec::with_capacity(routed.len()));
         let mut declined = Vec::new();
-        let mut tmp = Vec::new();
-        for (m, place) in misses.iter().zip(&read.place) {
-            let Some((off, len)) = *place else { continue };
-            let src = &srcs[m.src as usize];
-            let framed = super::chunk::frame_tile(src, m, &buf[off..off + len], &mut tmp);
-            match lane_route(src.img.codec.jpeg_scale(), framed, || sm.accepts(src, m, &tmp)) {
+        for (m, framed, route) in routed {
+            match route {
                 Route::Decoder(p) => {
-                    taken.push((*m, framed_all.len(), tmp.len(), p));
-                    framed_all.extend_from_slice(&tmp);
+                    tiles.push((m, Bits { ptr: framed.as_ptr(), len: framed.len() }, p));
+                    // The stream's heap bytes stay where they are (Bits points at them).
+                    streams.push(framed);
                 }
-                Route::Cpu(_) => declined.push(*m),
-                Route::Failed(e) => out.push((*m, Err(Some(e)))),
+                Route::Cpu(_) => declined.push(m),
+                Route::Failed(e) => out.push((m, Err(Some(e)))),
             }
         }
-        let tiles: Vec<_> = taken.into_iter().map(|(m, off, len, p)| (m, Bits { ptr: framed_all[off..].as_ptr(), len }, p)).collect();
         let (done, settled) = sm.decode(slot, srcs, tiles)?;
         // The convert launch and the block's copies are on the slot's stream.
         slot.stream.sync()?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::{Packed, SmKernels};
-use crate::codec::jpeg_sm::{prepare, SmError, SmPrepared, SmStatus};
+use crate::codec::jpeg_sm::{prepare_with, SmError, SmPrepared, SmStatus, TableMemo};
 use crate::error::GpuError;
 use crate::gpu::cuda::context::{Context, Stream};
 use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
@@ -80,7 +80,7 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) -> Result<SmProbe, GpuError> {
     let mut r = SmProbe { streams: streams.len(), ..Default::default() };
     let t = Instant::now();
-    let prepared: Vec<Result<SmPrepared, SmError>> = streams.par_iter().map(|s| prepare(s)).collect();
+    let prepared: Vec<Result<SmPrepared, SmError>> = streams.par_iter().map_init(TableMemo::default, |memo, s| prepare_with(s, memo)).collect();
     r.prepare_s = t.elapsed().as_secs_f64();
     r.prepare_threads = rayon::current_num_threads();
 
