@@ -223,6 +223,7 @@ mod tests {
         "gpu/cuda/lanes.rs:MAX_OVERFLOW_LANES",
         "gpu/cuda/scheduler.rs:MIN_CPU_SHARE_TILES",
         "gpu/cuda/decode/sm.rs:MAX_SM_TILES",
+        "gpu/cuda/decode/sm.rs:MAX_SM_SCRATCH_BYTES",
         "io/remote/blocks.rs:MIN_BLOCK",
         "io/multi.rs:MAX_SOURCE_LEN",
         "format/olympus.rs:MAX_DENSE_CELLS",

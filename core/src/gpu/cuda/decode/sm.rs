@@ -106,6 +106,26 @@ const BLOCK: u32 = 64;
 /// Most tiles one launch takes (`sm_idct`'s grid has one row of blocks per tile: the grid's
 /// y extent is at most 65,535).
 pub(crate) const MAX_SM_TILES: usize = 65_535;
+/// Most device scratch one launch allocates for coefficients (2 bytes each) and IDCT samples (1
+/// byte each): 4 GiB, about 8,000 RGB-coded 240² tiles (518 KB each) or 16,000 4:2:0 ones; a
+/// call with more is decoded in several launches, so a large batch cannot take the device's
+/// memory from a model beside it.
+pub(crate) const MAX_SM_SCRATCH_BYTES: u64 = 4 << 30;
+
+/// How many of `tiles` (each its coefficient count) the next launch takes: at least one, at
+/// most [`MAX_SM_TILES`], and no more than fit [`MAX_SM_SCRATCH_BYTES`] of scratch.
+fn launch_len(coefficients: impl Iterator<Item = u64>) -> usize {
+    let mut bytes = 0u64;
+    let mut n = 0usize;
+    for c in coefficients.take(MAX_SM_TILES) {
+        bytes += c.next_multiple_of(64) * 3;
+        if n > 0 && bytes > MAX_SM_SCRATCH_BYTES {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
 
 /// The SM decoder as a [`TileDecoder`] on a lane's [`Slot`]: a batch of complete JPEG streams
 /// (host memory) packed into the slot's pinned arena (so the tiles' bytes must live elsewhere)
@@ -177,7 +197,7 @@ impl TileDecoder for SmJpeg<'_> {
         let mut settled = Vec::new();
         let mut rest = tiles;
         while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(MAX_SM_TILES));
+            let tail = rest.split_off(launch_len(rest.iter().map(|(_, _, p)| p.tile.coefficients())));
             let (d, s) = self.decode_launch(slot, srcs, rest)?;
             done.extend(d);
             settled.extend(s);
@@ -273,7 +293,7 @@ impl Packed {
 }
 
 impl SmJpeg<'_> {
-    /// One launch of each kernel over at most [`MAX_SM_TILES`] tiles.
+    /// One launch of each kernel over at most [`MAX_SM_TILES`] tiles ([`launch_len`]).
     fn decode_launch(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
         let n = tiles.len();
         if n == 0 {

@@ -67,3 +67,16 @@ fn convert_takes_the_subsamplings_its_kernel_upsamples() {
         assert_eq!(convert_subsampling(&prepare(&stream(48, 40, sub, 90)).expect("prepare").tile), Some(want));
     }
 }
+
+/// Launches are cut by tile count and by scratch bytes, never empty while tiles remain.
+#[test]
+fn launches_are_bounded_by_tiles_and_scratch() {
+    assert_eq!(launch_len(std::iter::empty()), 0);
+    assert_eq!(launch_len(std::iter::repeat_n(64, 70_000)), MAX_SM_TILES);
+    // An RGB-coded 240² tile: 3 × 30 × 30 blocks of 64 coefficients, 518,400 bytes of scratch.
+    let rgb = 3 * 30 * 30 * 64;
+    let n = launch_len(std::iter::repeat_n(rgb, 20_000));
+    assert_eq!(n as u64, MAX_SM_SCRATCH_BYTES / (rgb * 3));
+    // One tile larger than the whole budget still goes alone.
+    assert_eq!(launch_len([MAX_SM_SCRATCH_BYTES, 64].into_iter()), 1);
+}
