@@ -224,6 +224,7 @@ mod tests {
         "gpu/cuda/scheduler.rs:MIN_CPU_SHARE_TILES",
         "gpu/cuda/decode/sm.rs:MAX_SM_TILES",
         "gpu/cuda/decode/sm.rs:MAX_SM_SCRATCH_BYTES",
+        "codec/jpeg_sm/parse.rs:MAX_SETS",
         "io/remote/blocks.rs:MIN_BLOCK",
         "io/multi.rs:MAX_SOURCE_LEN",
         "format/olympus.rs:MAX_DENSE_CELLS",
