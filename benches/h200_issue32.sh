@@ -6,12 +6,12 @@
 #           cuda,unstable --test gpu --test gpu_sm --no-run` named gpu-tests, gpu_sm-tests, and the
 #           `--features cuda` release CLI named slidestream; testdata/; vs/; make_big_svs.py)
 #   device: run(command="bash benches/h200_issue32.sh", carry=[".device"])
-# 1. The GPU test executables with the SM decoder on, both compat modes (device == CPU).
+# 1. core/tests/gpu_sm.rs with the SM decoder on, both compat modes (device == CPU).
 # 2. gpu-region on the 48000² slide (batches of 4096), SM off and on alternating: patches/s and
 #    host cores busy.
-# 3. read_patches(device="cuda") across 8 copies, batches of 256, and one slide: SM off and on.
-# 4. py/tests/test_gpu.py with the SM decoder on.
-# 5. compute-sanitizer memcheck on the SM engine test.
+# 3. core/tests/gpu.rs with the SM decoder on, both compat modes.
+# 4. read_patches(device="cuda") across 8 copies, batches of 256, and one slide: SM off and on.
+# 5. compute-sanitizer memcheck on the SM engine test; py/tests/test_gpu.py with it on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/h200-out}
@@ -25,25 +25,26 @@ mkdir -p /tmp/tl-slides
   cat /tmp/tl-slides/*.svs > /dev/null; echo "slides made at $SECONDS s" ) &
 mk=$!
 for mode in on off; do
-  for t in gpu_sm gpu; do
-    echo "-- $t-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
-    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 150 /tmp/bin/$t-tests --test-threads 8 --nocapture 2>&1 \
-      | grep -E "^test |test result|panicked|SM decoder:" | grep -v " ok$" | tail -16
-  done
+  echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
+  SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 100 /tmp/bin/gpu_sm-tests --nocapture 2>&1 | grep -E "^test |test result|panicked|SM decoder:" | grep -v " ok$" | tail -10
 done
 wait $mk
 for sm in off on off on; do
   echo "== gpu-region /tmp/big.svs, SLIDESTREAM_GPU_SM_DECODER=$sm"
   SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 90 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -4
 done
+for mode in on off; do
+  echo "-- gpu-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
+  SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 150 /tmp/bin/gpu-tests --test-threads 8 2>&1 | grep -E "^test |test result|panicked" | grep -v " ok$" | tail -12
+done
 for sm in off on; do
   echo "== read_patches(device=cuda), SLIDESTREAM_GPU_SM_DECODER=$sm"
-  SLIDESTREAM_GPU_SM_DECODER=$sm timeout 150 $PY benches/training_loop.py --slides /tmp/tl-slides/s?.svs --only rp-device-8 rp-device-1 --budget-s 140 2>&1 | grep -E '^\| rp' | head -4
+  SLIDESTREAM_GPU_SM_DECODER=$sm timeout 100 $PY benches/training_loop.py --slides /tmp/tl-slides/s?.svs --only rp-device-8 rp-device-1 --budget-s 90 2>&1 | grep -E '^\| rp' | head -4
 done
-echo "== test_gpu.py, SLIDESTREAM_GPU_SM_DECODER=on"
-SLIDESTREAM_GPU_SM_DECODER=on timeout 150 $PY -m pytest -q -p no:cacheprovider py/tests/test_gpu.py 2>&1 | tail -4
 if command -v compute-sanitizer >/dev/null || [ -x /usr/local/cuda/bin/compute-sanitizer ]; then
   echo "== compute-sanitizer memcheck, gpu_sm-tests, SM on"
-  SLIDESTREAM_GPU_SM_DECODER=on timeout 200 /usr/local/cuda/bin/compute-sanitizer --tool memcheck /tmp/bin/gpu_sm-tests --test-threads 1 2>&1 | grep -E "ERROR SUMMARY|test result|Invalid|SM decoder:" | head -12
+  SLIDESTREAM_GPU_SM_DECODER=on timeout 120 /usr/local/cuda/bin/compute-sanitizer --tool memcheck /tmp/bin/gpu_sm-tests --test-threads 1 2>&1 | grep -E "ERROR SUMMARY|test result|Invalid|SM decoder:" | head -12
 fi
+echo "== test_gpu.py, SLIDESTREAM_GPU_SM_DECODER=on"
+SLIDESTREAM_GPU_SM_DECODER=on timeout 100 $PY -m pytest -q -x -p no:cacheprovider py/tests/test_gpu.py 2>&1 | tail -4
 echo "== done in $SECONDS s"
