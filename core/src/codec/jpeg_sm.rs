@@ -20,7 +20,10 @@
 use std::ffi::c_int;
 
 mod parse;
-pub use parse::{prepare, prepare_with, TableMemo};
+pub use parse::prepare;
+// Used by the GPU engine and the examples (`cuda`, `unstable`).
+#[cfg_attr(not(any(feature = "cuda", feature = "unstable")), allow(unused_imports))]
+pub use parse::{prepare_with, TableMemo};
 use std::mem::{offset_of, size_of};
 
 /// A Huffman table in libjpeg's derived form (`jpeg_sm.h` `SmjHuff`; jdhuff.c
