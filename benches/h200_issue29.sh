@@ -21,10 +21,7 @@ exec > >(tee "$OUT/h200_issue29.log") 2>&1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 source benches/h200_device_env.sh
 export SLIDESTREAM_VENDOR_SLIDES=$D/vs
-mkdir -p /tmp/tl-slides
-( [ -f /tmp/big.svs ] || $PY $D/make_big_svs.py /tmp/big.svs --source $D/testdata/CMU-1-Small-Region.svs >/dev/null
-  for i in 0 1 2 3 4 5 6 7; do [ -f /tmp/tl-slides/s$i.svs ] || cp /tmp/big.svs /tmp/tl-slides/s$i.svs; done
-  cat /tmp/tl-slides/*.svs > /dev/null; echo "slides made at $SECONDS s" ) &
+make_slides &
 mk=$!
 echo "== test_gpu_concurrent.py"
 timeout 200 $PY -m pytest -q -p no:cacheprovider py/tests/test_gpu_concurrent.py 2>&1 | tail -6

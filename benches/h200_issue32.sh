@@ -19,10 +19,7 @@ mkdir -p "$OUT"
 exec > >(tee "$OUT/h200_issue32.log") 2>&1
 source benches/h200_device_env.sh
 export SLIDESTREAM_VENDOR_SLIDES=$D/vs
-mkdir -p /tmp/tl-slides
-( [ -f /tmp/big.svs ] || $PY $D/make_big_svs.py /tmp/big.svs --source $D/testdata/CMU-1-Small-Region.svs >/dev/null
-  for i in 0 1 2 3 4 5 6 7; do [ -f /tmp/tl-slides/s$i.svs ] || cp /tmp/big.svs /tmp/tl-slides/s$i.svs; done
-  cat /tmp/tl-slides/*.svs > /dev/null; echo "slides made at $SECONDS s" ) &
+make_slides &
 mk=$!
 for mode in on off; do
   echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
