@@ -30,6 +30,12 @@ for sm in off on off on; do
   echo "== gpu-region /tmp/big.svs, SLIDESTREAM_GPU_SM_DECODER=$sm"
   SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 90 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -4
 done
+# Where an SM call's time goes (SLIDESTREAM_GPU_TRACE: phases summed per call), batches of 4096
+# and of 256.
+for b in 4096 256; do
+  echo "== gpu-region trace, SM on, batches of $b"
+  SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_GPU_TRACE=1 timeout 60 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 2048 --batch $b 2>&1 | grep -E "patches/s|tiles decoded in" | tail -4
+done
 for mode in on off; do
   echo "-- gpu-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
   SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 150 /tmp/bin/gpu-tests --test-threads 8 2>&1 | grep -E "^test |test result|panicked" | grep -v " ok$" | tail -12

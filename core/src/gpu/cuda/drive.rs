@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
-use super::decode::sm::{sm_accepts, SmJpeg, SmKernels};
-use super::decode::{Bits, TileDecoder};
+use super::decode::sm::{sm_accepts, split_launches, SmFlight, SmJpeg, SmKernels, SmTile};
+use super::decode::slot::Slot;
+use super::decode::{ChunkOut, Declined};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
 use super::lanes::Lane;
@@ -22,6 +23,17 @@ use super::trace::{self, Finished};
 use crate::codec::jpeg_sm::SmPrepared;
 use crate::error::{GpuError, Result};
 use crate::index::Compression;
+
+/// Most tiles one SM wave takes (`Engine::sm_decode`): a call of more is decoded in waves
+/// that alternate between the lane's two slots, so one wave's host work overlaps the
+/// previous wave's kernels.
+pub(crate) const SM_WAVE_TILES: usize = 4096;
+
+/// Move a finished launch's outcomes into `out`.
+fn push_chunk(out: &mut Vec<(Miss, GpuResult)>, (done, settled): ChunkOut) {
+    out.extend(done.into_iter().map(|(m, t)| (m, Ok(t))));
+    out.extend(settled);
+}
 
 /// The SM decoder's share of a call: the misses it declined, and the outcomes of the rest.
 pub(crate) type SmShare = (Vec<Miss>, Vec<(Miss, GpuResult)>);
@@ -131,55 +143,132 @@ impl Engine {
         Ok(())
     }
 
-    /// The SM decoder's share of a call: `misses` read with coalesced `pread`s into the lane's
-    /// first slot, framed and checked on the host in parallel (rayon; each tile routed by
-    /// `scheduler::lane_route` with the SM decoder's check, `sm_accepts`), and the accepted ones decoded in one launch per 65,535 tiles on that
-    /// slot's stream (synchronised before returning, so the tiles are complete). Returns the
-    /// misses it declined (for the lanes and CPU workers) and the outcomes of the rest: decoded
-    /// tiles, errors, and `Err(None)` for tiles whose segments failed (to the CPU).
+    /// The SM decoder's share of a call: `misses` in waves of up to [`SM_WAVE_TILES`]
+    /// tiles, the waves alternating between the lane's two slots so that the host work of one
+    /// wave (coalesced `pread`s into the slot's pinned buffer; each tile framed straight into
+    /// its place in the slot's arena and checked, on the rayon pool, routed by
+    /// `scheduler::lane_route` with the SM decoder's check `sm_accepts`) overlaps the kernels of
+    /// the wave before. Every launch is finished and both streams synchronised before
+    /// returning, so the tiles are complete. Returns the misses it declined (for the lanes and
+    /// CPU workers) and the outcomes of the rest: decoded tiles, errors, and `Err(None)` for
+    /// tiles whose segments failed (to the CPU).
     pub(crate) fn sm_decode(&self, k: &SmKernels, lane: &mut Lane, srcs: &[Src<'_>], misses: Vec<Miss>) -> Result<SmShare> {
         let env = self.nv_env()?;
         let sm = SmJpeg { kernels: k, env: &env };
-        let slot = &mut lane.slots[0];
-        let read = super::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, &misses)?;
-        let mut out = read.failed;
+        if self.io.files.cufile.is_some() {
+            self.counters.note_cufile_skip(
+                "SLIDESTREAM_GPU_SM_DECODER: the SM decoder's tiles are read with POSIX into pinned host memory, where it frames and checks them".into(),
+            );
+        }
+        let (mut out, mut declined) = (Vec::new(), Vec::new());
+        // Cuts the waves are not aligned to: a call of 1.2 waves decodes as two of 0.6.
+        let waves = misses.len().div_ceil(SM_WAVE_TILES).max(1);
+        let per_wave = misses.len().div_ceil(waves).max(1);
+        let mut flying: [Vec<SmFlight>; 2] = [Vec::new(), Vec::new()];
+        let r = (|| -> Result<()> {
+            for (w, wave) in misses.chunks(per_wave).enumerate() {
+                let si = w % 2;
+                for f in std::mem::take(&mut flying[si]) {
+                    push_chunk(&mut out, sm.finish(&mut lane.slots[si], srcs, f)?);
+                }
+                let t0 = std::time::Instant::now();
+                let (tiles, settled, cpu) = self.sm_stage(&mut lane.slots[si], srcs, wave)?;
+                out.extend(settled);
+                declined.extend(cpu);
+                let launches = split_launches(tiles);
+                let last = launches.len().saturating_sub(1);
+                for (i, launch) in launches.into_iter().enumerate() {
+                    let f = sm.submit(&mut lane.slots[si], launch)?;
+                    if i < last {
+                        // A wave cut by the scratch bound: each launch's descriptors and
+                        // statuses use the slot's pinned buffer, so one at a time.
+                        push_chunk(&mut out, sm.finish(&mut lane.slots[si], srcs, f)?);
+                    } else {
+                        flying[si].push(f);
+                    }
+                }
+                self.counters.trace.since(trace::SM_HOST, t0);
+            }
+            let t0 = std::time::Instant::now();
+            for si in [0, 1] {
+                for f in std::mem::take(&mut flying[si]) {
+                    push_chunk(&mut out, sm.finish(&mut lane.slots[si], srcs, f)?);
+                }
+            }
+            // The convert launches and the blocks' copies are on the slots' streams.
+            lane.slots[0].stream.sync()?;
+            lane.slots[1].stream.sync()?;
+            self.counters.trace.since(trace::SM_WAIT, t0);
+            Ok(())
+        })();
+        if r.is_err() {
+            // A launch left in flight by a failure: wait for it before its slot's buffers
+            // can be written again (errors here add nothing to the first).
+            for (si, f) in flying.iter().enumerate() {
+                if !f.is_empty() {
+                    let _ = lane.slots[si].stream.sync();
+                }
+            }
+        }
+        r?;
+        Ok((declined, out))
+    }
+
+    /// Host work of one SM wave on `slot`: `wave`'s tiles read into the slot's pinned buffer,
+    /// each framed into its own place in the slot's arena (at most its stored length plus the
+    /// level's framing prefix and 32 bytes, as the lanes' arena; a longer framing goes to the
+    /// lanes) and checked by `sm_accepts`, in parallel on the rayon pool. Returns the accepted
+    /// tiles (in arena order), the settled ones (read or framing errors) and the declined ones.
+    #[allow(clippy::type_complexity)]
+    fn sm_stage(&self, slot: &mut Slot, srcs: &[Src<'_>], wave: &[Miss]) -> Result<(Vec<SmTile>, Vec<(Miss, GpuResult)>, Vec<Miss>)> {
+        let read = super::io::posix::read_chunk(&mut slot.pinned, &self.counters, srcs, wave)?;
+        let prefix = |m: &Miss| crate::codec::stream::prefix_len(&srcs[m.src as usize].img.codec) + 32;
+        let bounds: Vec<usize> = wave.iter().zip(&read.place).map(|(m, p)| p.map_or(0, |(_, len)| len + prefix(m))).collect();
+        let arena_len: usize = bounds.iter().sum();
+        slot.arena.ensure(arena_len)?;
+        // Each tile's place in the arena, split off so the rayon tasks write disjoint slices.
+        let mut parts: Vec<(usize, &mut [u8])> = Vec::with_capacity(wave.len());
+        let mut rest = slot.arena.as_mut_slice(arena_len);
+        let mut at = 0usize;
+        for &b in &bounds {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(b);
+            parts.push((at, part));
+            rest = tail;
+            at += b;
+        }
         let buf: &[u8] = slot.pinned.as_mut_slice(read.total);
-        // Each tile framed into its own buffer and checked, on the rayon pool (the SM decoder
-        // packs its inputs into the slot's arena, so they live outside it).
         use rayon::prelude::*;
-        let routed: Vec<(Miss, Vec<u8>, Route<SmPrepared>)> = misses
+        let routed: Vec<(Miss, usize, usize, Route<SmPrepared>)> = wave
             .par_iter()
             .zip(&read.place)
-            .filter_map(|(m, place)| {
-                let (off, len) = (*place)?;
+            .zip(parts)
+            .filter_map(|((m, place), (at, part))| Some((m, (*place)?, at, part)))
+            .map_init(Vec::new, |tmp, (m, (off, len), at, part)| {
                 let src = &srcs[m.src as usize];
-                let mut framed = Vec::new();
-                let r = super::chunk::frame_tile(src, m, &buf[off..off + len], &mut framed);
-                let route = lane_route(src.img.codec.jpeg_scale(), r, || sm_accepts(src, m, &framed));
-                Some((*m, framed, route))
+                let r = super::chunk::frame_tile(src, m, &buf[off..off + len], tmp);
+                let mut framed = 0;
+                let route = lane_route(src.img.codec.jpeg_scale(), r, || {
+                    if tmp.len() > part.len() {
+                        return Err(Declined::Elsewhere(format!("SM decoder: a framed tile of {} bytes from {len} stored", tmp.len())));
+                    }
+                    framed = tmp.len();
+                    part[..framed].copy_from_slice(tmp);
+                    sm_accepts(src, m, &part[..framed])
+                });
+                (*m, at, framed, route)
             })
             .collect();
         // Rayon work run on this thread while it waited may have left another context current.
         self.make_current()?;
-        let (mut tiles, mut streams) = (Vec::with_capacity(routed.len()), Vec::with_capacity(routed.len()));
-        let mut declined = Vec::new();
-        for (m, framed, route) in routed {
+        let (mut tiles, mut settled, mut declined) = (Vec::with_capacity(routed.len()), read.failed, Vec::new());
+        for (m, at, len, route) in routed {
             match route {
-                Route::Decoder(p) => {
-                    tiles.push((m, Bits { ptr: framed.as_ptr(), len: framed.len() }, p));
-                    // The stream's heap bytes stay where they are (Bits points at them).
-                    streams.push(framed);
-                }
+                Route::Decoder(p) => tiles.push(SmTile { miss: m, at, len, prepared: p }),
                 Route::Cpu(_) => declined.push(m),
-                Route::Failed(e) => out.push((m, Err(Some(e)))),
+                Route::Failed(e) => settled.push((m, Err(Some(e)))),
             }
         }
-        let (done, settled) = sm.decode(slot, srcs, tiles)?;
-        // The convert launch and the block's copies are on the slot's stream.
-        slot.stream.sync()?;
-        out.extend(done.into_iter().map(|(m, t)| (m, Ok(t))));
-        out.extend(settled);
-        Ok((declined, out))
+        Ok((tiles, settled, declined))
     }
 
     /// Decode a set of JPEG tiles with the decoders `scheduler::decoders_wanted` asks for: the

@@ -6,8 +6,19 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Phase names, indexed by the constants below.
-const PHASES: [&str; 9] =
-    ["read", "splice+info", "nvjpeg call", "convert launch", "slot wait", "cpu decode+upload", "assemble", "output alloc", "cache insert"];
+const PHASES: [&str; 11] = [
+    "read",
+    "splice+info",
+    "nvjpeg call",
+    "convert launch",
+    "slot wait",
+    "cpu decode+upload",
+    "assemble",
+    "output alloc",
+    "cache insert",
+    "sm host+submit",
+    "sm last wait",
+];
 /// Reads of a chunk (POSIX).
 pub(crate) const READ: usize = 0;
 /// Splicing tables and checking geometry on the host.
@@ -26,6 +37,11 @@ pub(crate) const ASSEMBLE: usize = 6;
 pub(crate) const OUTPUT: usize = 7;
 /// Device cache inserts.
 pub(crate) const CACHE: usize = 8;
+/// The SM decoder's host work per wave (read, frame, check, pack) and the launches'
+/// submission; not the wait for the slot's previous wave.
+pub(crate) const SM_HOST: usize = 9;
+/// Waiting for the SM decoder's last waves and their convert kernels.
+pub(crate) const SM_WAIT: usize = 10;
 
 /// Whether the trace is on (`SLIDESTREAM_GPU_TRACE`, read once per process).
 pub(crate) fn on() -> bool {
@@ -84,7 +100,7 @@ impl Phases {
 /// Phase timings of one engine.
 #[derive(Default)]
 pub(crate) struct Trace {
-    phases: [AtomicU64; 9],
+    phases: [AtomicU64; 11],
 }
 
 impl Trace {

@@ -192,50 +192,90 @@ impl TileDecoder for SmJpeg<'_> {
         sm_accepts(src, m, tile)
     }
 
+    /// The streams copied back to back into the slot's arena, then [`SmJpeg::submit`] and
+    /// [`SmJpeg::finish`] per launch ([`launch_len`]). The batch driver frames its tiles into
+    /// the arena itself and overlaps the launches of two slots instead (`drive.rs`).
     fn decode(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
-        let mut done = Vec::new();
-        let mut settled = Vec::new();
-        let mut rest = tiles;
-        while !rest.is_empty() {
-            let tail = rest.split_off(launch_len(rest.iter().map(|(_, _, p)| p.tile.coefficients())));
-            let (d, s) = self.decode_launch(slot, srcs, rest)?;
+        let (at, data_len) = back_to_back(tiles.iter().map(|(_, b, _)| b.len));
+        slot.arena.ensure(data_len)?;
+        let arena = slot.arena.as_mut_slice(data_len);
+        for ((_, b, _), &a) in tiles.iter().zip(&at) {
+            // SAFETY: `Bits` of this decoder are host memory alive for the call, outside the
+            // slot's arena (TileDecoder; this decoder's documented contract).
+            arena[a..a + b.len].copy_from_slice(unsafe { std::slice::from_raw_parts(b.ptr, b.len) });
+        }
+        let placed = tiles.into_iter().zip(at).map(|((m, b, p), a)| SmTile { miss: m, at: a, len: b.len, prepared: p }).collect();
+        let (mut done, mut settled) = (Vec::new(), Vec::new());
+        for launch in split_launches(placed) {
+            let f = self.submit(slot, launch)?;
+            let (d, s) = self.finish(slot, srcs, f)?;
             done.extend(d);
             settled.extend(s);
-            rest = tail;
         }
         Ok((done, settled))
     }
 }
 
-/// One launch's inputs, laid out for a single upload: the tiles' streams back to back, then
-/// (each part 256-aligned) the tile descriptors, the segment descriptors and the distinct
-/// table sets (tiles with equal DHT/DQT bytes share one). Built with device offsets
-/// ([`Packed::new`]), turned into device addresses once the allocations exist
-/// ([`Packed::place`]), and written into the host staging buffer ([`Packed::write`]).
+/// Offsets of streams of `lens` bytes laid back to back, and the bytes they take.
+fn back_to_back(lens: impl Iterator<Item = usize>) -> (Vec<usize>, usize) {
+    let mut end = 0usize;
+    let at = lens
+        .map(|l| {
+            let a = end;
+            end += l;
+            a
+        })
+        .collect();
+    (at, end)
+}
+
+/// One accepted tile of a launch: its stream is `len` bytes at `at` in the slot's arena.
+pub(crate) struct SmTile {
+    pub(crate) miss: Miss,
+    pub(crate) at: usize,
+    pub(crate) len: usize,
+    pub(crate) prepared: SmPrepared,
+}
+
+/// `tiles` (in arena order) cut into launches by [`launch_len`]: each at most
+/// [`MAX_SM_TILES`] tiles and [`MAX_SM_SCRATCH_BYTES`] of scratch.
+pub(crate) fn split_launches(mut tiles: Vec<SmTile>) -> Vec<Vec<SmTile>> {
+    let mut out = Vec::new();
+    while !tiles.is_empty() {
+        let tail = tiles.split_off(launch_len(tiles.iter().map(|t| t.prepared.tile.coefficients())));
+        out.push(std::mem::replace(&mut tiles, tail));
+    }
+    out
+}
+
+/// One launch's descriptors, laid out for one upload: the tile descriptors, then (each part
+/// 256-aligned) the segment descriptors and the distinct table sets (tiles with equal DHT/DQT
+/// bytes share one). The tiles' streams are uploaded separately, from wherever they lie in the
+/// host staging buffer. Built with offsets ([`Packed::new`]), turned into device
+/// addresses once the allocations exist ([`Packed::place`]), and written into host staging
+/// ([`Packed::write`]).
 struct Packed {
-    /// Byte offset of each tile's stream in the upload.
-    data_at: Vec<usize>,
-    tiles_at: usize,
     segs_at: usize,
     tabs_at: usize,
-    /// Bytes of the upload.
+    /// Bytes of the descriptor upload.
     total: usize,
     /// Coefficients of every tile (each tile's share rounded up to 64).
     coef_total: u64,
     /// Tile descriptors: `coef` / `pix` offsets (in coefficients) until placed.
     descs: Vec<SmjTile>,
-    /// Segment descriptors: `data` an offset into the upload until placed.
+    /// Segment descriptors: `data` an offset into the data upload until placed.
     segs: Vec<SmjSegment>,
     tables: Vec<SmjTables>,
 }
 
 impl Packed {
-    /// The layout of `items` (each a complete stream and its [`prepare`] result).
-    fn new(items: &[(&[u8], &SmPrepared)]) -> Packed {
+    /// The layout of `items`: each tile's stream offset in the data upload and its
+    /// [`prepare`](crate::codec::jpeg_sm::prepare) result.
+    fn new(items: &[(usize, &SmPrepared)]) -> Packed {
         let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
-        let (mut tables, mut descs, mut segs, mut data_at) = (Vec::new(), Vec::with_capacity(items.len()), Vec::new(), Vec::with_capacity(items.len()));
-        let (mut data_len, mut coef_total) = (0usize, 0u64);
-        for (k, &(bytes, p)) in items.iter().enumerate() {
+        let (mut tables, mut descs, mut segs) = (Vec::new(), Vec::with_capacity(items.len()), Vec::new());
+        let mut coef_total = 0u64;
+        for (k, &(at, p)) in items.iter().enumerate() {
             let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
                 tables.push(*p.tables);
                 tables.len() as i32 - 1
@@ -247,83 +287,110 @@ impl Packed {
             coef_total += t.coefficients().next_multiple_of(64);
             descs.push(t);
             for g in &p.segments {
-                segs.push(SmjSegment { data: data_len as u64 + g.data, tile: k as i32, ..*g });
+                segs.push(SmjSegment { data: at as u64 + g.data, tile: k as i32, ..*g });
             }
-            data_at.push(data_len);
-            data_len += bytes.len();
         }
-        let tiles_at = data_len.next_multiple_of(256);
-        let segs_at = (tiles_at + descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
+        let segs_at = (descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
         let tabs_at = (segs_at + segs.len() * size_of::<SmjSegment>()).next_multiple_of(256);
         let total = tabs_at + tables.len() * size_of::<SmjTables>();
-        Packed { data_at, tiles_at, segs_at, tabs_at, total, coef_total, descs, segs, tables }
+        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables }
     }
 
-    /// Turn offsets into device addresses: the upload at `inputs`, coefficients (2 bytes each)
-    /// at `coef`, IDCT samples (1 byte each) at `pix`, statuses at `status`; the kernels'
-    /// arguments.
-    fn place(&mut self, inputs: u64, coef: u64, pix: u64, status: u64) -> SmArgs {
+    /// Turn offsets into device addresses: the streams uploaded at `data`, the descriptors at
+    /// `descs`, coefficients (2 bytes each) at `coef`, IDCT samples (1 byte each) at `pix`,
+    /// statuses at `status`; the kernels' arguments.
+    fn place(&mut self, data: u64, descs: u64, coef: u64, pix: u64, status: u64) -> SmArgs {
         for t in &mut self.descs {
             (t.coef, t.pix) = (coef + t.coef * 2, pix + t.pix);
         }
         for g in &mut self.segs {
-            g.data += inputs;
+            g.data += data;
         }
         SmArgs {
-            segs: inputs + self.segs_at as u64,
+            segs: descs + self.segs_at as u64,
             nsegs: self.segs.len(),
-            tiles: inputs + self.tiles_at as u64,
+            tiles: descs,
             ntiles: self.descs.len(),
-            tabs: inputs + self.tabs_at as u64,
+            tabs: descs + self.tabs_at as u64,
             status,
             max_blocks: self.descs.iter().map(|t| (0..t.ncomp.clamp(0, 4) as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1),
         }
     }
 
-    /// Write the upload into `host` (at least [`Packed::total`] bytes): the streams of `items`
-    /// (those given to [`Packed::new`]), then the descriptors and table sets.
-    fn write(&self, items: &[(&[u8], &SmPrepared)], host: &mut [u8]) {
-        for (&(bytes, _), &at) in items.iter().zip(&self.data_at) {
-            host[at..at + bytes.len()].copy_from_slice(bytes);
-        }
-        host[self.tiles_at..self.tiles_at + self.descs.len() * size_of::<SmjTile>()].copy_from_slice(as_bytes(&self.descs));
+    /// Write the descriptors and table sets into `host` (at least [`Packed::total`] bytes).
+    fn write(&self, host: &mut [u8]) {
+        let tiles = as_bytes(&self.descs);
+        host[..tiles.len()].copy_from_slice(tiles);
         host[self.segs_at..self.segs_at + self.segs.len() * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&self.segs));
         host[self.tabs_at..self.total].copy_from_slice(as_bytes(&self.tables));
     }
 }
 
+/// A launch enqueued on a slot's stream by [`SmJpeg::submit`]: what [`SmJpeg::finish`] needs
+/// to read its statuses and convert its tiles. Its device buffers are freed (stream-ordered)
+/// when it is finished or dropped.
+pub(crate) struct SmFlight {
+    misses: Vec<Miss>,
+    descs: Vec<SmjTile>,
+    segs: Vec<SmjSegment>,
+    /// Where the segments' statuses land in the slot's pinned buffer.
+    status_at: usize,
+    _buffers: [StreamAlloc; 5],
+}
+
 impl SmJpeg<'_> {
-    /// One launch of each kernel over at most [`MAX_SM_TILES`] tiles ([`launch_len`]).
-    fn decode_launch(&self, slot: &mut Slot, srcs: &[Src<'_>], tiles: Vec<(Miss, Bits, SmPrepared)>) -> Res<ChunkOut> {
-        let n = tiles.len();
-        if n == 0 {
-            return Ok((Vec::new(), Vec::new()));
-        }
+    /// Enqueue one launch on `slot`'s stream without waiting: `tiles` (at most
+    /// [`MAX_SM_TILES`], their streams in the slot's arena; see [`split_launches`]) uploaded
+    /// (the streams' span of the arena, and the descriptors staged in the slot's pinned
+    /// buffer), entropy-decoded, inverse-DCT'd, and the segments' statuses copied back into the
+    /// pinned buffer. Until [`SmJpeg::finish`] the slot's arena and pinned buffer must not be
+    /// written (the copies may be pending).
+    pub(crate) fn submit(&self, slot: &mut Slot, tiles: Vec<SmTile>) -> Res<SmFlight> {
         let stream = slot.stream.raw();
-        // SAFETY: `Bits` of this decoder are host memory alive for the call, outside the slot's
-        // arena (TileDecoder; this decoder's documented contract).
-        let items: Vec<(&[u8], &SmPrepared)> = tiles.iter().map(|(_, b, p)| (unsafe { std::slice::from_raw_parts(b.ptr, b.len) }, p)).collect();
+        let base = tiles.iter().map(|t| t.at).min().unwrap_or(0);
+        let end = tiles.iter().map(|t| t.at + t.len).max().unwrap_or(0);
+        let items: Vec<(usize, &SmPrepared)> = tiles.iter().map(|t| (t.at - base, &t.prepared)).collect();
         let mut pk = Packed::new(&items);
         let (total, segs_n) = (pk.total, pk.segs.len());
-        let inputs = StreamAlloc::new(total, stream)?;
+        let status_at = total.next_multiple_of(256);
+        let data = StreamAlloc::new(end - base, stream)?;
+        let descs = StreamAlloc::new(total, stream)?;
         let coef = StreamAlloc::new(pk.coef_total as usize * 2, stream)?;
         let pix = StreamAlloc::new(pk.coef_total as usize, stream)?;
         let status = StreamAlloc::new(segs_n * 4, stream)?;
-        let args = pk.place(inputs.ptr(), coef.ptr(), pix.ptr(), status.ptr());
-        slot.arena.ensure(total)?;
-        pk.write(&items, slot.arena.as_mut_slice(total));
-        let Packed { descs, segs, .. } = pk;
+        let args = pk.place(data.ptr(), descs.ptr(), coef.ptr(), pix.ptr(), status.ptr());
+        slot.pinned.ensure(status_at + segs_n * 4)?;
+        pk.write(slot.pinned.as_mut_slice(total));
         let cuda = cuda()?;
-        // SAFETY: `total` bytes of the pinned arena into the allocation of `total` bytes; the
-        // arena is not written again before the stream is synchronised below.
-        cu(unsafe { cuda.cuMemcpyHtoDAsync(inputs.ptr(), slot.arena.ptr() as *const std::ffi::c_void, total, stream) }, "cuMemcpyHtoDAsync")?;
+        // SAFETY: `end - base` bytes of the slot's pinned arena (made by the caller, left
+        // unwritten until `finish` synchronises the stream) into an allocation of that size.
+        cu(unsafe { cuda.cuMemcpyHtoDAsync(data.ptr(), slot.arena.ptr().add(base) as *const std::ffi::c_void, end - base, stream) }, "cuMemcpyHtoDAsync")?;
+        // SAFETY: `total` descriptor bytes of the slot's pinned buffer (made above, left
+        // unwritten until `finish`) into an allocation of `total`.
+        cu(unsafe { cuda.cuMemcpyHtoDAsync(descs.ptr(), slot.pinned.ptr() as *const std::ffi::c_void, total, stream) }, "cuMemcpyHtoDAsync")?;
         self.kernels.huffman(&args, 0, -1, SPREAD, BLOCK, stream)?;
         self.kernels.idct(&args, BLOCK, stream)?;
-        let mut st = vec![0i32; segs_n];
-        // SAFETY: `segs_n` i32s on both sides; read after the synchronisation below.
-        cu(unsafe { cuda.cuMemcpyDtoHAsync(st.as_mut_ptr() as *mut std::ffi::c_void, status.ptr(), segs_n * 4, stream) }, "cuMemcpyDtoHAsync")?;
+        // SAFETY: `segs_n` i32s into the pinned buffer (made above), read after `finish`
+        // synchronises the stream.
+        cu(
+            unsafe { cuda.cuMemcpyDtoHAsync(slot.pinned.ptr().add(status_at) as *mut std::ffi::c_void, status.ptr(), segs_n * 4, stream) },
+            "cuMemcpyDtoHAsync",
+        )?;
+        let Packed { descs: d, segs, .. } = pk;
+        Ok(SmFlight { misses: tiles.iter().map(|t| t.miss).collect(), descs: d, segs, status_at, _buffers: [data, descs, coef, pix, status] })
+    }
+
+    /// Wait for launch `f` on `slot`'s stream, read its statuses, and enqueue the `convert`
+    /// kernel for every tile whose segments all decoded (RGBA tiles carved from one block,
+    /// complete once the stream is synchronised again); a tile with a failed segment is handed
+    /// to the CPU (`Err(None)`), the reason noted.
+    pub(crate) fn finish(&self, slot: &mut Slot, srcs: &[Src<'_>], f: SmFlight) -> Res<ChunkOut> {
+        let stream = slot.stream.raw();
         slot.stream.sync()?;
-        let mut ok = vec![true; n];
+        let SmFlight { misses, descs, segs, status_at, _buffers } = f;
+        let raw = &slot.pinned.as_mut_slice(status_at + segs.len() * 4)[status_at..];
+        let st: Vec<i32> = raw.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let mut ok = vec![true; misses.len()];
         for (g, &s) in segs.iter().zip(&st) {
             if s != 0 {
                 ok[g.tile as usize] = false;
@@ -333,7 +400,7 @@ impl SmJpeg<'_> {
         let mut settled = Vec::new();
         let mut conv = Vec::new();
         let mut good = Vec::new();
-        for (k, (m, _, _)) in tiles.iter().enumerate() {
+        for (k, m) in misses.iter().enumerate() {
             let t = &descs[k];
             let Some(sub) = convert_subsampling(t).filter(|_| ok[k]) else {
                 self.env.counters.note_cpu(format!(
@@ -394,8 +461,9 @@ impl SmJpeg<'_> {
             )?;
             self.env.counters.sm.fetch_add(conv.len() as u64, Relaxed);
         }
-        // Freed stream-ordered after their last use (the convert kernel reads `pix`).
-        drop((inputs, coef, pix, status));
+        // The launch's buffers are freed stream-ordered after their last use (the convert
+        // kernel reads `pix`).
+        drop(_buffers);
         Ok((done, settled))
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-use super::{Packed, SmKernels};
+use super::{back_to_back, Packed, SmKernels};
 use crate::codec::jpeg_sm::{prepare_with, SmError, SmPrepared, SmStatus, TableMemo};
 use crate::error::GpuError;
 use crate::gpu::cuda::context::{Context, Stream};
@@ -102,7 +102,10 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     if items.is_empty() {
         return Err(GpuError::Call("SM probe: no stream the SM decoder takes".into()));
     }
-    let mut pk = Packed::new(&items);
+    let data: Vec<u8> = items.iter().flat_map(|(b, _)| b.iter().copied()).collect();
+    let (at, _) = back_to_back(items.iter().map(|(b, _)| b.len()));
+    let placed: Vec<(usize, &SmPrepared)> = at.into_iter().zip(items.iter().map(|(_, p)| *p)).collect();
+    let mut pk = Packed::new(&placed);
     (r.tiles, r.segments, r.table_sets, r.blocks) = (pk.descs.len(), pk.segs.len(), pk.tables.len(), pk.coef_total / 64);
 
     let ctx = Context::process_wide(device)?;
@@ -113,16 +116,17 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     let stream = Stream::new()?;
     let s = stream.raw();
 
-    let d_inputs = StreamAlloc::new(pk.total, s)?;
+    let d_data = StreamAlloc::upload(&data, s)?;
+    let d_descs = StreamAlloc::new(pk.total, s)?;
     let d_coef = StreamAlloc::new(pk.coef_total as usize * 2, s)?;
     let d_pix = StreamAlloc::new(pk.coef_total as usize, s)?;
     let d_status = StreamAlloc::new(pk.segs.len() * 4, s)?;
-    let args = pk.place(d_inputs.ptr(), d_coef.ptr(), d_pix.ptr(), d_status.ptr());
+    let args = pk.place(d_data.ptr(), d_descs.ptr(), d_coef.ptr(), d_pix.ptr(), d_status.ptr());
     let mut host = vec![0u8; pk.total];
-    pk.write(&items, &mut host);
+    pk.write(&mut host);
     // SAFETY: `host` holds pk.total bytes, the allocation's size; it outlives the copy (the
     // stream is synchronised below).
-    cu(unsafe { cuda()?.cuMemcpyHtoDAsync(d_inputs.ptr(), host.as_ptr() as *const std::ffi::c_void, host.len(), s) }, "cuMemcpyHtoDAsync")?;
+    cu(unsafe { cuda()?.cuMemcpyHtoDAsync(d_descs.ptr(), host.as_ptr() as *const std::ffi::c_void, host.len(), s) }, "cuMemcpyHtoDAsync")?;
     let mut by_size: Vec<i32> = (0..pk.segs.len() as i32).collect();
     by_size.sort_by_key(|&k| std::cmp::Reverse(pk.segs[k as usize].len));
     let d_order = StreamAlloc::upload(as_bytes(&by_size), s)?;
@@ -221,7 +225,7 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
             r.max_diff = r.max_diff.max(d);
         }
     }
-    drop((d_inputs, d_coef, d_pix, d_status, d_order));
+    drop((d_data, d_descs, d_coef, d_pix, d_status, d_order));
     stream.sync()?;
     drop(k);
     Ok(r)

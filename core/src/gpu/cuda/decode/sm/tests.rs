@@ -10,24 +10,27 @@ fn stream(w: usize, h: usize, sub: turbojpeg::Subsamp, quality: i32) -> Vec<u8> 
 }
 
 #[test]
-fn a_launch_packs_streams_descriptors_and_shared_tables_for_one_upload() {
+fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_streams() {
     let streams =
         [stream(240, 240, turbojpeg::Subsamp::Sub2x2, 80), stream(100, 37, turbojpeg::Subsamp::None, 80), stream(64, 64, turbojpeg::Subsamp::Sub2x1, 50)];
     let prepared: Vec<SmPrepared> = streams.iter().map(|s| prepare(s).expect("prepare")).collect();
-    let items: Vec<(&[u8], &SmPrepared)> = streams.iter().map(Vec::as_slice).zip(&prepared).collect();
+    // The streams where the batch driver frames them: each in its own place, with gaps.
+    let (at, data_len) = back_to_back(streams.iter().map(|s| s.len() + 100));
+    assert_eq!((at[0], at[1], data_len), (0, streams[0].len() + 100, streams.iter().map(|s| s.len() + 100).sum()));
+    let items: Vec<(usize, &SmPrepared)> = at.iter().copied().zip(&prepared).collect();
     let mut pk = Packed::new(&items);
     // Equal DHT/DQT bytes share one table set: quality 80 twice, 50 once.
     assert_eq!(pk.tables.len(), 2);
     assert_eq!((pk.descs[0].tables, pk.descs[1].tables, pk.descs[2].tables), (0, 0, 1));
-    assert!(pk.tiles_at >= streams.iter().map(Vec::len).sum::<usize>());
-    for at in [pk.tiles_at, pk.segs_at, pk.tabs_at] {
+    assert!(pk.segs_at >= 3 * size_of::<SmjTile>());
+    for at in [pk.segs_at, pk.tabs_at] {
         assert_eq!(at % 256, 0);
     }
     assert_eq!(pk.total, pk.tabs_at + 2 * size_of::<SmjTables>());
-    let (inputs, coef, pix, status) = (1 << 40, 1 << 41, 1 << 42, 1 << 43);
+    let (data, descs, coef, pix, status) = (1 << 39, 1 << 40, 1 << 41, 1 << 42, 1 << 43);
     let offsets: Vec<u64> = pk.descs.iter().map(|t| t.coef).collect();
-    let args = pk.place(inputs, coef, pix, status);
-    assert_eq!((args.tiles, args.segs, args.tabs, args.status), (inputs + pk.tiles_at as u64, inputs + pk.segs_at as u64, inputs + pk.tabs_at as u64, status));
+    let args = pk.place(data, descs, coef, pix, status);
+    assert_eq!((args.tiles, args.segs, args.tabs, args.status), (descs, descs + pk.segs_at as u64, descs + pk.tabs_at as u64, status));
     assert_eq!((args.ntiles, args.nsegs), (3, pk.segs.len()));
     // The 240² 4:2:0 tile has the most blocks: 30 × 30 luma + 2 × 15 × 15 chroma.
     assert_eq!(args.max_blocks, 900 + 2 * 225);
@@ -39,17 +42,17 @@ fn a_launch_packs_streams_descriptors_and_shared_tables_for_one_upload() {
     }
     assert_eq!(next, pk.coef_total);
     let mut host = vec![0u8; pk.total];
-    pk.write(&items, &mut host);
+    pk.write(&mut host);
     for (k, s) in streams.iter().enumerate() {
-        assert_eq!(&host[pk.data_at[k]..pk.data_at[k] + s.len()], s.as_slice());
-        // Every segment of tile k points at its bytes of the upload.
+        // Every segment of tile k points at its stream's bytes in the data upload.
         for g in pk.segs.iter().filter(|g| g.tile == k as i32) {
-            let at = (g.data - inputs) as usize;
-            assert!(at >= pk.data_at[k] && at + g.len as usize <= pk.data_at[k] + s.len());
+            let a = (g.data - data) as usize;
+            assert!(a >= at[k] && a + g.len as usize <= at[k] + s.len());
         }
     }
     assert_eq!(pk.segs.len(), prepared.iter().map(|p| p.segments.len()).sum::<usize>());
-    assert_eq!(&host[pk.tiles_at..pk.tiles_at + 3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
+    assert_eq!(&host[..3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
+    assert_eq!(&host[pk.segs_at..pk.segs_at + pk.segs.len() * size_of::<SmjSegment>()], as_bytes(&pk.segs));
     assert_eq!(&host[pk.tabs_at..pk.total], as_bytes(&pk.tables));
 }
 
@@ -79,4 +82,20 @@ fn launches_are_bounded_by_tiles_and_scratch() {
     assert_eq!(n as u64, MAX_SM_SCRATCH_BYTES / (rgb * 3));
     // One tile larger than the whole budget still goes alone.
     assert_eq!(launch_len([MAX_SM_SCRATCH_BYTES, 64].into_iter()), 1);
+}
+
+/// A wave's tiles are cut into launches in order, none empty, each within [`launch_len`].
+#[test]
+fn waves_split_into_bounded_launches_in_order() {
+    let p = prepare(&stream(240, 240, turbojpeg::Subsamp::None, 80)).expect("prepare");
+    let per = launch_len(std::iter::repeat_n(p.tile.coefficients(), 100_000));
+    let n = per + per / 2;
+    let tiles: Vec<SmTile> = (0..n)
+        .map(|i| SmTile { miss: Miss { need: i, src: 0, col: i as u64, row: 0, offset: 0, len: 1, part: None, rank: 0 }, at: i * 10, len: 10, prepared: p.clone() })
+        .collect();
+    let launches = split_launches(tiles);
+    assert_eq!(launches.iter().map(Vec::len).collect::<Vec<_>>(), vec![per, per / 2]);
+    let cols: Vec<u64> = launches.iter().flatten().map(|t| t.miss.col).collect();
+    assert_eq!(cols, (0..n as u64).collect::<Vec<_>>());
+    assert!(split_launches(Vec::new()).is_empty());
 }
