@@ -5,7 +5,10 @@
 #           wheel; bin/ with the gzipped executables of `cargo test --release --features
 #           cuda,unstable --test gpu --test gpu_sm --no-run` named gpu-tests, gpu_sm-tests, and the
 #           `--features cuda` release CLI named slidestream; testdata/; vs/; make_big_svs.py)
+#           (and, optional, sm_jpeg_probe: `cargo build --release --features cuda,unstable
+#           --example sm_jpeg_probe`, gzipped the same way)
 #   device: run(command="bash benches/h200_issue32.sh", carry=[".device"])
+# 0. the kernels alone (sm_jpeg_probe): thread vs warp Huffman decoding, ~1k and ~14k tiles.
 # 1. core/tests/gpu_sm.rs with the SM decoder on, both compat modes (device == CPU).
 # 2. gpu-region on the 48000² slide (batches of 4096), SM off and on alternating: patches/s and
 #    host cores busy.
@@ -21,14 +24,23 @@ source benches/h200_device_env.sh
 export SLIDESTREAM_VENDOR_SLIDES=$D/vs
 make_slides &
 mk=$!
+wait $mk
+# The kernels alone over the benchmark slide's tiles (tiles/s per Huffman variant, the
+# one-warp-a-segment decoder last and verified against libjpeg-turbo): a call's worth of tiles
+# (~1k for 256 patches) and a large batch (~14k).
+if [ -x /tmp/bin/sm_jpeg_probe ]; then
+  for args in "--tiles 1024 --step 9" "--tiles 14000 --step 3"; do
+    echo "== sm_jpeg_probe $args"
+    timeout 120 /tmp/bin/sm_jpeg_probe --rounds 3 $args /tmp/big.svs 2>&1 | tail -16
+  done
+fi
 for mode in on off; do
   echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
   SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 100 /tmp/bin/gpu_sm-tests --nocapture 2>&1 | grep -E "^test |test result|panicked|SM decoder:" | grep -v " ok$" | tail -10
 done
-wait $mk
 for sm in off on off on; do
   echo "== gpu-region /tmp/big.svs, SLIDESTREAM_GPU_SM_DECODER=$sm"
-  SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 90 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -4
+  SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 120 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -4
 done
 # Where an SM call's time goes (SLIDESTREAM_GPU_TRACE: phases summed per call), batches of 4096
 # and of 256.

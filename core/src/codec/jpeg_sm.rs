@@ -254,6 +254,8 @@ pub fn level_streams(slide: &crate::slide::Slide, level: usize, step: usize, max
 extern "C" {
     fn slidestream_smj_decode_segment(data: *const u8, len: c_int, tabs: *const SmjTables, t: *const SmjTile, mcu0: c_int, mcus: c_int) -> c_int;
     fn slidestream_smj_idct_islow(coef: *const i16, q: *const u16, out: *mut u8, stride: c_int);
+    #[cfg(test)]
+    fn slidestream_smj_ss_decode_segment(data: *const u8, len: c_int, tabs: *const SmjTables, t: *const SmjTile, mcu0: c_int, mcus: c_int, rounds: *mut c_int) -> c_int;
     fn slidestream_smj_layout(out: *mut u64, n: c_int) -> c_int;
 }
 
@@ -309,6 +311,39 @@ pub fn decode_planes_host(stream: &[u8]) -> Result<(Vec<Vec<u8>>, SmPrepared), S
         planes.push(out);
     }
     Ok((planes, p))
+}
+
+/// The 16-bit coefficients of every block of `stream` (component planes as [`SmjTile`]
+/// describes them) decoded on the host by the serial segment decoder, or (`warp`) by the warp
+/// decoder's phases (`smj_ss_*`, lanes run in turn); with the warp decoder, the most
+/// synchronisation rounds any segment took.
+#[cfg(test)]
+pub(crate) fn coefficients_host(stream: &[u8], warp: bool) -> Result<(Vec<i16>, i32), SmError> {
+    let p = prepare(stream)?;
+    // Not zeroed where the decoders write every block themselves: poisoned, so a block they
+    // miss shows.
+    let mut coef = vec![0x5A5Ai16; p.tile.coefficients() as usize];
+    let mut t = p.tile;
+    t.coef = coef.as_mut_ptr() as u64;
+    let mut most = 0;
+    for g in &p.segments {
+        let data = &stream[g.data as usize..g.data as usize + g.len as usize];
+        let mut rounds = 0;
+        // SAFETY: as in `decode_planes_host`; `rounds` is a local.
+        let rc = unsafe {
+            if warp {
+                slidestream_smj_ss_decode_segment(data.as_ptr(), g.len, &*p.tables, &t, g.mcu0, g.mcus, &mut rounds)
+            } else {
+                slidestream_smj_decode_segment(data.as_ptr(), g.len, &*p.tables, &t, g.mcu0, g.mcus)
+            }
+        };
+        most = most.max(rounds);
+        let st = SmStatus::from_code(rc);
+        if st != SmStatus::Ok {
+            return Err(SmError::Corrupt(format!("entropy-coded data: {st:?} in the segment of MCU {}", g.mcu0)));
+        }
+    }
+    Ok((coef, most))
 }
 
 #[cfg(test)]

@@ -75,7 +75,22 @@ fn crop(plane: &[u8], pw: usize, w: usize, h: usize) -> Vec<u8> {
 }
 
 /// Our planes, cropped to each component's size, against libjpeg-turbo's raw-data output.
+/// The most synchronisation rounds the warp decoder took on any stream `check` saw.
+static MOST_ROUNDS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The warp decoder gives the serial decoder's coefficients, every one of them.
+fn check_warp(stream: &[u8], what: &str) {
+    let (serial, _) = coefficients_host(stream, false).unwrap_or_else(|e| panic!("{what}: serial: {e}"));
+    let (warp, rounds) = coefficients_host(stream, true).unwrap_or_else(|e| panic!("{what}: warp decoder: {e}"));
+    MOST_ROUNDS.fetch_max(rounds, std::sync::atomic::Ordering::Relaxed);
+    if serial != warp {
+        let at = serial.iter().zip(&warp).position(|(a, b)| a != b).unwrap_or(0);
+        panic!("{what}: warp decoder differs first at coefficient {at} (block {}): {} vs {}", at / 64, warp[at], serial[at]);
+    }
+}
+
 fn check(stream: &[u8], what: &str) {
+    check_warp(stream, what);
     let (planes, p) = decode_planes_host(stream).unwrap_or_else(|e| panic!("{what}: {e}"));
     let t = p.tile;
     if t.ncomp == 1 {
@@ -143,7 +158,10 @@ fn generated_streams_match_libjpeg_turbo_exactly() {
             }
         }
     }
-    eprintln!("{n} generated streams equal libjpeg-turbo");
+    eprintln!(
+        "{n} generated streams equal libjpeg-turbo (warp decoder too; at most {} synchronisation rounds)",
+        MOST_ROUNDS.load(std::sync::atomic::Ordering::Relaxed)
+    );
 }
 
 fn shared(name: &str) -> Option<std::path::PathBuf> {
@@ -203,7 +221,11 @@ fn real_tiles_of_the_shared_slides_match_libjpeg_turbo_exactly() {
             p
         };
         let n = check_slide(&p, 40);
-        eprintln!("{}: {n} streams equal", p.display());
+        eprintln!(
+            "{}: {n} streams equal (warp decoder: at most {} synchronisation rounds so far)",
+            p.display(),
+            MOST_ROUNDS.load(std::sync::atomic::Ordering::Relaxed)
+        );
         total += n;
     }
     if shared("CMU-1-Small-Region.svs").is_some() {
@@ -225,7 +247,7 @@ fn damaged_streams_give_typed_errors_and_never_silently_differ() {
     // is counted, never silent wrong pixels on our side when libjpeg-turbo succeeds).
     let p = prepare(&good).unwrap();
     let start = p.segments[0].data as usize;
-    let (mut ours_only, mut both_ok, mut overflowed) = (0, 0, 0);
+    let (mut ours_only, mut both_ok, mut overflowed, mut warp_stricter) = (0, 0, 0, 0);
     let mut x = 99u32;
     for _ in 0..2000 {
         x ^= x << 13;
@@ -236,6 +258,13 @@ fn damaged_streams_give_typed_errors_and_never_silently_differ() {
         s[at] ^= 1 << (x >> 29);
         let ours = decode_planes_host(&s);
         let theirs = decode_planes(&s);
+        // The warp decoder: when it decodes, the serial decoder decodes the same coefficients.
+        match (coefficients_host(&s, true), coefficients_host(&s, false)) {
+            (Ok((w, _)), Ok((c, _))) => assert!(w == c, "flip at {at}: the warp decoder differs from the serial one"),
+            (Ok(_), Err(e)) => panic!("flip at {at}: the warp decoder decodes what the serial one rejects ({e})"),
+            (Err(_), Ok(_)) => warp_stricter += 1,
+            (Err(_), Err(_)) => {}
+        }
         match (&ours, &theirs) {
             (Ok((planes, q)), Ok(want)) => {
                 both_ok += 1;
@@ -256,7 +285,7 @@ fn damaged_streams_give_typed_errors_and_never_silently_differ() {
             _ => {}
         }
     }
-    eprintln!("2000 flips: {both_ok} decoded by both ({overflowed} differently), {ours_only} decoded only by ours");
+    eprintln!("2000 flips: {both_ok} decoded by both ({overflowed} differently), {ours_only} decoded only by ours; {warp_stricter} refused by the warp decoder only");
     assert_eq!(ours_only, 0, "streams libjpeg-turbo rejects decoded by the SM decoder");
     assert_eq!(overflowed, 0, "{overflowed} of {both_ok} damaged streams decode differently");
     // Header damage: typed errors, no panic; and one table memo over all the damaged headers

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
-use super::decode::sm::{sm_accepts, split_launches, SmFlight, SmJpeg, SmKernels, SmTile};
 use super::decode::slot::Slot;
+use super::decode::sm::{sm_accepts, split_launches, SmFlight, SmJpeg, SmKernels, SmTile};
 use super::decode::{ChunkOut, Declined};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;

@@ -29,11 +29,12 @@ pub use probe::{probe, SmProbe, StageTime};
 /// The kernels' source: the decoding functions, then the kernels.
 const SOURCE: &str = concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
 
-/// The SM decoder's kernels (`sm_huffman`, `sm_idct`), compiled once per engine from
-/// `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
+/// The SM decoder's kernels (`sm_huffman`, `sm_huffman_warp`, `sm_idct`), compiled once per
+/// engine from `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
 pub(crate) struct SmKernels {
     _module: Module,
     huffman: *mut std::ffi::c_void,
+    huffman_warp: *mut std::ffi::c_void,
     idct: *mut std::ffi::c_void,
 }
 
@@ -45,17 +46,18 @@ impl SmKernels {
     /// Compile and load the kernels for `device` (its context current).
     pub(crate) fn compile(device: usize) -> Res<SmKernels> {
         let module = Module::compile(SOURCE, device_arch(device)?)?;
-        let (huffman, idct) = (module.function("sm_huffman")?, module.function("sm_idct")?);
-        Ok(SmKernels { _module: module, huffman, idct })
+        let (huffman, huffman_warp, idct) = (module.function("sm_huffman")?, module.function("sm_huffman_warp")?, module.function("sm_idct")?);
+        Ok(SmKernels { _module: module, huffman, huffman_warp, idct })
     }
 
-    /// Enqueue `sm_huffman` on `stream` over the `a.segs` segments: in the order of the
-    /// `order` array (device `int`s; 0 = as given), `spread` threads a segment (only the first
-    /// decodes), `block` threads a block, the tables of set `shared_set` in shared memory (-1:
-    /// read from global memory).
-    pub(crate) fn huffman(&self, a: &SmArgs, order: u64, shared_set: c_int, spread: c_int, block: u32, stream: CUstream) -> Res<()> {
+    /// Enqueue `sm_huffman` on `stream` over `n` of the `a.segs` segments: those the `order`
+    /// array names (device `int`s; 0 = the first `n` as given), `spread` threads a segment
+    /// (only the first decodes), `block` threads a block, the tables of set `shared_set` in
+    /// shared memory (-1: read from global memory).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn huffman(&self, a: &SmArgs, order: u64, n: usize, shared_set: c_int, spread: c_int, block: u32, stream: CUstream) -> Res<()> {
         let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status, mut p_shared, mut p_spread) =
-            (a.segs, order, a.nsegs as c_int, a.tiles, a.tabs, a.status, shared_set, spread);
+            (a.segs, order, n as c_int, a.tiles, a.tabs, a.status, shared_set, spread);
         let mut params = [
             arg(&mut p_segs),
             arg(&mut p_order),
@@ -66,7 +68,23 @@ impl SmKernels {
             arg(&mut p_shared),
             arg(&mut p_spread),
         ];
-        launch(self.huffman, ((a.nsegs as u32 * spread as u32).div_ceil(block), 1, 1), (block, 1, 1), stream, &mut params, "cuLaunchKernel(sm_huffman)")
+        launch(self.huffman, ((n as u32 * spread as u32).div_ceil(block), 1, 1), (block, 1, 1), stream, &mut params, "cuLaunchKernel(sm_huffman)")
+    }
+
+    /// Enqueue `sm_huffman_warp` on `stream` over the `n` segments the `order` array names
+    /// (device `int`s; 0 = the first `n` as given): one warp a segment, [`WARPS_PER_BLOCK`] a
+    /// block.
+    pub(crate) fn huffman_warp(&self, a: &SmArgs, order: u64, n: usize, stream: CUstream) -> Res<()> {
+        let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status) = (a.segs, order, n as c_int, a.tiles, a.tabs, a.status);
+        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status)];
+        launch(
+            self.huffman_warp,
+            ((n as u32).div_ceil(WARPS_PER_BLOCK), 1, 1),
+            (32 * WARPS_PER_BLOCK, 1, 1),
+            stream,
+            &mut params,
+            "cuLaunchKernel(sm_huffman_warp)",
+        )
     }
 
     /// Enqueue `sm_idct` on `stream`: one thread per 8 × 8 block, `block` threads a block, one
@@ -95,6 +113,11 @@ pub(crate) struct SmArgs {
     pub(crate) status: u64,
     /// The most 8 × 8 blocks (all components) one tile has.
     pub(crate) max_blocks: u32,
+    /// Segment indices (device `int`s): first the `n_thread` segments for `sm_huffman`, then
+    /// the `n_warp` ones for `sm_huffman_warp` ([`warp_decodes`]).
+    pub(crate) order: u64,
+    pub(crate) n_thread: usize,
+    pub(crate) n_warp: usize,
 }
 
 /// Threads given to one entropy-coded segment by `sm_huffman` (only the first decodes): at 13k
@@ -103,6 +126,19 @@ pub(crate) struct SmArgs {
 const SPREAD: c_int = 4;
 /// Threads a block of `sm_huffman` and `sm_idct`.
 const BLOCK: u32 = 64;
+/// Warps a block of `sm_huffman_warp` (`SMJ_SS_WARPS` in `kernels/jpeg_sm.cu`).
+const WARPS_PER_BLOCK: u32 = 4;
+/// Segments of at least this many bytes are decoded by a warp each (`sm_huffman_warp`, the
+/// self-synchronising decoder of `codec/jpeg_sm.h`), shorter ones by one thread each
+/// (`sm_huffman`): one thread decodes a 240² tile's scan (~13k symbols) in milliseconds, and
+/// a batch waits for its slowest tile; a short segment (one restart interval of an NDPI level)
+/// leaves a warp's lanes too little to synchronise on.
+pub(crate) const WARP_SEGMENT_BYTES: i32 = 2048;
+
+/// Whether a segment of `len` bytes is decoded by a warp ([`WARP_SEGMENT_BYTES`]).
+pub(crate) fn warp_decodes(len: i32) -> bool {
+    len >= WARP_SEGMENT_BYTES
+}
 /// Most tiles one launch takes (`sm_idct`'s grid has one row of blocks per tile: the grid's
 /// y extent is at most 65,535).
 pub(crate) const MAX_SM_TILES: usize = 65_535;
@@ -249,8 +285,8 @@ pub(crate) fn split_launches(mut tiles: Vec<SmTile>) -> Vec<Vec<SmTile>> {
 }
 
 /// One launch's descriptors, laid out for one upload: the tile descriptors, then (each part
-/// 256-aligned) the segment descriptors and the distinct table sets (tiles with equal DHT/DQT
-/// bytes share one). The tiles' streams are uploaded separately, from wherever they lie in the
+/// 256-aligned) the segment descriptors, the distinct table sets (tiles with equal DHT/DQT
+/// bytes share one) and the segments' order (thread-decoded first, then warp-decoded). The tiles' streams are uploaded separately, from wherever they lie in the
 /// host staging buffer. Built with offsets ([`Packed::new`]), turned into device
 /// addresses once the allocations exist ([`Packed::place`]), and written into host staging
 /// ([`Packed::write`]).
@@ -266,6 +302,10 @@ struct Packed {
     /// Segment descriptors: `data` an offset into the data upload until placed.
     segs: Vec<SmjSegment>,
     tables: Vec<SmjTables>,
+    /// Segment indices: the thread-decoded ones, then the warp-decoded ones.
+    order: Vec<i32>,
+    n_thread: usize,
+    order_at: usize,
 }
 
 impl Packed {
@@ -290,10 +330,14 @@ impl Packed {
                 segs.push(SmjSegment { data: at as u64 + g.data, tile: k as i32, ..*g });
             }
         }
+        let (warp, thread): (Vec<i32>, Vec<i32>) = (0..segs.len() as i32).partition(|&k| warp_decodes(segs[k as usize].len));
+        let n_thread = thread.len();
+        let order: Vec<i32> = thread.into_iter().chain(warp).collect();
         let segs_at = (descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
         let tabs_at = (segs_at + segs.len() * size_of::<SmjSegment>()).next_multiple_of(256);
-        let total = tabs_at + tables.len() * size_of::<SmjTables>();
-        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables }
+        let order_at = (tabs_at + tables.len() * size_of::<SmjTables>()).next_multiple_of(256);
+        let total = order_at + order.len() * 4;
+        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables, order, n_thread, order_at }
     }
 
     /// Turn offsets into device addresses: the streams uploaded at `data`, the descriptors at
@@ -314,6 +358,9 @@ impl Packed {
             tabs: descs + self.tabs_at as u64,
             status,
             max_blocks: self.descs.iter().map(|t| (0..t.ncomp.clamp(0, 4) as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1),
+            order: descs + self.order_at as u64,
+            n_thread: self.n_thread,
+            n_warp: self.order.len() - self.n_thread,
         }
     }
 
@@ -322,7 +369,8 @@ impl Packed {
         let tiles = as_bytes(&self.descs);
         host[..tiles.len()].copy_from_slice(tiles);
         host[self.segs_at..self.segs_at + self.segs.len() * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&self.segs));
-        host[self.tabs_at..self.total].copy_from_slice(as_bytes(&self.tables));
+        host[self.tabs_at..self.tabs_at + self.tables.len() * size_of::<SmjTables>()].copy_from_slice(as_bytes(&self.tables));
+        host[self.order_at..self.total].copy_from_slice(as_bytes(&self.order));
     }
 }
 
@@ -368,7 +416,12 @@ impl SmJpeg<'_> {
         // SAFETY: `total` descriptor bytes of the slot's pinned buffer (made above, left
         // unwritten until `finish`) into an allocation of `total`.
         cu(unsafe { cuda.cuMemcpyHtoDAsync(descs.ptr(), slot.pinned.ptr() as *const std::ffi::c_void, total, stream) }, "cuMemcpyHtoDAsync")?;
-        self.kernels.huffman(&args, 0, -1, SPREAD, BLOCK, stream)?;
+        if args.n_thread > 0 {
+            self.kernels.huffman(&args, args.order, args.n_thread, -1, SPREAD, BLOCK, stream)?;
+        }
+        if args.n_warp > 0 {
+            self.kernels.huffman_warp(&args, args.order + 4 * args.n_thread as u64, args.n_warp, stream)?;
+        }
         self.kernels.idct(&args, BLOCK, stream)?;
         // SAFETY: `segs_n` i32s into the pinned buffer (made above), read after `finish`
         // synchronises the stream.

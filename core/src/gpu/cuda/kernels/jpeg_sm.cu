@@ -8,6 +8,7 @@
 //             one segment and only the first of them decodes it (spread 32: one segment per
 //             warp, so no two segments' branches diverge inside a warp).
 // sm_idct:    one thread per 8x8 block; blockIdx.y is the tile. Writes the component planes.
+// sm_huffman_warp (below): one warp per segment, for long segments (one tile's scan).
 
 extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n, const struct SmjTile* __restrict__ tiles,
                                       const struct SmjTables* __restrict__ tabs, int* __restrict__ status, int shared_set, int spread) {
@@ -47,5 +48,77 @@ extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, con
             return;
         }
         b -= nb;
+    }
+}
+
+// sm_huffman_warp: one warp (SMJ_LANES threads) per entropy-coded segment, in the order `order`
+// gives (NULL: segment order), SMJ_SS_WARPS warps a block: the self-synchronising decoding of
+// jpeg_sm.h (smj_ss_*), phase by phase with the warp's lanes in step. Writes the segment's
+// coefficients and its SMJ_* status, as sm_huffman does.
+#define SMJ_SS_WARPS 4
+extern "C" __global__ void __launch_bounds__(SMJ_LANES * SMJ_SS_WARPS) sm_huffman_warp(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n,
+                                                                                  const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs,
+                                                                                  int* __restrict__ status) {
+    __shared__ struct SmjSs shared_ss[SMJ_SS_WARPS];
+    int warp = threadIdx.x / SMJ_LANES;
+    int lane = threadIdx.x - warp * SMJ_LANES;
+    int i = blockIdx.x * SMJ_SS_WARPS + warp;
+    if (i >= n) {
+        return;  // the whole warp: `i` is the same for its lanes
+    }
+    struct SmjSs* sh = &shared_ss[warp];
+    int k = order ? order[i] : i;
+    struct SmjSegment g = segs[k];
+    struct SmjTile t = tiles[g.tile];
+    if (g.mcu0 < 0 || g.mcus < 0 || g.mcu0 > t.mcux * t.mcuy - g.mcus || g.len < 0) {
+        if (lane == 0) {
+            status[k] = SMJ_BAD_SEGMENT;
+        }
+        return;
+    }
+    const smj_u8* raw = (const smj_u8*)g.data;
+    const struct SmjTables* tb = &tabs[t.tables];
+    struct SmjMcuMap map;
+    smj_mcu_map(&t, &map);
+    int total = g.mcus * map.n;
+    smj_ss_bounds(raw, g.len, sh, lane);
+    __syncwarp();
+    smj_ss_scan(raw, g.len, sh, lane);
+    __syncwarp();
+    if (lane == 0) {
+        smj_ss_layout(g.len, sh);
+    }
+    __syncwarp();
+    if (lane < SMJ_LANES - 1) {
+        smj_ss_sync(raw, g.len, sh, lane, tb, &t, &map, g.mcu0, total);
+    }
+    __syncwarp();
+    for (int r = 1; r < SMJ_LANES; r++) {
+        // Every lane reads its predecessor's end before any lane decodes again.
+        struct SmjState s = sh->end[lane > 0 ? lane - 1 : 0];
+        __syncwarp();
+        int changed = 0;
+        if (lane > 0 && lane < SMJ_LANES - 1 && !smj_state_eq(s, sh->start[lane], &map)) {
+            struct SmjState old = sh->end[lane];
+            sh->start[lane] = s;
+            smj_ss_sync(raw, g.len, sh, lane, tb, &t, &map, g.mcu0, total);
+            changed = !smj_state_eq(old, sh->end[lane], &map);
+        }
+        __syncwarp();
+        if (!__any_sync(0xFFFFFFFFu, changed)) {
+            break;
+        }
+    }
+    if (lane == SMJ_LANES - 1) {
+        sh->start[lane] = sh->end[lane - 1];
+    }
+    smj_ss_zero(&t, &map, g.mcu0, total, lane);
+    __syncwarp();
+    smj_ss_write(raw, g.len, sh, lane, tb, &t, &map, g.mcu0, total);
+    __syncwarp();
+    smj_ss_dc(sh, lane, &t, &map, g.mcu0, total);
+    __syncwarp();
+    if (lane == 0) {
+        status[k] = smj_ss_status(sh);
     }
 }

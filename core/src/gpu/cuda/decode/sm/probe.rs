@@ -134,7 +134,7 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
 
     let run_huffman = |order: u64, block: u32, shared_set: c_int, spread: c_int| -> Res<f64> {
         let t = Instant::now();
-        k.huffman(&args, order, shared_set, spread, block, s)?;
+        k.huffman(&args, order, args.nsegs, shared_set, spread, block, s)?;
         stream.sync()?;
         Ok(t.elapsed().as_secs_f64())
     };
@@ -162,6 +162,18 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
             r.huffman.push(StageTime { variant: what, median_s: median(&mut v), min_s });
         }
     }
+    // One warp a segment (the self-synchronising decoder, for the engine's long segments):
+    // timed last, so the samples verified below are the ones it decoded.
+    let run_warp = || -> Res<f64> {
+        let t = Instant::now();
+        k.huffman_warp(&args, 0, args.nsegs, s)?;
+        stream.sync()?;
+        Ok(t.elapsed().as_secs_f64())
+    };
+    run_warp()?;
+    let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_warp()).collect::<Res<_>>()?;
+    let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
+    r.huffman.push(StageTime { variant: "huffman, one warp a segment (self-synchronising; verified)".into(), median_s: median(&mut v), min_s });
     let run_idct = |block: u32| -> Res<f64> {
         let t = Instant::now();
         k.idct(&args, block, s)?;

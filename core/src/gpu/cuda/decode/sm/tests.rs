@@ -26,7 +26,15 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     for at in [pk.segs_at, pk.tabs_at] {
         assert_eq!(at % 256, 0);
     }
-    assert_eq!(pk.total, pk.tabs_at + 2 * size_of::<SmjTables>());
+    assert_eq!(pk.order_at, (pk.tabs_at + 2 * size_of::<SmjTables>()).next_multiple_of(256));
+    assert_eq!(pk.total, pk.order_at + 4 * pk.segs.len());
+    // Every segment once: the short ones (one thread each) first, then the long ones (a warp).
+    let mut seen = pk.order.clone();
+    seen.sort();
+    assert_eq!(seen, (0..pk.segs.len() as i32).collect::<Vec<_>>());
+    assert!(pk.order[..pk.n_thread].iter().all(|&k| !warp_decodes(pk.segs[k as usize].len)));
+    assert!(pk.order[pk.n_thread..].iter().all(|&k| warp_decodes(pk.segs[k as usize].len)));
+    assert!(pk.n_thread < pk.segs.len(), "the 240² tile's scan is long enough for a warp");
     let (data, descs, coef, pix, status) = (1 << 39, 1 << 40, 1 << 41, 1 << 42, 1 << 43);
     let offsets: Vec<u64> = pk.descs.iter().map(|t| t.coef).collect();
     let args = pk.place(data, descs, coef, pix, status);
@@ -53,7 +61,10 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     assert_eq!(pk.segs.len(), prepared.iter().map(|p| p.segments.len()).sum::<usize>());
     assert_eq!(&host[..3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
     assert_eq!(&host[pk.segs_at..pk.segs_at + pk.segs.len() * size_of::<SmjSegment>()], as_bytes(&pk.segs));
-    assert_eq!(&host[pk.tabs_at..pk.total], as_bytes(&pk.tables));
+    assert_eq!(&host[pk.tabs_at..pk.tabs_at + 2 * size_of::<SmjTables>()], as_bytes(&pk.tables));
+    assert_eq!(&host[pk.order_at..pk.total], as_bytes(&pk.order));
+    assert_eq!(args.order, descs + pk.order_at as u64);
+    assert_eq!((args.n_thread, args.n_warp), (pk.n_thread, pk.segs.len() - pk.n_thread));
 }
 
 #[test]
@@ -91,7 +102,12 @@ fn waves_split_into_bounded_launches_in_order() {
     let per = launch_len(std::iter::repeat_n(p.tile.coefficients(), 100_000));
     let n = per + per / 2;
     let tiles: Vec<SmTile> = (0..n)
-        .map(|i| SmTile { miss: Miss { need: i, src: 0, col: i as u64, row: 0, offset: 0, len: 1, part: None, rank: 0 }, at: i * 10, len: 10, prepared: p.clone() })
+        .map(|i| SmTile {
+            miss: Miss { need: i, src: 0, col: i as u64, row: 0, offset: 0, len: 1, part: None, rank: 0 },
+            at: i * 10,
+            len: 10,
+            prepared: p.clone(),
+        })
         .collect();
     let launches = split_launches(tiles);
     assert_eq!(launches.iter().map(Vec::len).collect::<Vec<_>>(), vec![per, per / 2]);
