@@ -8,6 +8,7 @@
 #           (and, optional, sm_jpeg_probe: `cargo build --release --features cuda,unstable
 #           --example sm_jpeg_probe`, gzipped the same way)
 #   device: run(command="bash benches/h200_issue32.sh", carry=[".device"])
+#           (QUICK=1 bash ...: only the SM engine tests and gpu-region off/on)
 # 0. the kernels alone (sm_jpeg_probe): thread vs warp Huffman decoding, ~1k and ~14k tiles.
 # 1. core/tests/gpu_sm.rs with the SM decoder on, both compat modes (device == CPU).
 # 2. gpu-region on the 48000² slide (batches of 4096), SM off and on alternating: patches/s and
@@ -25,6 +26,21 @@ export SLIDESTREAM_VENDOR_SLIDES=$D/vs
 make_slides &
 mk=$!
 wait $mk
+if [ "${QUICK:-0}" = 1 ]; then
+  # QUICK=1: after a routing change, the engine checks and the rates alone.
+  for mode in on off; do
+    echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
+    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 100 /tmp/bin/gpu_sm-tests --nocapture 2>&1 | grep -E "test result|panicked|SM decoder:" | tail -7
+  done
+  for sm in off on; do
+    echo "== gpu-region /tmp/big.svs, SLIDESTREAM_GPU_SM_DECODER=$sm"
+    SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 120 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -3
+  done
+  echo "-- gpu-tests, SLIDESTREAM_GPU_SM_DECODER=on"
+  SLIDESTREAM_GPU_SM_DECODER=on timeout 150 /tmp/bin/gpu-tests --test-threads 8 2>&1 | grep -E "^test |test result|panicked" | grep -v " ok$" | tail -12
+  echo "== done in $SECONDS s"
+  exit 0
+fi
 # The kernels alone over the benchmark slide's tiles (tiles/s per Huffman variant, the
 # one-warp-a-segment decoder last and verified against libjpeg-turbo): a call's worth of tiles
 # (~1k for 256 patches) and a large batch (~14k).

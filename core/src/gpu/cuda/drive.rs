@@ -17,7 +17,7 @@ use super::pool::Pooled;
 use super::queue::GpuResult;
 use super::queue::{Miss, WorkQueue};
 use super::queue::{Need, Src};
-use super::scheduler::{decoders_wanted, lane_chunk, lane_route, order_misses, to_gpu, Route};
+use super::scheduler::{decoders_wanted, lane_chunk, lane_route, order_misses, sm_takes_call, to_gpu, Route};
 use super::sys::{cuda, Res};
 use super::trace::{self, Finished};
 use crate::codec::jpeg_sm::SmPrepared;
@@ -93,10 +93,11 @@ impl Engine {
             to_gpu(gpu_src[m.src as usize], s.slide.host_cached(s.level, m.col, m.row))
         });
         let ctx = self.ctx.raw();
-        // SLIDESTREAM_GPU_SM_DECODER: the SM decoder takes the call's tiles in one launch first
-        // (its rate grows with the batch); the tiles it declines go on to the lanes.
-        // (Asked only once the lanes are ready: `gpu` is empty before.)
-        let (gpu, sm_done) = match if gpu.is_empty() { None } else { self.sm_decoder()? } {
+        // SLIDESTREAM_GPU_SM_DECODER: the SM decoder takes a call of enough tiles first
+        // (`scheduler::sm_takes_call`: its rate grows with the batch, and a small call waits for
+        // its slowest tile); the tiles it declines go on to the lanes. (Asked only once the
+        // lanes are ready: `gpu` is empty before.)
+        let (gpu, sm_done) = match if sm_takes_call(gpu.len()) { self.sm_decoder()? } else { None } {
             Some(k) => self.sm_decode(k, lane, srcs, gpu)?,
             None => (gpu, Vec::new()),
         };

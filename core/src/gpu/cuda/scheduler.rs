@@ -67,6 +67,19 @@ pub(crate) enum Route<A> {
     Failed(Error),
 }
 
+/// Fewest JPEG tiles of a call that the SM decoder takes when it is on; a smaller call goes to
+/// the lanes and CPU workers. The SM decoder's kernels wait for a call's slowest tile: one
+/// 256² region a call (~4 tiles) ran at 248 regions/s with it and ~2.7k/s on the hardware
+/// engines (lent H100, docs/gpu.md), while a batch of 256 patches (~900 tiles) ran faster
+/// with it. 64 tiles (16 such patches) keeps single regions and small calls off it; the
+/// crossover between the two is not measured yet.
+pub(crate) const SM_SMALLEST_CALL_TILES: usize = 64;
+
+/// Whether the SM decoder (when on) takes a call with `tiles` GPU-decodable JPEG tiles.
+pub(crate) fn sm_takes_call(tiles: usize) -> bool {
+    tiles >= SM_SMALLEST_CALL_TILES
+}
+
 /// A lane's rule for one JPEG tile of a level decoded at 1/`scale` whose framing gave `framed`:
 /// levels decoded with DCT scaling (`scale` > 1, NDPI's synthesised levels) go to the CPU, since
 /// no GPU decoder scales (the decoder is not asked); a tile that cannot be framed has failed;
@@ -118,6 +131,12 @@ mod tests {
         assert!(matches!(lane_route(1, Ok(()), || Ok(7u8)), Route::Decoder(7)));
         assert!(matches!(lane_route::<u8>(1, Ok(()), || Err(Declined::Elsewhere("4 components".into()))), Route::Cpu(r) if r == "4 components"));
         assert!(matches!(lane_route::<u8>(1, Ok(()), || Err(Declined::Failed(bad()))), Route::Failed(_)));
+    }
+
+    #[test]
+    fn the_sm_decoder_takes_only_calls_of_many_tiles() {
+        assert!(!sm_takes_call(0) && !sm_takes_call(4) && !sm_takes_call(SM_SMALLEST_CALL_TILES - 1));
+        assert!(sm_takes_call(SM_SMALLEST_CALL_TILES) && sm_takes_call(900) && sm_takes_call(1 << 20));
     }
 
     #[test]
