@@ -136,7 +136,7 @@ settings! {
     gpu_sm_decoder: GpuSmDecoder = { name: "SLIDESTREAM_GPU_SM_DECODER", default: "off", unit: "—",
         accepted: "off, on or auto", per_process: true,
         parse: parse_sm_decoder,
-        doc: "experimental: decode baseline JPEG tiles on the GPU's multiprocessors (the kernels' samples equal libjpeg-turbo's), a call's tiles in one launch before the nvJPEG lanes and CPU workers: on = every tile it takes, auto = only where nvJPEG has no hardware JPEG engines, off = never; read when the GPU engine starts" }
+        doc: "experimental: decode baseline JPEG tiles on the GPU's multiprocessors (the kernels' samples equal libjpeg-turbo's; one warp per tile), a call's tiles in waves of up to 4,096 before the nvJPEG lanes and CPU workers, with 1–3 host cores busy instead of 10–13; fastest on batches (keep two in flight, e.g. `PatchLoader(readers=2)`), slower than the hardware engines for a lone region (calls of fewer than 64 tiles go to the lanes and CPU workers), and it shares the multiprocessors with a model on the same GPU: on = every tile it takes in calls of at least 64 tiles, auto = only where nvJPEG has no hardware JPEG engines, off = never; read when the GPU engine starts" }
     /// CUDA context scheduling of host threads.
     gpu_sync: GpuSync = { name: "SLIDESTREAM_GPU_SYNC", default: "auto", unit: "—",
         accepted: "auto, spin, yield or blocking", per_process: true,
