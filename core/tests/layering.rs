@@ -49,6 +49,11 @@ fn referenced(code: &str, module: &[&str]) -> BTreeSet<String> {
     let bytes = code.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
+        // Inside a multi-byte character (a comment's `²`): no path starts there.
+        if !code.is_char_boundary(i) {
+            i += 1;
+            continue;
+        }
         let starts = i == 0 || !is_ident(bytes[i - 1]) && bytes[i - 1] != b':';
         let rest = &code[i..];
         let (mut base, mut j): (Option<Vec<&str>>, usize) = if !starts {
