@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include "jpeg_sm.h"
+#include "jpeg_sm_warp.h"
 
 int slidestream_smj_decode_segment(const uint8_t* data, int len, const struct SmjTables* tabs, const struct SmjTile* t, int mcu0, int mcus) {
     return smj_decode_segment(data, len, tabs, t, mcu0, mcus);

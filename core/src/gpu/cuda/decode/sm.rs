@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::slot::Slot;
 use super::{Bits, ChunkOut, Declined, NvEnv, TileDecoder};
-use crate::codec::jpeg_sm::{prepare_with, SmPrepared, SmStatus, SmjSegment, SmjTables, SmjTile, TableMemo};
+use crate::codec::jpeg_sm::{prepare_with, SmPrepared, SmStatus, SmjSegment, SmjTile, TableMemo};
 use crate::gpu::cuda::context::device_arch;
 use crate::gpu::cuda::kernels::{arg, launch, ConvDesc, Module};
 use crate::gpu::cuda::memory::{as_bytes, DevTile, StreamAlloc};
@@ -21,13 +21,16 @@ use crate::gpu::cuda::queue::{Miss, Src};
 use crate::gpu::cuda::sys::{cu, cuda, CUstream, Res};
 use crate::index::Photometric;
 
+mod packed;
+use packed::{back_to_back, Packed};
 #[cfg(feature = "unstable")]
 mod probe;
 #[cfg(feature = "unstable")]
 pub use probe::{probe, SmProbe, StageTime};
 
-/// The kernels' source: the decoding functions, then the kernels.
-const SOURCE: &str = concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
+/// The kernels' source: the decoding functions (serial, then the warp decoder), then the kernels.
+const SOURCE: &str =
+    concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../../../codec/jpeg_sm_warp.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
 
 /// The SM decoder's kernels (`sm_huffman`, `sm_huffman_warp`, `sm_idct`), compiled once per
 /// engine from `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
@@ -252,19 +255,6 @@ impl TileDecoder for SmJpeg<'_> {
     }
 }
 
-/// Offsets of streams of `lens` bytes laid back to back, and the bytes they take.
-fn back_to_back(lens: impl Iterator<Item = usize>) -> (Vec<usize>, usize) {
-    let mut end = 0usize;
-    let at = lens
-        .map(|l| {
-            let a = end;
-            end += l;
-            a
-        })
-        .collect();
-    (at, end)
-}
-
 /// One accepted tile of a launch: its stream is `len` bytes at `at` in the slot's arena.
 pub(crate) struct SmTile {
     pub(crate) miss: Miss,
@@ -282,96 +272,6 @@ pub(crate) fn split_launches(mut tiles: Vec<SmTile>) -> Vec<Vec<SmTile>> {
         out.push(std::mem::replace(&mut tiles, tail));
     }
     out
-}
-
-/// One launch's descriptors, laid out for one upload: the tile descriptors, then (each part
-/// 256-aligned) the segment descriptors, the distinct table sets (tiles with equal DHT/DQT
-/// bytes share one) and the segments' order (thread-decoded first, then warp-decoded). The tiles' streams are uploaded separately, from wherever they lie in the
-/// host staging buffer. Built with offsets ([`Packed::new`]), turned into device
-/// addresses once the allocations exist ([`Packed::place`]), and written into host staging
-/// ([`Packed::write`]).
-struct Packed {
-    segs_at: usize,
-    tabs_at: usize,
-    /// Bytes of the descriptor upload.
-    total: usize,
-    /// Coefficients of every tile (each tile's share rounded up to 64).
-    coef_total: u64,
-    /// Tile descriptors: `coef` / `pix` offsets (in coefficients) until placed.
-    descs: Vec<SmjTile>,
-    /// Segment descriptors: `data` an offset into the data upload until placed.
-    segs: Vec<SmjSegment>,
-    tables: Vec<SmjTables>,
-    /// Segment indices: the thread-decoded ones, then the warp-decoded ones.
-    order: Vec<i32>,
-    n_thread: usize,
-    order_at: usize,
-}
-
-impl Packed {
-    /// The layout of `items`: each tile's stream offset in the data upload and its
-    /// [`prepare`](crate::codec::jpeg_sm::prepare) result.
-    fn new(items: &[(usize, &SmPrepared)]) -> Packed {
-        let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
-        let (mut tables, mut descs, mut segs) = (Vec::new(), Vec::with_capacity(items.len()), Vec::new());
-        let mut coef_total = 0u64;
-        for (k, &(at, p)) in items.iter().enumerate() {
-            let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
-                tables.push(*p.tables);
-                tables.len() as i32 - 1
-            });
-            let mut t = p.tile;
-            t.tables = set;
-            t.coef = coef_total;
-            t.pix = coef_total;
-            coef_total += t.coefficients().next_multiple_of(64);
-            descs.push(t);
-            for g in &p.segments {
-                segs.push(SmjSegment { data: at as u64 + g.data, tile: k as i32, ..*g });
-            }
-        }
-        let (warp, thread): (Vec<i32>, Vec<i32>) = (0..segs.len() as i32).partition(|&k| warp_decodes(segs[k as usize].len));
-        let n_thread = thread.len();
-        let order: Vec<i32> = thread.into_iter().chain(warp).collect();
-        let segs_at = (descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
-        let tabs_at = (segs_at + segs.len() * size_of::<SmjSegment>()).next_multiple_of(256);
-        let order_at = (tabs_at + tables.len() * size_of::<SmjTables>()).next_multiple_of(256);
-        let total = order_at + order.len() * 4;
-        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables, order, n_thread, order_at }
-    }
-
-    /// Turn offsets into device addresses: the streams uploaded at `data`, the descriptors at
-    /// `descs`, coefficients (2 bytes each) at `coef`, IDCT samples (1 byte each) at `pix`,
-    /// statuses at `status`; the kernels' arguments.
-    fn place(&mut self, data: u64, descs: u64, coef: u64, pix: u64, status: u64) -> SmArgs {
-        for t in &mut self.descs {
-            (t.coef, t.pix) = (coef + t.coef * 2, pix + t.pix);
-        }
-        for g in &mut self.segs {
-            g.data += data;
-        }
-        SmArgs {
-            segs: descs + self.segs_at as u64,
-            nsegs: self.segs.len(),
-            tiles: descs,
-            ntiles: self.descs.len(),
-            tabs: descs + self.tabs_at as u64,
-            status,
-            max_blocks: self.descs.iter().map(|t| (0..t.ncomp.clamp(0, 4) as usize).map(|c| t.bw[c] as u32 * t.bh[c] as u32).sum::<u32>()).max().unwrap_or(1),
-            order: descs + self.order_at as u64,
-            n_thread: self.n_thread,
-            n_warp: self.order.len() - self.n_thread,
-        }
-    }
-
-    /// Write the descriptors and table sets into `host` (at least [`Packed::total`] bytes).
-    fn write(&self, host: &mut [u8]) {
-        let tiles = as_bytes(&self.descs);
-        host[..tiles.len()].copy_from_slice(tiles);
-        host[self.segs_at..self.segs_at + self.segs.len() * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&self.segs));
-        host[self.tabs_at..self.tabs_at + self.tables.len() * size_of::<SmjTables>()].copy_from_slice(as_bytes(&self.tables));
-        host[self.order_at..self.total].copy_from_slice(as_bytes(&self.order));
-    }
 }
 
 /// A launch enqueued on a slot's stream by [`SmJpeg::submit`]: what [`SmJpeg::finish`] needs

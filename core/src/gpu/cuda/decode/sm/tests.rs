@@ -1,7 +1,7 @@
 //! Host tests of the SM decoder's launch packing and the subsamplings it takes.
 
 use super::*;
-use crate::codec::jpeg_sm::prepare;
+use crate::codec::jpeg_sm::{prepare, SmjTables};
 
 fn stream(w: usize, h: usize, sub: turbojpeg::Subsamp, quality: i32) -> Vec<u8> {
     let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
