@@ -6,14 +6,18 @@ mkdir -p /run/udev/data
 printf 'E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n' > /run/udev/data/b$(printf '%d:%d' 0x$(stat -c '%t' /dev/vda) 0x$(stat -c '%T' /dev/vda))
 D=$PWD/.device
 PY=${PYTHON:-python3}
-if [ ! -f /tmp/ss/.done ]; then
+# Installed again when the carried wheels change (a warm machine keeps /tmp/ss between calls).
+WHEELS_ID=$(ls -l $D/wheels | md5sum | cut -c1-12)
+if [ "$(cat /tmp/ss/.done 2>/dev/null)" != "$WHEELS_ID" ]; then
   rm -rf /tmp/ss
-  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ss $D/wheels/*.whl && touch /tmp/ss/.done
+  $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ss $D/wheels/*.whl && echo "$WHEELS_ID" > /tmp/ss/.done
 fi
 export PYTHONPATH=/tmp/ss
 export LD_LIBRARY_PATH=$(find /tmp/ss/openslide_bin -name '*.so*' -printf '%h\n' 2>/dev/null | sort -u | paste -sd:):/usr/local/cuda/lib64
 mkdir -p /tmp/bin
-for b in $D/bin/*.gz; do n=$(basename "$b" .gz); [ -x /tmp/bin/$n ] || { gunzip -c "$b" > /tmp/bin/$n; chmod +x /tmp/bin/$n; }; done
+for b in $D/bin/*.gz; do [ -f "$b" ] || continue; n=$(basename "$b" .gz); [ -x /tmp/bin/$n ] || { gunzip -c "$b" > /tmp/bin/$n; chmod +x /tmp/bin/$n; }; done
+# .xz (smaller, to fit the carry): Python's lzma, in case the machine has no xz.
+for b in $D/bin/*.xz; do [ -f "$b" ] || continue; n=$(basename "$b" .xz); [ -x /tmp/bin/$n ] || { $PY -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$b" /tmp/bin/$n; chmod +x /tmp/bin/$n; }; done
 export SLIDESTREAM_TESTDATA=$D/testdata SLIDESTREAM_VENDOR_SLIDES=/tmp/vs
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nproc; date -u

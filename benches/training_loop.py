@@ -319,16 +319,18 @@ def worker_loader(spec, res, paths, n_total):
             def step(x):
                 time.sleep(step_ms / 1000)
 
-    t = None
+    t = c = None
     k = 0
     for x, meta in loader:
         if k == spec["warmup"]:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
         if step is not None:
             step(x)
         del x
         k += 1
     dt = time.perf_counter() - t
+    # Host cores busy over the timed batches (all of the process's threads: readers, decoders).
+    spec["cores_busy"] = (time.process_time() - c) / dt
     loader.close()
     res["prefetch"] = spec["prefetch"]
     if step_ms:

@@ -17,6 +17,7 @@ fn main() {
     // The SM JPEG decoder's C (also compiled by NVRTC for the GPU), for its host tests.
     println!("cargo:rerun-if-changed=src/codec/jpeg_sm.h");
     println!("cargo:rerun-if-changed=src/codec/jpeg_sm_warp.h");
+    println!("cargo:rerun-if-changed=src/codec/jpeg_sm_warp_sync.h");
     println!("cargo:rerun-if-changed=src/codec/jpeg_sm_host.c");
     cc::Build::new().file("src/codec/jpeg_sm_host.c").flag_if_supported("-fwrapv").opt_level(3).warnings(true).compile("slidestream_jpeg_sm");
 }

@@ -114,6 +114,18 @@ struct SmjBits {
 
 SMJ_FN void smj_fill(struct SmjBits* b) {
     while (b->n <= 56) {
+        // Four bytes at once where none is 0xFF: four independent loads instead of a chain of
+        // one-byte steps (the same bits as the byte-wise path below).
+        if (b->n <= 32 && b->pad == 0 && b->end - b->p >= 4) {
+            smj_u32 b0 = b->p[0], b1 = b->p[1], b2 = b->p[2], b3 = b->p[3];
+            if (b0 != 0xFF && b1 != 0xFF && b2 != 0xFF && b3 != 0xFF) {
+                b->buf = (b->buf << 32) | (smj_u64)((b0 << 24) | (b1 << 16) | (b2 << 8) | b3);
+                b->p += 4;
+                b->n += 32;
+                b->fed += 32;
+                continue;
+            }
+        }
         smj_u32 byte = 0;
         if (b->pad == 0 && b->p < b->end) {
             byte = *b->p;

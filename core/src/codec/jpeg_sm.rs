@@ -24,6 +24,12 @@ pub use parse::prepare;
 // Used by the GPU engine and the examples (`cuda`, `unstable`).
 #[cfg_attr(not(any(feature = "cuda", feature = "unstable")), allow(unused_imports))]
 pub use parse::{prepare_with, TableMemo};
+
+/// Destuffed bytes of its predecessor's chunk each lane of the warp decoder decodes first, from
+/// a guessed state, to reach its own chunk's first symbol boundary in step (`smj_ss_warm` in
+/// `jpeg_sm_warp.h`): without it nearly every lane's guessed start is off and decodes its chunk
+/// twice. Measured on the host (`warm_ups_start_most_lanes_at_their_true_state`).
+pub const SM_WARM_BYTES: c_int = 64;
 use std::mem::{offset_of, size_of};
 
 /// A Huffman table in libjpeg's derived form (`jpeg_sm.h` `SmjHuff`; jdhuff.c
@@ -255,7 +261,18 @@ extern "C" {
     fn slidestream_smj_decode_segment(data: *const u8, len: c_int, tabs: *const SmjTables, t: *const SmjTile, mcu0: c_int, mcus: c_int) -> c_int;
     fn slidestream_smj_idct_islow(coef: *const i16, q: *const u16, out: *mut u8, stride: c_int);
     #[cfg(test)]
-    fn slidestream_smj_ss_decode_segment(data: *const u8, len: c_int, tabs: *const SmjTables, t: *const SmjTile, mcu0: c_int, mcus: c_int, rounds: *mut c_int) -> c_int;
+    fn slidestream_smj_ss_decode_segment(
+        data: *const u8,
+        len: c_int,
+        tabs: *const SmjTables,
+        t: *const SmjTile,
+        mcu0: c_int,
+        mcus: c_int,
+        warm: c_int,
+        periodic: c_int,
+        rounds: *mut c_int,
+        critical: *mut i64,
+    ) -> c_int;
     fn slidestream_smj_layout(out: *mut u64, n: c_int) -> c_int;
 }
 
@@ -313,37 +330,60 @@ pub fn decode_planes_host(stream: &[u8]) -> Result<(Vec<Vec<u8>>, SmPrepared), S
     Ok((planes, p))
 }
 
-/// The 16-bit coefficients of every block of `stream` (component planes as [`SmjTile`]
-/// describes them) decoded on the host by the serial segment decoder, or (`warp`) by the warp
-/// decoder's phases (`smj_ss_*`, lanes run in turn); with the warp decoder, the most
-/// synchronisation rounds any segment took.
+/// What the warp decoder's phases cost on one stream (host model of `sm_huffman_warp`).
 #[cfg(test)]
-pub(crate) fn coefficients_host(stream: &[u8], warp: bool) -> Result<(Vec<i16>, i32), SmError> {
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct WarpCost {
+    /// The most rounds of decoding again any segment took (0: every lane started right).
+    pub(crate) rounds: i32,
+    /// Symbols along the critical path of the slowest segment (each phase costs its busiest
+    /// lane's symbols): what the kernel's time for the tile follows.
+    pub(crate) critical_symbols: i64,
+}
+
+/// The 16-bit coefficients of every block of `stream` (component planes as [`SmjTile`]
+/// describes them) decoded on the host by the serial segment decoder (`warp` `None`), or by the
+/// warp decoder's phases (`smj_ss_*`, lanes run in turn) as the engine runs them, with warm-ups
+/// of `Some(bytes)` and the periodic shortcut; with the warp decoder, what it cost.
+#[cfg(test)]
+pub(crate) fn coefficients_host(stream: &[u8], warp: Option<c_int>) -> Result<(Vec<i16>, WarpCost), SmError> {
+    match warp {
+        None => coefficients_host_with(stream, -1, false),
+        Some(warm) => coefficients_host_with(stream, warm, true),
+    }
+}
+
+/// [`coefficients_host`] with the warp decoder's options spelled out: `warm` < 0 runs the
+/// serial decoder, else the warp decoder with warm-ups of `warm` bytes and, if `periodic`, the
+/// periodic shortcut (`smj_ss_sync`).
+#[cfg(test)]
+pub(crate) fn coefficients_host_with(stream: &[u8], warm: c_int, periodic: bool) -> Result<(Vec<i16>, WarpCost), SmError> {
     let p = prepare(stream)?;
     // Not zeroed where the decoders write every block themselves: poisoned, so a block they
     // miss shows.
     let mut coef = vec![0x5A5Ai16; p.tile.coefficients() as usize];
     let mut t = p.tile;
     t.coef = coef.as_mut_ptr() as u64;
-    let mut most = 0;
+    let mut cost = WarpCost::default();
     for g in &p.segments {
         let data = &stream[g.data as usize..g.data as usize + g.len as usize];
-        let mut rounds = 0;
-        // SAFETY: as in `decode_planes_host`; `rounds` is a local.
+        let (mut rounds, mut critical) = (0, 0i64);
+        // SAFETY: as in `decode_planes_host`; `rounds` and `critical` are locals.
         let rc = unsafe {
-            if warp {
-                slidestream_smj_ss_decode_segment(data.as_ptr(), g.len, &*p.tables, &t, g.mcu0, g.mcus, &mut rounds)
+            if warm >= 0 {
+                slidestream_smj_ss_decode_segment(data.as_ptr(), g.len, &*p.tables, &t, g.mcu0, g.mcus, warm, c_int::from(periodic), &mut rounds, &mut critical)
             } else {
                 slidestream_smj_decode_segment(data.as_ptr(), g.len, &*p.tables, &t, g.mcu0, g.mcus)
             }
         };
-        most = most.max(rounds);
+        cost.rounds = cost.rounds.max(rounds);
+        cost.critical_symbols = cost.critical_symbols.max(critical);
         let st = SmStatus::from_code(rc);
         if st != SmStatus::Ok {
             return Err(SmError::Corrupt(format!("entropy-coded data: {st:?} in the segment of MCU {}", g.mcu0)));
         }
     }
-    Ok((coef, most))
+    Ok((coef, cost))
 }
 
 #[cfg(test)]

@@ -14,15 +14,20 @@
 // SMJ_LANES chunks and each lane decodes one (the method of Weissenberger and Schmidt,
 // "Massively parallel Huffman decoding on GPUs", ICPP 2018, and its JPEG form in their
 // "Accelerating JPEG decompression on GPUs", 2021; facts only, the code is our own):
-//  1. every lane but the first starts at its chunk's first byte with a guessed state (first
-//     block of an MCU, DC symbol next) and decodes to the first symbol boundary at or past the
-//     next chunk's start, where it records its state (bit position, block of the MCU,
-//     coefficient index);
+//  1. every lane but the first finds a start: it decodes from a guessed state (first block of
+//     an MCU, DC symbol next) a few dozen bytes before its chunk (a warm-up, in its
+//     predecessor's chunk) to the first symbol boundary at or past its chunk's start; from
+//     there it decodes to the first symbol boundary at or past the next chunk's start, where it
+//     records its state (bit position, block of the MCU, coefficient index);
 //  2. rounds: a lane whose predecessor's recorded end differs from the start it used decodes
 //     its chunk again from that end; when its own end comes out as before, the lanes after it
 //     are unaffected. The first lane starts exactly, so after round r the first r + 1 ends are
-//     exact and at most SMJ_LANES - 1 rounds are needed; in practice Huffman codes re-align
-//     within a few symbols of a wrong start, and one round or two suffice;
+//     exact and at most SMJ_LANES - 1 rounds are needed; Huffman codes re-align within a few
+//     symbols of a wrong start, so after the warm-ups most tiles need no round at all. Runs of
+//     identical blocks (the padding below an image's last row) are the exception: a wrong
+//     parse can stay in step with the true one across them, and the true state crosses such a
+//     run one lane a round; where a chunk's bytes repeat, a lane skips whole periods instead of
+//     decoding them (jpeg_sm_warp_sync.h), so those rounds are short;
 //  3. with every start exact, the blocks each lane begins are summed in lane order, each lane
 //     decodes its chunk once more writing its coefficients (DC differences in place of DC
 //     values), and a last pass turns the differences into DC predictions (T.81 F.2.2.1) from
@@ -34,6 +39,8 @@
 // data's end and the segment's end): a tile it fails goes to libjpeg-turbo either way.
 
 #define SMJ_LANES 32
+// Longest byte period the periodic shortcut looks for (smj_ss_scan).
+#define SMJ_MAX_PERIOD 64
 
 // A decoder state between two symbols.
 struct SmjState {
@@ -61,6 +68,8 @@ struct SmjSs {
     long long d[SMJ_LANES + 1];   // destuffed byte where each chunk starts; d[SMJ_LANES]: data bytes
     int lone[SMJ_LANES];          // first 0xFF of the chunk not followed by 0x00 (len: none)
     int pairs[SMJ_LANES];         // 0xFF00 pairs in the chunk before it
+    int per[SMJ_LANES];           // the chunk's bytes repeat with this period (0: they do not)
+    int work[SMJ_LANES];          // symbols the lane decoded, every pass (cost accounting)
     int dend;                     // where the data ends (the first lone 0xFF, or len)
     struct SmjState start[SMJ_LANES];
     struct SmjState end[SMJ_LANES];
@@ -133,8 +142,11 @@ SMJ_FN void smj_ss_bounds(const smj_u8* raw, int len, struct SmjSs* sh, int lane
 }
 
 // Phase 2 (each lane): the chunk's first lone 0xFF (the data's end, as the serial reader sees a
-// marker there) and its 0xFF00 pairs before that.
-SMJ_FN void smj_ss_scan(const smj_u8* raw, int len, struct SmjSs* sh, int lane) {
+// marker there) and its 0xFF00 pairs before that; with `periodic`, the smallest period (1 ..
+// SMJ_MAX_PERIOD bytes) with which the chunk's bytes and the next two repeat, where the chunk
+// holds no 0xFF and at least three periods (the padding below an image's last row, or any run
+// of identical blocks, repeats one block's bits).
+SMJ_FN void smj_ss_scan(const smj_u8* raw, int len, struct SmjSs* sh, int lane, int periodic) {
     int lone = len;
     int pairs = 0;
     for (int q = sh->r[lane]; q < sh->r[lane + 1]; q++) {
@@ -150,6 +162,27 @@ SMJ_FN void smj_ss_scan(const smj_u8* raw, int len, struct SmjSs* sh, int lane) 
     }
     sh->lone[lane] = lone;
     sh->pairs[lane] = pairs;
+    sh->work[lane] = 0;
+    int a = sh->r[lane];
+    int e = sh->r[lane + 1] + 2 < len ? sh->r[lane + 1] + 2 : len;
+    int per = 0;
+    if (periodic && pairs == 0 && lone == len) {
+        for (int q = sh->r[lane + 1]; q < e; q++) {
+            if (raw[q] == 0xFF) {
+                e = a;  // a 0xFF just past the chunk: no shortcut
+            }
+        }
+        for (int p = 1; p <= SMJ_MAX_PERIOD && per == 0 && 3 * p <= e - a; p++) {
+            int q = a + p;
+            while (q < e && raw[q] == raw[q - p]) {
+                q += 1;
+            }
+            if (q == e) {
+                per = p;
+            }
+        }
+    }
+    sh->per[lane] = per;
 }
 
 // Phase 3 (one lane): the data's end, each chunk's destuffed start, and the first starts: exact
@@ -172,6 +205,9 @@ SMJ_FN void smj_ss_layout(int len, struct SmjSs* sh) {
     for (int i = 0; i <= SMJ_LANES; i++) {
         if (sh->r[i] > dend) {
             sh->r[i] = dend;
+        }
+        if (i < SMJ_LANES && sh->r[i + 1] + 2 > dend) {
+            sh->per[i] = 0;  // the bytes the period was found over run past the data's end
         }
     }
     for (int i = 0; i < SMJ_LANES; i++) {
@@ -196,21 +232,24 @@ SMJ_FN void smj_ss_layout(int len, struct SmjSs* sh) {
 // data's end) leaves *st invalid; with it (the writing pass, from an exact start) the
 // coefficients of blocks `cur`.. are written (DC differences), and decoding also stops once the
 // segment's `total` blocks are complete (*done set, after the trailing-data check). *blocks:
-// DC symbols decoded. Returns SMJ_OK or (writing pass) the serial decoder's error.
-SMJ_FN int smj_ss_run(const smj_u8* raw, int len, const struct SmjSs* sh, int lane, struct SmjState* st, long long stop, const struct SmjTables* tabs,
-                      const struct SmjTile* t, const struct SmjMcuMap* g, int mcu0, int total, int write, int cur, int* blocks,
-                      smj_u16* dcsum, int* done) {
+// DC symbols decoded; *syms gets the symbols decoded added. Returns SMJ_OK or (writing pass)
+// the serial decoder's error.
+// `from_r` and `from_d`: a raw byte at or before the start and its destuffed position (the
+// lane's chunk start, or a warm-up start before it), where the walk to the start begins.
+SMJ_FN int smj_ss_run(const smj_u8* raw, int len, const struct SmjSs* sh, int from_r, long long from_d, struct SmjState* st, long long stop,
+                      const struct SmjTables* tabs, const struct SmjTile* t, const struct SmjMcuMap* g, int mcu0, int total, int write, int cur,
+                      int* blocks, smj_u16* dcsum, int* done, int* syms) {
     *blocks = 0;
     if (st->pos < 0) {
         return SMJ_OK;
     }
     long long byte = st->pos >> 3;
-    long long at = sh->d[lane];
+    long long at = from_d;
     if (byte < at) {
         st->pos = -1;
         return SMJ_BAD_SEGMENT;
     }
-    const smj_u8* p = raw + sh->r[lane];
+    const smj_u8* p = raw + from_r;
     const smj_u8* dend = raw + sh->dend;
     while (at < byte && p < dend) {
         p += *p == 0xFF ? 2 : 1;
@@ -271,6 +310,7 @@ SMJ_FN int smj_ss_run(const smj_u8* raw, int len, const struct SmjSs* sh, int la
         if (pos >= stop) {
             break;
         }
+        *syms += 1;
         int c = g->c[u];
         int ok = 1;
         if (z == 0) {
@@ -341,17 +381,6 @@ SMJ_FN int smj_ss_run(const smj_u8* raw, int len, const struct SmjSs* sh, int la
     return SMJ_OK;
 }
 
-// Phase 4 (each lane but the last; rounds too): decode from the lane's start, to its end.
-SMJ_FN void smj_ss_sync(const smj_u8* raw, int len, struct SmjSs* sh, int lane, const struct SmjTables* tabs, const struct SmjTile* t,
-                        const struct SmjMcuMap* g, int mcu0, int total) {
-    struct SmjState s = sh->start[lane];
-    int nb = 0;
-    int done = 0;
-    smj_ss_run(raw, len, sh, lane, &s, sh->d[lane + 1] * 8, tabs, t, g, mcu0, total, 0, 0, &nb, 0, &done);
-    sh->end[lane] = s;
-    sh->blocks[lane] = nb;
-}
-
 // Phase 5 (each lane): zero the lane's share of the segment's blocks (the writing pass writes
 // only the coefficients it decodes).
 SMJ_FN void smj_ss_zero(const struct SmjTile* t, const struct SmjMcuMap* g, int mcu0, int total, int lane) {
@@ -379,7 +408,8 @@ SMJ_FN void smj_ss_write(const smj_u8* raw, int len, struct SmjSs* sh, int lane,
     long long stop = lane == SMJ_LANES - 1 ? 0x7FFFFFFFFFFFFFFFLL : sh->d[lane + 1] * 8;
     int nb = 0;
     int done = 0;
-    sh->status[lane] = smj_ss_run(raw, len, sh, lane, &s, stop, tabs, t, g, mcu0, total, 1, smj_ss_first_block(sh, lane) - 1, &nb, sh->dcsum[lane], &done);
+    sh->status[lane] = smj_ss_run(raw, len, sh, sh->r[lane], sh->d[lane], &s, stop, tabs, t, g, mcu0, total, 1, smj_ss_first_block(sh, lane) - 1, &nb,
+                                  sh->dcsum[lane], &done, &sh->work[lane]);
     sh->wblocks[lane] = nb;
     sh->done[lane] = done;
 }

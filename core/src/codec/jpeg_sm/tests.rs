@@ -78,14 +78,17 @@ fn crop(plane: &[u8], pw: usize, w: usize, h: usize) -> Vec<u8> {
 /// The most synchronisation rounds the warp decoder took on any stream `check` saw.
 static MOST_ROUNDS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
-/// The warp decoder gives the serial decoder's coefficients, every one of them.
+/// The warp decoder gives the serial decoder's coefficients, every one of them, with the
+/// engine's warm-ups and periodic shortcut and without.
 fn check_warp(stream: &[u8], what: &str) {
-    let (serial, _) = coefficients_host(stream, false).unwrap_or_else(|e| panic!("{what}: serial: {e}"));
-    let (warp, rounds) = coefficients_host(stream, true).unwrap_or_else(|e| panic!("{what}: warp decoder: {e}"));
-    MOST_ROUNDS.fetch_max(rounds, std::sync::atomic::Ordering::Relaxed);
-    if serial != warp {
-        let at = serial.iter().zip(&warp).position(|(a, b)| a != b).unwrap_or(0);
-        panic!("{what}: warp decoder differs first at coefficient {at} (block {}): {} vs {}", at / 64, warp[at], serial[at]);
+    let (serial, _) = coefficients_host(stream, None).unwrap_or_else(|e| panic!("{what}: serial: {e}"));
+    for (warm, periodic) in [(SM_WARM_BYTES, true), (0, false), (3, true)] {
+        let (warp, cost) = coefficients_host_with(stream, warm, periodic).unwrap_or_else(|e| panic!("{what}: warp decoder (warm-up {warm}): {e}"));
+        MOST_ROUNDS.fetch_max(cost.rounds, std::sync::atomic::Ordering::Relaxed);
+        if serial != warp {
+            let at = serial.iter().zip(&warp).position(|(a, b)| a != b).unwrap_or(0);
+            panic!("{what}: warp decoder (warm-up {warm}) differs first at coefficient {at} (block {}): {} vs {}", at / 64, warp[at], serial[at]);
+        }
     }
 }
 
@@ -159,7 +162,7 @@ fn generated_streams_match_libjpeg_turbo_exactly() {
         }
     }
     eprintln!(
-        "{n} generated streams equal libjpeg-turbo (warp decoder too; at most {} synchronisation rounds)",
+        "{n} generated streams equal libjpeg-turbo (warp decoder too; at most {} rounds of decoding again)",
         MOST_ROUNDS.load(std::sync::atomic::Ordering::Relaxed)
     );
 }
@@ -222,7 +225,7 @@ fn real_tiles_of_the_shared_slides_match_libjpeg_turbo_exactly() {
         };
         let n = check_slide(&p, 40);
         eprintln!(
-            "{}: {n} streams equal (warp decoder: at most {} synchronisation rounds so far)",
+            "{}: {n} streams equal (warp decoder: at most {} rounds of decoding again so far)",
             p.display(),
             MOST_ROUNDS.load(std::sync::atomic::Ordering::Relaxed)
         );
@@ -259,7 +262,7 @@ fn damaged_streams_give_typed_errors_and_never_silently_differ() {
         let ours = decode_planes_host(&s);
         let theirs = decode_planes(&s);
         // The warp decoder: when it decodes, the serial decoder decodes the same coefficients.
-        match (coefficients_host(&s, true), coefficients_host(&s, false)) {
+        match (coefficients_host(&s, Some(SM_WARM_BYTES)), coefficients_host(&s, None)) {
             (Ok((w, _)), Ok((c, _))) => assert!(w == c, "flip at {at}: the warp decoder differs from the serial one"),
             (Ok(_), Err(e)) => panic!("flip at {at}: the warp decoder decodes what the serial one rejects ({e})"),
             (Err(_), Ok(_)) => warp_stricter += 1,
@@ -365,4 +368,38 @@ fn unsupported_streams_are_declined() {
     };
     assert!(matches!(prepare(&prog), Err(SmError::Unsupported(_))));
     assert!(matches!(prepare(b"not a jpeg"), Err(SmError::Corrupt(_))));
+}
+
+/// What the warp decoder's warm-ups and periodic shortcut save on the level-0 tiles of a
+/// shared slide: per tile, the rounds of decoding again and the symbols decoded along the
+/// warp's critical path (each phase costs its busiest lane's symbols; a launch waits for its
+/// slowest tile), printed for the record; every tile's coefficients checked against the serial
+/// decoder in every configuration.
+#[test]
+fn warm_ups_and_periodic_runs_shorten_the_critical_path() {
+    let Some(p) = shared("CMU-1-Small-Region.svs") else { return };
+    let streams = level_streams(&crate::slide::Slide::open(&p).unwrap(), 0, 1, 10_000).unwrap();
+    let serial: Vec<_> = streams.iter().map(|s| coefficients_host(s, None).unwrap().0).collect();
+    let mut worst = Vec::new();
+    for (warm, periodic) in [(0, false), (SM_WARM_BYTES, false), (0, true), (SM_WARM_BYTES, true)] {
+        let mut hist = std::collections::BTreeMap::new();
+        let (mut total, mut most) = (0i64, 0i64);
+        for (s, want) in streams.iter().zip(&serial) {
+            let (got, cost) = coefficients_host_with(s, warm, periodic).unwrap();
+            assert!(&got == want, "warm-up {warm}, periodic {periodic}: coefficients differ");
+            *hist.entry(cost.rounds).or_insert(0) += 1;
+            total += cost.critical_symbols;
+            most = most.max(cost.critical_symbols);
+        }
+        eprintln!(
+            "CMU-1-Small-Region level 0, {} tiles, warm-up {warm} bytes, periodic shortcut {periodic}: tiles by rounds {hist:?}; \
+             critical path mean {} symbols, slowest tile {most}",
+            streams.len(),
+            total / streams.len() as i64
+        );
+        worst.push((total, most));
+    }
+    // Warm-ups shorten the typical tile, the periodic shortcut the slowest (the bottom row's
+    // tiles, whose padding below the image repeats one block).
+    assert!(worst[1].0 < worst[0].0 && worst[3].1 < worst[1].1, "no saving: {worst:?}");
 }

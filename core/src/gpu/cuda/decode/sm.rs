@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::slot::Slot;
 use super::{Bits, ChunkOut, Declined, NvEnv, TileDecoder};
-use crate::codec::jpeg_sm::{prepare_with, SmPrepared, SmStatus, SmjSegment, SmjTile, TableMemo};
+use crate::codec::jpeg_sm::{prepare_with, SmPrepared, SmStatus, SmjSegment, SmjTile, TableMemo, SM_WARM_BYTES};
 use crate::gpu::cuda::context::device_arch;
 use crate::gpu::cuda::kernels::{arg, launch, ConvDesc, Module};
 use crate::gpu::cuda::memory::{as_bytes, DevTile, StreamAlloc};
@@ -28,9 +28,17 @@ mod probe;
 #[cfg(feature = "unstable")]
 pub use probe::{probe, SmProbe, StageTime};
 
-/// The kernels' source: the decoding functions (serial, then the warp decoder), then the kernels.
-const SOURCE: &str =
-    concat!(include_str!("../../../codec/jpeg_sm.h"), "\n", include_str!("../../../codec/jpeg_sm_warp.h"), "\n", include_str!("../kernels/jpeg_sm.cu"));
+/// The kernels' source: the decoding functions (serial, then the warp decoder and its
+/// synchronising passes), then the kernels.
+const SOURCE: &str = concat!(
+    include_str!("../../../codec/jpeg_sm.h"),
+    "\n",
+    include_str!("../../../codec/jpeg_sm_warp.h"),
+    "\n",
+    include_str!("../../../codec/jpeg_sm_warp_sync.h"),
+    "\n",
+    include_str!("../kernels/jpeg_sm.cu")
+);
 
 /// The SM decoder's kernels (`sm_huffman`, `sm_huffman_warp`, `sm_idct`), compiled once per
 /// engine from `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
@@ -76,10 +84,23 @@ impl SmKernels {
 
     /// Enqueue `sm_huffman_warp` on `stream` over the `n` segments the `order` array names
     /// (device `int`s; 0 = the first `n` as given): one warp a segment, [`WARPS_PER_BLOCK`] a
-    /// block.
-    pub(crate) fn huffman_warp(&self, a: &SmArgs, order: u64, n: usize, stream: CUstream) -> Res<()> {
+    /// block; each lane's first start found by a warm-up of `warm` bytes (the engine:
+    /// [`SM_WARM_BYTES`]; 0: none), the periodic shortcut on if `periodic` (`smj_ss_warm` and
+    /// `smj_ss_sync` in `codec/jpeg_sm_warp.h`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn huffman_warp(&self, a: &SmArgs, order: u64, n: usize, warm: c_int, periodic: bool, stream: CUstream) -> Res<()> {
         let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status) = (a.segs, order, n as c_int, a.tiles, a.tabs, a.status);
-        let mut params = [arg(&mut p_segs), arg(&mut p_order), arg(&mut p_n), arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_status)];
+        let (mut p_warm, mut p_periodic) = (warm, c_int::from(periodic));
+        let mut params = [
+            arg(&mut p_segs),
+            arg(&mut p_order),
+            arg(&mut p_n),
+            arg(&mut p_tiles),
+            arg(&mut p_tabs),
+            arg(&mut p_status),
+            arg(&mut p_warm),
+            arg(&mut p_periodic),
+        ];
         launch(
             self.huffman_warp,
             ((n as u32).div_ceil(WARPS_PER_BLOCK), 1, 1),
@@ -320,7 +341,7 @@ impl SmJpeg<'_> {
             self.kernels.huffman(&args, args.order, args.n_thread, -1, SPREAD, BLOCK, stream)?;
         }
         if args.n_warp > 0 {
-            self.kernels.huffman_warp(&args, args.order + 4 * args.n_thread as u64, args.n_warp, stream)?;
+            self.kernels.huffman_warp(&args, args.order + 4 * args.n_thread as u64, args.n_warp, SM_WARM_BYTES, true, stream)?;
         }
         self.kernels.idct(&args, BLOCK, stream)?;
         // SAFETY: `segs_n` i32s into the pinned buffer (made above), read after `finish`

@@ -53,12 +53,13 @@ extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, con
 
 // sm_huffman_warp: one warp (SMJ_LANES threads) per entropy-coded segment, in the order `order`
 // gives (NULL: segment order), SMJ_SS_WARPS warps a block: the self-synchronising decoding of
-// jpeg_sm.h (smj_ss_*), phase by phase with the warp's lanes in step. Writes the segment's
-// coefficients and its SMJ_* status, as sm_huffman does.
+// jpeg_sm_warp.h (smj_ss_*), phase by phase with the warp's lanes in step, each lane's first
+// start found by a warm-up of `warm` bytes (0: none) and, if `periodic`, the shortcut over
+// repeating bytes. Writes the segment's coefficients and its SMJ_* status, as sm_huffman does.
 #define SMJ_SS_WARPS 4
 extern "C" __global__ void __launch_bounds__(SMJ_LANES * SMJ_SS_WARPS) sm_huffman_warp(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n,
                                                                                   const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs,
-                                                                                  int* __restrict__ status) {
+                                                                                  int* __restrict__ status, int warm, int periodic) {
     __shared__ struct SmjSs shared_ss[SMJ_SS_WARPS];
     int warp = threadIdx.x / SMJ_LANES;
     int lane = threadIdx.x - warp * SMJ_LANES;
@@ -83,13 +84,14 @@ extern "C" __global__ void __launch_bounds__(SMJ_LANES * SMJ_SS_WARPS) sm_huffma
     int total = g.mcus * map.n;
     smj_ss_bounds(raw, g.len, sh, lane);
     __syncwarp();
-    smj_ss_scan(raw, g.len, sh, lane);
+    smj_ss_scan(raw, g.len, sh, lane, periodic);
     __syncwarp();
     if (lane == 0) {
         smj_ss_layout(g.len, sh);
     }
     __syncwarp();
     if (lane < SMJ_LANES - 1) {
+        smj_ss_warm(raw, g.len, sh, lane, tb, &t, &map, g.mcu0, total, warm);
         smj_ss_sync(raw, g.len, sh, lane, tb, &t, &map, g.mcu0, total);
     }
     __syncwarp();

@@ -7,7 +7,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use super::{back_to_back, Packed, SmKernels};
-use crate::codec::jpeg_sm::{prepare_with, SmError, SmPrepared, SmStatus, TableMemo};
+use crate::codec::jpeg_sm::{prepare_with, SmError, SmPrepared, SmStatus, TableMemo, SM_WARM_BYTES};
 use crate::error::GpuError;
 use crate::gpu::cuda::context::{Context, Stream};
 use crate::gpu::cuda::memory::{as_bytes, StreamAlloc};
@@ -164,16 +164,23 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     }
     // One warp a segment (the self-synchronising decoder, for the engine's long segments):
     // timed last, so the samples verified below are the ones it decoded.
-    let run_warp = || -> Res<f64> {
+    // Without warm-ups or the periodic shortcut first, then as the engine runs it (verified).
+    let run_warp = |warm: c_int, periodic: bool| -> Res<f64> {
         let t = Instant::now();
-        k.huffman_warp(&args, 0, args.nsegs, s)?;
+        k.huffman_warp(&args, 0, args.nsegs, warm, periodic, s)?;
         stream.sync()?;
         Ok(t.elapsed().as_secs_f64())
     };
-    run_warp()?;
-    let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_warp()).collect::<Res<_>>()?;
-    let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
-    r.huffman.push(StageTime { variant: "huffman, one warp a segment (self-synchronising; verified)".into(), median_s: median(&mut v), min_s });
+    for (warm, periodic, what) in [
+        (0, false, "huffman, one warp a segment, no warm-up, no periodic shortcut"),
+        (SM_WARM_BYTES, false, "huffman, one warp a segment, warm-ups, no periodic shortcut"),
+        (SM_WARM_BYTES, true, "huffman, one warp a segment, warm-ups and periodic shortcut (the engine's; verified)"),
+    ] {
+        run_warp(warm, periodic)?;
+        let mut v: Vec<f64> = (0..rounds.max(1)).map(|_| run_warp(warm, periodic)).collect::<Res<_>>()?;
+        let min_s = v.iter().copied().fold(f64::INFINITY, f64::min);
+        r.huffman.push(StageTime { variant: what.into(), median_s: median(&mut v), min_s });
+    }
     let run_idct = |block: u32| -> Res<f64> {
         let t = Instant::now();
         k.idct(&args, block, s)?;
