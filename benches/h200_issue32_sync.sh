@@ -22,25 +22,31 @@ exec > >(tee -a "$OUT/h200_issue32_sync.log") 2>&1
 source benches/h200_device_env.sh
 make_slides
 if [ "${PART:-A}" = A ]; then
-  for args in "--tiles 1024 --step 9" "--tiles 14000 --step 3"; do
-    echo "== sm_jpeg_probe $args"
-    timeout 150 /tmp/bin/sm_jpeg_probe --rounds 5 $args /tmp/big.svs 2>&1 | grep -E "warp|idct, 64|equal|differ|tiles" | tail -12
-  done
-  for mode in on off; do
-    echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode"
-    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$mode timeout 100 /tmp/bin/gpu_sm-tests --nocapture 2>&1 | grep -E "test result|panicked|SM decoder:" | tail -7
-  done
+  # Most telling first (a call may be cut short): the kernels alone on a call's worth of tiles,
+  # device == CPU, the 4096 batches; then the rest.
+  probe() {
+    echo "== sm_jpeg_probe $*"
+    timeout 150 /tmp/bin/sm_jpeg_probe --rounds 5 "$@" /tmp/big.svs 2>&1 | grep -E "warp|idct, 64|equal|differ|tiles" | tail -12
+  }
+  sm_tests() {
+    echo "-- gpu_sm-tests, SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$1"
+    SLIDESTREAM_GPU_SM_DECODER=on SLIDESTREAM_COMPAT_MODE=$1 timeout 100 /tmp/bin/gpu_sm-tests --nocapture 2>&1 | grep -E "test result|panicked|SM decoder:" | tail -7
+  }
+  region() {
+    echo "== gpu-region /tmp/big.svs, batches of $1, SLIDESTREAM_GPU_SM_DECODER=$2"
+    SLIDESTREAM_GPU_SM_DECODER=$2 SLIDESTREAM_GPU_WARMUP=full timeout 120 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches $3 --batch $1 2>&1 | tail -2
+  }
+  probe --tiles 1024 --step 9
+  sm_tests on
+  region 4096 on 8192
+  region 4096 off 8192
+  sm_tests off
+  probe --tiles 14000 --step 3
   echo "== compute-sanitizer memcheck, gpu_sm-tests, SM on"
   SLIDESTREAM_GPU_SM_DECODER=on timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck /tmp/bin/gpu_sm-tests --test-threads 1 2>&1 | grep -E "ERROR SUMMARY|test result|Invalid" | head -8
-  for sm in off on; do
-    echo "== gpu-region /tmp/big.svs, batches of 4096, SLIDESTREAM_GPU_SM_DECODER=$sm"
-    SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 120 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 8192 --batch 4096 2>&1 | tail -2
-  done
-  for b in 16 64 256; do
-    for sm in off on; do
-      echo "== gpu-region, batches of $b, SLIDESTREAM_GPU_SM_DECODER=$sm"
-      SLIDESTREAM_GPU_SM_DECODER=$sm SLIDESTREAM_GPU_WARMUP=full timeout 60 /tmp/bin/slidestream gpu-region /tmp/big.svs --patches 2048 --batch $b 2>&1 | tail -2
-    done
+  for b in 256 64 16; do
+    region $b on 2048
+    region $b off 2048
   done
 else
   for sm in off on; do
