@@ -403,3 +403,29 @@ fn warm_ups_and_periodic_runs_shorten_the_critical_path() {
     // tiles, whose padding below the image repeats one block).
     assert!(worst[1].0 < worst[0].0 && worst[3].1 < worst[1].1, "no saving: {worst:?}");
 }
+
+/// Generated tiles whose lower part is one flat colour (as the padding below a slide's last row
+/// is): the warp decoder with the periodic shortcut gives the serial decoder's coefficients, and
+/// its critical path is shorter than without the shortcut (which must carry the true state
+/// across the flat run one lane per round).
+#[test]
+fn flat_runs_take_the_periodic_shortcut_and_decode_alike() {
+    let mut saved = 0;
+    for (samp, rgb) in [(raw::TJSAMP_TJSAMP_444, true), (raw::TJSAMP_TJSAMP_420, false), (raw::TJSAMP_TJSAMP_422, false)] {
+        let (w, h) = (240, 240);
+        let mut px = pixels(w, h, 5);
+        // Rows from 40 down: one colour.
+        for v in px[40 * w * 3..].chunks_mut(3) {
+            v.copy_from_slice(&[231, 228, 236]);
+        }
+        let s = compress(&px, w, h, &Enc { samp, quality: 30, rgb, restart_blocks: 0, optimize: false });
+        let (want, _) = coefficients_host(&s, None).unwrap();
+        let (plain, without) = coefficients_host_with(&s, SM_WARM_BYTES, false).unwrap();
+        let (got, with) = coefficients_host_with(&s, SM_WARM_BYTES, true).unwrap();
+        assert!(plain == want && got == want, "samp {samp}: the warp decoder differs from the serial one");
+        eprintln!("samp {samp}: {} bytes, rounds {}, critical path {} symbols without the shortcut, {} with", s.len(), with.rounds, without.critical_symbols, with.critical_symbols);
+        assert!(with.critical_symbols <= without.critical_symbols, "samp {samp}: the shortcut lengthened the critical path");
+        saved += i64::from(with.critical_symbols < without.critical_symbols);
+    }
+    assert!(saved > 0, "the periodic shortcut never shortened a flat tile's critical path");
+}
