@@ -381,7 +381,8 @@ fn warm_ups_and_periodic_runs_shorten_the_critical_path() {
     let streams = level_streams(&crate::slide::Slide::open(&p).unwrap(), 0, 1, 10_000).unwrap();
     let serial: Vec<_> = streams.iter().map(|s| coefficients_host(s, None).unwrap().0).collect();
     let mut worst = Vec::new();
-    for (warm, periodic) in [(0, false), (SM_WARM_BYTES, false), (0, true), (SM_WARM_BYTES, true)] {
+    // The first four compared below; then other warm-up lengths, for the record.
+    for (warm, periodic) in [(0, false), (SM_WARM_BYTES, false), (0, true), (SM_WARM_BYTES, true), (16, true), (32, true), (128, true)] {
         let mut hist = std::collections::BTreeMap::new();
         let (mut total, mut most) = (0i64, 0i64);
         for (s, want) in streams.iter().zip(&serial) {

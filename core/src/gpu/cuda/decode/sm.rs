@@ -41,7 +41,7 @@ const SOURCE: &str = concat!(
 );
 
 /// The SM decoder's kernels (`sm_huffman`, `sm_huffman_warp`, `sm_idct`), compiled once per
-/// engine from `codec/jpeg_sm.h` + `kernels/jpeg_sm.cu`.
+/// engine from [`SOURCE`].
 pub(crate) struct SmKernels {
     _module: Module,
     huffman: *mut std::ffi::c_void,
@@ -86,7 +86,7 @@ impl SmKernels {
     /// (device `int`s; 0 = the first `n` as given): one warp a segment, [`WARPS_PER_BLOCK`] a
     /// block; each lane's first start found by a warm-up of `warm` bytes (the engine:
     /// [`SM_WARM_BYTES`]; 0: none), the periodic shortcut on if `periodic` (`smj_ss_warm` and
-    /// `smj_ss_sync` in `codec/jpeg_sm_warp.h`).
+    /// `smj_ss_sync` in `codec/jpeg_sm_warp_sync.h`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn huffman_warp(&self, a: &SmArgs, order: u64, n: usize, warm: c_int, periodic: bool, stream: CUstream) -> Res<()> {
         let (mut p_segs, mut p_order, mut p_n, mut p_tiles, mut p_tabs, mut p_status) = (a.segs, order, n as c_int, a.tiles, a.tabs, a.status);

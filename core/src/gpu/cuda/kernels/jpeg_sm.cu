@@ -53,9 +53,9 @@ extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, con
 
 // sm_huffman_warp: one warp (SMJ_LANES threads) per entropy-coded segment, in the order `order`
 // gives (NULL: segment order), SMJ_SS_WARPS warps a block: the self-synchronising decoding of
-// jpeg_sm_warp.h (smj_ss_*), phase by phase with the warp's lanes in step, each lane's first
-// start found by a warm-up of `warm` bytes (0: none) and, if `periodic`, the shortcut over
-// repeating bytes. Writes the segment's coefficients and its SMJ_* status, as sm_huffman does.
+// jpeg_sm_warp.h and jpeg_sm_warp_sync.h (smj_ss_*), phase by phase with the warp's lanes in
+// step, each lane's first start found by a warm-up of `warm` bytes (0: none) and, if
+// `periodic`, the shortcut over repeating bytes. Writes the segment's coefficients and its SMJ_* status, as sm_huffman does.
 #define SMJ_SS_WARPS 4
 extern "C" __global__ void __launch_bounds__(SMJ_LANES * SMJ_SS_WARPS) sm_huffman_warp(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n,
                                                                                   const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs,
