@@ -1,7 +1,8 @@
 //! The SM JPEG decoder inside the GPU engine (feature `cuda`): run with
 //! `SLIDESTREAM_GPU_SM_DECODER=on` on a GPU host (`benches/sm_probe.sh` with `GPU_TESTS=`), its
 //! batches equal the CPU path byte for byte. `core/tests/gpu.rs`, run with the same setting,
-//! covers every other device read with the decoder in the route. Without a GPU, or with the
+//! covers every other device read with the decoder in the route; the second test, region-aware
+//! decoding (only the parts of tiles small patches need). Without a GPU, or with the
 //! setting off, the test says why and returns.
 #![cfg(feature = "cuda")]
 
@@ -53,5 +54,67 @@ fn sm_decoder_when_on_decodes_batches_equal_to_the_cpu() {
         eprintln!("SM decoder: {}: {} patches, {sm} tiles decoded by it ({}), GPU vs CPU max abs diff {diff}", path.display(), locs.len(), after.sm_decoder);
         assert_eq!(diff, 0, "{}", path.display());
         assert!(sm > 0, "{}: the SM decoder decoded nothing ({}; last CPU reason: {})", path.display(), after.sm_decoder, after.cpu_fallback_reason);
+    }
+}
+
+/// Region-aware decoding, with `SLIDESTREAM_GPU_SM_DECODER=on`: small patches straddling tile
+/// edges need only parts of their tiles (under `partial_decode_max_fraction`), so the SM
+/// decoder entropy-decodes those tiles' scans but inverse-DCTs and converts only the parts'
+/// MCUs (`decoded_sm_partial`); the patches equal the CPU path's byte for byte at every
+/// sampling (fancy upsampling reads chroma beyond a part's edge) and at the image's edges.
+/// Skipped (passing) otherwise.
+#[test]
+fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
+    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
+        eprintln!("sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+        return;
+    }
+    if !gpu_present("sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu") {
+        return;
+    }
+    use turbojpeg::Subsamp;
+    let mut files = Vec::new();
+    for sub in [Subsamp::None, Subsamp::Sub2x1, Subsamp::Sub2x2, Subsamp::Sub1x2] {
+        files.push(ycbcr_jpeg_tiff(1517, 989, 128, sub, 5).0);
+    }
+    let mut paths: Vec<PathBuf> = files.iter().map(|f| f.path().to_path_buf()).collect();
+    paths.extend(testdata().map(|d| d.join("CMU-1-Small-Region.svs")));
+    for path in paths {
+        let slide = Slide::open(&path).expect("open");
+        let (w, h) = slide.dimensions();
+        let (tw, th) = slide.level_tile_sizes()[0];
+        let (tw, th) = (tw as i64, th as i64);
+        let (pw, ph) = (29u64, 21u64);
+        // One patch across the right edge of every tile (and past the image's right and
+        // bottom edges for the last column and row), at odd offsets.
+        let mut locs = Vec::new();
+        for r in 0..(h as i64).div_ceil(th) {
+            for c in 0..(w as i64).div_ceil(tw) {
+                locs.push((c * tw + tw - 13, r * th + 3 + (c * 7) % (th - 25)));
+            }
+        }
+        locs.push((w as i64 - 11, h as i64 - 5));
+        let before = gpu::stats(0);
+        let batch = slide.read_regions_device(&locs, 0, (pw, ph), &RGB).expect("read");
+        assert!(batch.errors.iter().all(Option::is_none));
+        let dev = batch.array.to_host().expect("download");
+        let after = gpu::stats(0);
+        let mut cpu = vec![0u8; locs.len() * (pw * ph * 3) as usize];
+        slide.read_regions_rgb_into(&locs, 0, (pw, ph), RGB.background, &mut cpu).expect("CPU");
+        let diff = max_abs_diff(&dev, &cpu);
+        let (sm, part) = (after.decoded_sm - before.decoded_sm, after.decoded_sm_partial - before.decoded_sm_partial);
+        eprintln!(
+            "SM decoder, parts: {}: {} patches, {sm} tiles decoded by it, {part} of them in part; GPU vs CPU max abs diff {diff}",
+            path.display(),
+            locs.len()
+        );
+        assert_eq!(diff, 0, "{}", path.display());
+        assert!(
+            part > 0 && part <= sm,
+            "{}: {part} partial of {sm} SM tiles ({}; last CPU reason: {})",
+            path.display(),
+            after.sm_decoder,
+            after.cpu_fallback_reason
+        );
     }
 }

@@ -72,6 +72,7 @@ pub(crate) fn gpu_dict<'py>(py: Python<'py>, s: &GpuStats) -> PyResult<Bound<'py
     d.set_item("decoded_device_bitstream", s.decoded_device_bitstream)?;
     d.set_item("decoded_hybrid", s.decoded_hybrid)?;
     d.set_item("decoded_sm", s.decoded_sm)?;
+    d.set_item("decoded_sm_partial", s.decoded_sm_partial)?;
     d.set_item("sm_decoder", s.sm_decoder.as_str())?;
     d.set_item("decoded_cpu", s.decoded_cpu)?;
     d.set_item("decoded_cpu_partial", s.decoded_cpu_partial)?;

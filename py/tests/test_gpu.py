@@ -58,7 +58,7 @@ GPU_STATS_KEYS = {
     "posix_bytes", "posix_requests",
     "cufile_gds_bytes", "cufile_gds_requests", "cufile_compat_bytes", "cufile_compat_requests",
     "cufile_handle_failures", "cufile_handle_error", "cufile_skip_reason", "tile_bytes", "read_amplification",
-    "decoded_hardware", "decoded_device_bitstream", "decoded_hybrid", "decoded_sm", "sm_decoder", "decoded_cpu", "decoded_cpu_partial", "gpu_lanes", "cpu_workers",
+    "decoded_hardware", "decoded_device_bitstream", "decoded_hybrid", "decoded_sm", "decoded_sm_partial", "sm_decoder", "decoded_cpu", "decoded_cpu_partial", "gpu_lanes", "cpu_workers",
     "gpu_batch_fallbacks", "cpu_fallback_reason", "nvjpeg_backend", "hardware_engines", "kernel_cache", "warmup", "stream_priority", "cuda_connections", "gpu_wait", "thread_nice",
     "cache_hits", "cache_misses", "cache_evictions", "cache_insertions", "cache_entries",
     "cache_resident_bytes", "cache_capacity_bytes", "device_tile_bytes",

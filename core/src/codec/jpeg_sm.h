@@ -388,4 +388,16 @@ SMJ_FN void smj_idct_islow(const short* in, const smj_u16* q, smj_u8* out, int s
     }
 }
 
+// Region-aware decoding: whether block (bx, by) of component c's plane lies in an MCU of the
+// window win = {col0, row0, col1, row1} (MCUs of the tile's grid, ends exclusive); win NULL:
+// every block. A block of component c belongs to MCU (bx / h[c], by / v[c]) (T.81 A.2.3: an
+// MCU holds h[c] x v[c] blocks of each component; a one-component scan's MCU is one block).
+SMJ_FN int smj_block_in_window(const struct SmjTile* t, int c, int bx, int by, const int* win) {
+    if (!win) {
+        return 1;
+    }
+    int mx = bx / t->h[c], my = by / t->v[c];
+    return mx >= win[0] && mx < win[2] && my >= win[1] && my < win[3];
+}
+
 #endif

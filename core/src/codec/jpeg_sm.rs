@@ -276,6 +276,7 @@ extern "C" {
         critical: *mut i64,
     ) -> c_int;
     fn slidestream_smj_layout(out: *mut u64, n: c_int) -> c_int;
+    fn slidestream_smj_block_in_window(t: *const SmjTile, c: c_int, bx: c_int, by: c_int, win: *const c_int) -> c_int;
 }
 
 /// The sizes and offsets the C compiler gives the descriptors, in the order of
@@ -288,6 +289,39 @@ pub fn c_layout() -> Vec<u64> {
     v
 }
 
+/// The MCUs a region-aware decode runs the IDCT for, to convert the pixels of `part` (relative
+/// to the tile's top-left, inside its image) exactly: `[col0, row0, col1, row1]` of the tile's
+/// MCU grid, ends exclusive; the whole grid for `None`. Along an axis where chroma is
+/// subsampled, `part` is first widened by one pixel on each side: libjpeg-turbo's fancy
+/// upsampling (jdsample.c `h2v1`/`h1v2`/`h2v2_fancy_upsample`) reads, besides the nearest chroma
+/// sample, the one before it for an even pixel (covering pixels x − 2 and x − 1) and the one
+/// after it for an odd pixel (x + 1 and x + 2); MCU edges fall on even pixels, so each of those
+/// samples lies in the MCU of pixel x − 1 or x + 1. Box upsampling reads none. Clamped to the
+/// grid.
+pub fn idct_window(t: &SmjTile, part: Option<crate::codec::PartRect>) -> [c_int; 4] {
+    let whole = [0, 0, t.mcux, t.mcuy];
+    let Some(p) = part else { return whole };
+    let n = t.ncomp.clamp(1, 4) as usize;
+    let hmax = t.h[..n].iter().copied().max().unwrap_or(1).max(1) as i64;
+    let vmax = t.v[..n].iter().copied().max().unwrap_or(1).max(1) as i64;
+    let (mx, my) = if n == 1 { (1, 1) } else { (hmax, vmax) };
+    let sub_x = t.h[..n].iter().any(|&h| i64::from(h) < hmax);
+    let sub_y = t.v[..n].iter().any(|&v| i64::from(v) < vmax);
+    let (gx, gy) = (i64::from(sub_x), i64::from(sub_y));
+    let (x0, y0) = ((i64::from(p.x) - gx).max(0), (i64::from(p.y) - gy).max(0));
+    let (x1, y1) = (i64::from(p.x) + i64::from(p.w) + gx, i64::from(p.y) + i64::from(p.h) + gy);
+    let (cw, ch) = (8 * mx, 8 * my);
+    let clamp = |v: i64, hi: c_int| v.clamp(0, i64::from(hi)) as c_int;
+    [clamp(x0 / cw, t.mcux), clamp(y0 / ch, t.mcuy), clamp((x1 + cw - 1) / cw, t.mcux), clamp((y1 + ch - 1) / ch, t.mcuy)]
+}
+
+/// Whether the IDCT of a region-aware decode runs for block `(bx, by)` of component `c`'s
+/// plane with window `win` ([`idct_window`]): the C function the `sm_idct` kernel calls.
+pub fn block_in_window(t: &SmjTile, c: usize, bx: usize, by: usize, win: &[c_int; 4]) -> bool {
+    // SAFETY: reads `t` and the 4 window entries.
+    unsafe { slidestream_smj_block_in_window(t, c as c_int, bx as c_int, by as c_int, win.as_ptr()) != 0 }
+}
+
 /// Decode `stream` with the SM decoder's own functions on the host: every segment's entropy
 /// decoding, then the IDCT of every block. Returns each component's plane of
 /// [`SmjTile::plane_size`] samples (whole blocks, before chroma upsampling and colour
@@ -297,6 +331,16 @@ pub fn c_layout() -> Vec<u64> {
 /// [`prepare`]'s errors, and [`SmError::Corrupt`] naming the [`SmStatus`] of the first segment
 /// that fails.
 pub fn decode_planes_host(stream: &[u8]) -> Result<(Vec<Vec<u8>>, SmPrepared), SmError> {
+    decode_planes_host_window(stream, None, 0)
+}
+
+/// [`decode_planes_host`] as a region-aware decode runs it: every segment entropy-decoded (a
+/// damaged scan fails whatever the window), the IDCT only for the blocks in `win`
+/// ([`idct_window`], [`block_in_window`]; `None`: all); the other samples are `fill`.
+///
+/// # Errors
+/// As [`decode_planes_host`].
+pub fn decode_planes_host_window(stream: &[u8], win: Option<[c_int; 4]>, fill: u8) -> Result<(Vec<Vec<u8>>, SmPrepared), SmError> {
     let p = prepare(stream)?;
     let n = p.tile.coefficients() as usize;
     let mut coef = vec![0i16; n];
@@ -319,9 +363,12 @@ pub fn decode_planes_host(stream: &[u8]) -> Result<(Vec<Vec<u8>>, SmPrepared), S
         let (pw, ph) = p.tile.plane_size(c);
         let base = t.plane[c] as usize;
         let q = &p.tables.quant[t.tq[c] as usize];
-        let mut out = vec![0u8; pw * ph];
+        let mut out = vec![fill; pw * ph];
         for by in 0..t.bh[c] as usize {
             for bx in 0..t.bw[c] as usize {
+                if win.is_some_and(|w| !block_in_window(&t, c, bx, by, &w)) {
+                    continue;
+                }
                 let blk = &coef[base + (by * t.bw[c] as usize + bx) * 64..][..64];
                 // SAFETY: 64 coefficients, 64 table entries, 8 rows of 8 bytes `pw` apart inside `out`.
                 unsafe { slidestream_smj_idct_islow(blk.as_ptr(), q.as_ptr(), out[by * 8 * pw + bx * 8..].as_mut_ptr(), pw as c_int) };
@@ -390,3 +437,5 @@ pub(crate) fn coefficients_host_with(stream: &[u8], warm: c_int, periodic: bool)
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;

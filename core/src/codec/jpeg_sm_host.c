@@ -97,6 +97,10 @@ void slidestream_smj_idct_islow(const short* coef, const uint16_t* q, uint8_t* o
     smj_idct_islow(coef, q, out, stride);
 }
 
+int slidestream_smj_block_in_window(const struct SmjTile* t, int c, int bx, int by, const int* win) {
+    return smj_block_in_window(t, c, bx, by, win);
+}
+
 // Sizes and offsets of the descriptors, for the Rust side's layout test.
 int slidestream_smj_layout(uint64_t* out, int n) {
     uint64_t v[] = {

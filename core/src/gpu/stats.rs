@@ -73,6 +73,10 @@ pub struct GpuStats {
     /// Tiles decoded by the SM decoder on the GPU's multiprocessors
     /// (`SLIDESTREAM_GPU_SM_DECODER`).
     pub decoded_sm: u64,
+    /// Of `decoded_sm`, tiles the SM decoder inverse-DCT'd and converted only in the part one
+    /// call's patches need (region-aware decoding, under `partial_decode_max_fraction`; the
+    /// whole scan is still entropy-decoded; such tiles are not cached).
+    pub decoded_sm_partial: u64,
     /// The SM decoder's state: `off`, `on`, or why it is not on (`auto` with hardware JPEG
     /// engines, not started yet, or its kernels' build error).
     pub sm_decoder: String,

@@ -152,12 +152,13 @@ pub(crate) fn gpu_region(path: &Path, size: u64, patches: usize, batch: usize) -
             let cores = (process_cpu_seconds() - cpu0) / secs;
             let st = slidestream::gpu::stats(0);
             println!(
-                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s, {cores:.1} host cores busy; read amplification {:.3}, {} tiles hardware / {} SM / {} CPU ({} partial), cache hits {} misses {}",
+                "{patches} random {size}x{size} level-0 patches file -> device RGB, batches of {batch} ({}): {:.0} patches/s, {cores:.1} host cores busy; read amplification {:.3}, {} tiles hardware / {} SM ({} partial) / {} CPU ({} partial), cache hits {} misses {}",
                 if cached { "device cache warm" } else { "device cache cold" },
                 patches as f64 / secs,
                 st.read_amplification(),
                 st.decoded_hardware,
                 st.decoded_sm,
+                st.decoded_sm_partial,
                 st.decoded_cpu,
                 st.decoded_cpu_partial,
                 st.cache.hits,

@@ -107,7 +107,7 @@ pub(crate) fn gpu_stats_json(st: &GpuStats) -> serde_json::Value {
         "cufile_skip_reason": st.cufile_skip_reason,
         "tile_bytes": st.tile_bytes, "read_amplification": st.read_amplification(),
         "decoded_hardware": st.decoded_hardware, "decoded_device_bitstream": st.decoded_device_bitstream,
-        "decoded_hybrid": st.decoded_hybrid, "decoded_sm": st.decoded_sm, "sm_decoder": st.sm_decoder, "decoded_cpu": st.decoded_cpu,
+        "decoded_hybrid": st.decoded_hybrid, "decoded_sm": st.decoded_sm, "decoded_sm_partial": st.decoded_sm_partial, "sm_decoder": st.sm_decoder, "decoded_cpu": st.decoded_cpu,
         "decoded_cpu_partial": st.decoded_cpu_partial,
         "gpu_lanes": st.gpu_lanes, "cpu_workers": st.cpu_workers,
         "gpu_batch_fallbacks": st.gpu_batch_fallbacks, "cpu_fallback_reason": st.cpu_fallback_reason,
@@ -145,11 +145,12 @@ pub(crate) fn print_gpu_stats(st: &GpuStats) {
         println!("gpu io: not offered to cuFile: {}", st.cufile_skip_reason);
     }
     println!(
-        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} SM (decoder {}), {} CPU ({} of them partial; {} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
+        "gpu decode: {} hardware, {} device-bitstream, {} hybrid, {} SM ({} of them partial; decoder {}), {} CPU ({} of them partial; {} failed batches; {} lanes, {} CPU workers); nvJPEG {}, {} engines{}",
         st.decoded_hardware,
         st.decoded_device_bitstream,
         st.decoded_hybrid,
         st.decoded_sm,
+        st.decoded_sm_partial,
         st.sm_decoder,
         st.decoded_cpu,
         st.decoded_cpu_partial,

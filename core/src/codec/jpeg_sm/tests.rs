@@ -8,7 +8,7 @@ use turbojpeg::raw;
 
 /// Test image: smooth gradients plus deterministic noise (so every coefficient position and
 /// a range of Huffman symbols occur).
-fn pixels(w: usize, h: usize, seed: u32) -> Vec<u8> {
+pub(super) fn pixels(w: usize, h: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761).wrapping_add(12345);
     let mut out = Vec::with_capacity(w * h * 3);
     for y in 0..h {
@@ -25,15 +25,15 @@ fn pixels(w: usize, h: usize, seed: u32) -> Vec<u8> {
     out
 }
 
-struct Enc {
-    samp: i32,
-    quality: i32,
-    rgb: bool,
-    restart_blocks: i32,
-    optimize: bool,
+pub(super) struct Enc {
+    pub(super) samp: i32,
+    pub(super) quality: i32,
+    pub(super) rgb: bool,
+    pub(super) restart_blocks: i32,
+    pub(super) optimize: bool,
 }
 
-fn compress(rgb: &[u8], w: usize, h: usize, e: &Enc) -> Vec<u8> {
+pub(super) fn compress(rgb: &[u8], w: usize, h: usize, e: &Enc) -> Vec<u8> {
     // SAFETY: test-only FFI; the handle is destroyed and the buffer freed below, `rgb` holds
     // w × h RGB pixels.
     unsafe {

@@ -24,6 +24,8 @@ pub(crate) struct Counters {
     pub(crate) hybrid: AtomicU64,
     /// Tiles the SM decoder decoded.
     pub(crate) sm: AtomicU64,
+    /// Of `sm`, tiles decoded only in the part their call needs.
+    pub(crate) sm_partial: AtomicU64,
     pub(crate) cpu: AtomicU64,
     pub(crate) cpu_partial: AtomicU64,
     pub(crate) batch_fallbacks: AtomicU64,
@@ -90,6 +92,7 @@ impl Counters {
             &self.device_bitstream,
             &self.hybrid,
             &self.sm,
+            &self.sm_partial,
             &self.cpu,
             &self.cpu_partial,
             &self.batch_fallbacks,

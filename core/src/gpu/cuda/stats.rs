@@ -38,6 +38,7 @@ impl Engine {
             decoded_device_bitstream: c.device_bitstream.load(Relaxed),
             decoded_hybrid: c.hybrid.load(Relaxed),
             decoded_sm: c.sm.load(Relaxed),
+            decoded_sm_partial: c.sm_partial.load(Relaxed),
             sm_decoder: self.sm_state(),
             decoded_cpu: c.cpu.load(Relaxed),
             decoded_cpu_partial: c.cpu_partial.load(Relaxed),

@@ -348,7 +348,8 @@ impl NvEnv<'_> {
                 kind: (img.codec.photometric == Photometric::YCbCr) as c_int,
                 w: vw as c_int,
                 h: vh as c_int,
-                pad: 0,
+                x0: 0,
+                y0: 0,
                 out: 0,
             });
         }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::slot::Slot;
 use super::{Bits, ChunkOut, Declined, NvEnv, TileDecoder};
 use crate::codec::jpeg_sm::{prepare_with, SmPrepared, SmStatus, SmjSegment, SmjTile, TableMemo, SM_WARM_BYTES};
+use crate::codec::PartRect;
 use crate::gpu::cuda::context::device_arch;
 use crate::gpu::cuda::kernels::{arg, launch, ConvDesc, Module};
 use crate::gpu::cuda::memory::{as_bytes, DevTile, StreamAlloc};
@@ -112,15 +113,16 @@ impl SmKernels {
     }
 
     /// Enqueue `sm_idct` on `stream`: one thread per 8 × 8 block, `block` threads a block, one
-    /// row of blocks per tile (at most [`MAX_SM_TILES`] tiles).
+    /// row of blocks per tile (at most [`MAX_SM_TILES`] tiles); the IDCT runs for the blocks
+    /// of each tile's window (`a.wins`, [`idct_window`](crate::codec::jpeg_sm::idct_window)).
     pub(crate) fn idct(&self, a: &SmArgs, block: u32, stream: CUstream) -> Res<()> {
-        let (mut p_tiles, mut p_tabs) = (a.tiles, a.tabs);
+        let (mut p_tiles, mut p_tabs, mut p_wins) = (a.tiles, a.tabs, a.wins);
         launch(
             self.idct,
             (a.max_blocks.div_ceil(block), a.ntiles as u32, 1),
             (block, 1, 1),
             stream,
-            &mut [arg(&mut p_tiles), arg(&mut p_tabs)],
+            &mut [arg(&mut p_tiles), arg(&mut p_tabs), arg(&mut p_wins)],
             "cuLaunchKernel(sm_idct)",
         )
     }
@@ -142,6 +144,8 @@ pub(crate) struct SmArgs {
     pub(crate) order: u64,
     pub(crate) n_thread: usize,
     pub(crate) n_warp: usize,
+    /// Each tile's IDCT window (4 device `int`s a tile: MCU columns and rows, ends exclusive).
+    pub(crate) wins: u64,
 }
 
 /// Threads given to one entropy-coded segment by `sm_huffman` (only the first decodes): at 13k
@@ -276,6 +280,16 @@ impl TileDecoder for SmJpeg<'_> {
     }
 }
 
+/// The pixels of a tile of valid size `vw × vh` the SM decoder converts: the part its call
+/// needs (`Miss::part`, the CPU path's rule for partial decodes), or the whole valid tile when
+/// there is none or it does not lie inside.
+pub(crate) fn converted_rect(part: Option<PartRect>, vw: u32, vh: u32) -> PartRect {
+    match part {
+        Some(p) if p.w > 0 && p.h > 0 && u64::from(p.x) + u64::from(p.w) <= u64::from(vw) && u64::from(p.y) + u64::from(p.h) <= u64::from(vh) => p,
+        _ => PartRect { x: 0, y: 0, w: vw, h: vh },
+    }
+}
+
 /// One accepted tile of a launch: its stream is `len` bytes at `at` in the slot's arena.
 pub(crate) struct SmTile {
     pub(crate) miss: Miss,
@@ -318,7 +332,7 @@ impl SmJpeg<'_> {
         let stream = slot.stream.raw();
         let base = tiles.iter().map(|t| t.at).min().unwrap_or(0);
         let end = tiles.iter().map(|t| t.at + t.len).max().unwrap_or(0);
-        let items: Vec<(usize, &SmPrepared)> = tiles.iter().map(|t| (t.at - base, &t.prepared)).collect();
+        let items: Vec<(usize, &SmPrepared, Option<PartRect>)> = tiles.iter().map(|t| (t.at - base, &t.prepared, t.miss.part)).collect();
         let mut pk = Packed::new(&items);
         let (total, segs_n) = (pk.total, pk.segs.len());
         let status_at = total.next_multiple_of(256);
@@ -389,6 +403,7 @@ impl SmJpeg<'_> {
             };
             let img = srcs[m.src as usize].img;
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
+            let r = converted_rect(m.part, vw, vh);
             let mut planes = [0u64; 3];
             let (mut pitch, mut pw, mut ph) = ([0 as c_int; 3], [0 as c_int; 3], [0 as c_int; 3]);
             for c in 0..3 {
@@ -405,23 +420,28 @@ impl SmJpeg<'_> {
                 sub_h: sub.0,
                 sub_v: sub.1,
                 kind: (img.codec.photometric == Photometric::YCbCr) as c_int,
-                w: vw as c_int,
-                h: vh as c_int,
-                pad: 0,
+                w: r.w as c_int,
+                h: r.h as c_int,
+                x0: r.x as c_int,
+                y0: r.y as c_int,
                 out: 0,
             });
-            good.push(*m);
+            good.push((*m, r != PartRect { x: 0, y: 0, w: vw, h: vh }));
         }
         let mut done = Vec::with_capacity(good.len());
         if !conv.is_empty() {
             let sizes: Vec<usize> = conv.iter().map(|d| (d.w as usize * d.h as usize * 4).max(4).next_multiple_of(256)).collect();
             let (p, block) = self.env.home.alloc(sizes.iter().sum::<usize>().max(256), stream)?;
             let mut off = 0u64;
-            for ((m, d), size) in good.iter().zip(conv.iter_mut()).zip(&sizes) {
+            for ((&(m, partial), d), size) in good.iter().zip(conv.iter_mut()).zip(&sizes) {
                 d.out = p + off;
-                done.push((*m, Arc::new(DevTile::whole(d.out, d.w as u32, d.h as u32, block.clone()))));
+                let (x, y, w, h) = (d.x0 as u32, d.y0 as u32, d.w as u32, d.h as u32);
+                // A part is not cached (`DevTile::partial`), as the CPU workers' parts.
+                done.push((m, Arc::new(DevTile { ptr: d.out, x, y, w, h, pitch: w, partial, _block: block.clone() })));
                 off += *size as u64;
             }
+            let parts = good.iter().filter(|g| g.1).count() as u64;
+            self.env.counters.sm_partial.fetch_add(parts, Relaxed);
             let (mw, mh) = conv.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
             let d_conv = StreamAlloc::upload(as_bytes(&conv), stream)?;
             let mut a = d_conv.ptr();

@@ -7,7 +7,9 @@
 //             table set into shared memory and its tiles read it there. `spread` threads share
 //             one segment and only the first of them decodes it (spread 32: one segment per
 //             warp, so no two segments' branches diverge inside a warp).
-// sm_idct:    one thread per 8x8 block; blockIdx.y is the tile. Writes the component planes.
+// sm_idct:    one thread per 8x8 block; blockIdx.y is the tile. Writes the component planes;
+//             with `wins` (4 ints a tile: an MCU window, smj_block_in_window) only the blocks
+//             of the tile's window (region-aware decoding), with NULL every block.
 // sm_huffman_warp (below): one warp per segment, for long segments (one tile's scan).
 
 extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs, const int* __restrict__ order, int n, const struct SmjTile* __restrict__ tiles,
@@ -33,14 +35,18 @@ extern "C" __global__ void sm_huffman(const struct SmjSegment* __restrict__ segs
     status[k] = smj_decode_segment((const smj_u8*)g.data, g.len, tb, &t, g.mcu0, g.mcus);
 }
 
-extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs) {
+extern "C" __global__ void sm_idct(const struct SmjTile* __restrict__ tiles, const struct SmjTables* __restrict__ tabs, const int* __restrict__ wins) {
     const struct SmjTile* t = &tiles[blockIdx.y];
+    const int* win = wins ? wins + 4 * blockIdx.y : 0;
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     for (int c = 0; c < t->ncomp; c++) {
         int nb = t->bw[c] * t->bh[c];
         if (b < nb) {
             int by = b / t->bw[c];
             int bx = b - by * t->bw[c];
+            if (!smj_block_in_window(t, c, bx, by, win)) {
+                return;
+            }
             int pitch = t->bw[c] * 8;
             const short* coef = (const short*)t->coef + t->plane[c] + (smj_u64)b * 64u;
             smj_u8* out = (smj_u8*)t->pix + t->plane[c] + (smj_u64)by * 8u * (smj_u64)pitch + (smj_u64)bx * 8u;

@@ -23,9 +23,10 @@ struct ConvDesc {
     int sub_h;
     int sub_v;
     int kind;  // 0: components are R,G,B; 1: Y,Cb,Cr
-    int w;     // valid width of the tile (pixels written)
+    int w;     // pixels written across and down: the tile's valid size, or the part's
     int h;
-    int pad;
+    int x0;    // tile pixel of the output's top-left (0, 0 for a whole tile; a part's corner for
+    int y0;    // the SM decoder's region-aware decode)
     u64 out;   // RGBA, pitch w * 4
 };
 
@@ -68,7 +69,7 @@ static_assert(sizeof(PatchDesc) == 56, "PatchDesc layout differs from kernels/mo
 static_assert(sizeof(SpliceDesc) == 24, "SpliceDesc layout differs from kernels/mod.rs");
 #if !defined(__CUDACC_RTC__) || __CUDACC_VER_MAJOR__ > 13 || (__CUDACC_VER_MAJOR__ == 13 && __CUDACC_VER_MINOR__ >= 4)
 #define OFF(T, f) __builtin_offsetof(T, f)
-static_assert(__builtin_offsetof(ConvDesc, planes) == 0 && OFF(ConvDesc, pitch) == 24 && OFF(ConvDesc, pw) == 36 && OFF(ConvDesc, ph) == 48 && OFF(ConvDesc, sub_h) == 60 && OFF(ConvDesc, sub_v) == 64 && OFF(ConvDesc, kind) == 68 && OFF(ConvDesc, w) == 72 && OFF(ConvDesc, h) == 76 && OFF(ConvDesc, pad) == 80 && OFF(ConvDesc, out) == 88, "ConvDesc field offsets");
+static_assert(__builtin_offsetof(ConvDesc, planes) == 0 && OFF(ConvDesc, pitch) == 24 && OFF(ConvDesc, pw) == 36 && OFF(ConvDesc, ph) == 48 && OFF(ConvDesc, sub_h) == 60 && OFF(ConvDesc, sub_v) == 64 && OFF(ConvDesc, kind) == 68 && OFF(ConvDesc, w) == 72 && OFF(ConvDesc, h) == 76 && OFF(ConvDesc, x0) == 80 && OFF(ConvDesc, y0) == 84 && OFF(ConvDesc, out) == 88, "ConvDesc field offsets");
 static_assert(__builtin_offsetof(TileRef, ptr) == 0 && OFF(TileRef, x0) == 8 && OFF(TileRef, y0) == 16 && OFF(TileRef, w) == 24 && OFF(TileRef, h) == 28 && OFF(TileRef, pitch) == 32 && OFF(TileRef, pad) == 36, "TileRef field offsets");
 static_assert(__builtin_offsetof(PatchDesc, rx) == 0 && OFF(PatchDesc, ry) == 8 && OFF(PatchDesc, col0) == 16 && OFF(PatchDesc, row0) == 24 && OFF(PatchDesc, gcols) == 32 && OFF(PatchDesc, grows) == 36 && OFF(PatchDesc, grid) == 40 && OFF(PatchDesc, tile_w) == 44 && OFF(PatchDesc, tile_h) == 48 && OFF(PatchDesc, pad) == 52, "PatchDesc field offsets");
 static_assert(__builtin_offsetof(SpliceDesc, src) == 0 && OFF(SpliceDesc, dst) == 8 && OFF(SpliceDesc, len) == 16 && OFF(SpliceDesc, pad) == 20, "SpliceDesc field offsets");
@@ -106,9 +107,10 @@ __device__ __forceinline__ int chroma_at(const u8* p, int pitch, int pw, int ph,
 
 extern "C" __global__ void convert(const ConvDesc* descs) {
     const ConvDesc d = descs[blockIdx.z];
-    int x = blockIdx.x * blockDim.x + threadIdx.x;
-    int y = blockIdx.y * blockDim.y + threadIdx.y;
-    if (x >= d.w || y >= d.h) return;
+    int ox = blockIdx.x * blockDim.x + threadIdx.x;
+    int oy = blockIdx.y * blockDim.y + threadIdx.y;
+    if (ox >= d.w || oy >= d.h) return;
+    int x = d.x0 + ox, y = d.y0 + oy;
     const u8* p0 = (const u8*)d.planes[0];
     const u8* p1 = (const u8*)d.planes[1];
     const u8* p2 = (const u8*)d.planes[2];
@@ -128,7 +130,7 @@ extern "C" __global__ void convert(const ConvDesc* descs) {
         b = clamp255(c0 + ((116130 * cb + 32768) >> 16));
     }
     uchar4 v = make_uchar4(r, g, b, 255);
-    ((uchar4*)d.out)[(i64)y * d.w + x] = v;
+    ((uchar4*)d.out)[(i64)oy * d.w + ox] = v;
 }
 
 extern "C" __global__ void assemble(const TileRef* tiles, const int* grids, const PatchDesc* patches, int patch0,

@@ -23,7 +23,9 @@ use cache::{Image, ImageKind, Key, KeyInputs, Lookup};
 
 const SOURCE: &str = include_str!("kernels.cu");
 
-/// `convert`: one tile's planar components → RGBA.
+/// `convert`: one tile's planar components → RGBA: `w × h` pixels from tile pixel `(x0, y0)`
+/// on (a whole tile: its valid size from `(0, 0)`; the SM decoder's region-aware decode: the
+/// part its call needs), written at `out` with rows `4 w` bytes apart.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ConvDesc {
@@ -36,7 +38,8 @@ pub(crate) struct ConvDesc {
     pub kind: c_int,
     pub w: c_int,
     pub h: c_int,
-    pub pad: c_int,
+    pub x0: c_int,
+    pub y0: c_int,
     pub out: u64,
 }
 
@@ -92,7 +95,8 @@ const _: () = assert!(
         && offset_of!(ConvDesc, kind) == 68
         && offset_of!(ConvDesc, w) == 72
         && offset_of!(ConvDesc, h) == 76
-        && offset_of!(ConvDesc, pad) == 80
+        && offset_of!(ConvDesc, x0) == 80
+        && offset_of!(ConvDesc, y0) == 84
         && offset_of!(ConvDesc, out) == 88
 );
 const _: () = assert!(

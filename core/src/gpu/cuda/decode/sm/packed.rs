@@ -2,7 +2,8 @@
 //! ([`back_to_back`]) and its descriptors in the descriptor upload ([`Packed`]).
 
 use super::{warp_decodes, SmArgs};
-use crate::codec::jpeg_sm::{SmPrepared, SmjSegment, SmjTables, SmjTile};
+use crate::codec::jpeg_sm::{idct_window, SmPrepared, SmjSegment, SmjTables, SmjTile};
+use crate::codec::PartRect;
 use crate::gpu::cuda::memory::as_bytes;
 
 /// Offsets of streams of `lens` bytes laid back to back, and the bytes they take.
@@ -20,10 +21,11 @@ pub(crate) fn back_to_back(lens: impl Iterator<Item = usize>) -> (Vec<usize>, us
 
 /// One launch's descriptors, laid out for one upload: the tile descriptors, then (each part
 /// 256-aligned) the segment descriptors, the distinct table sets (tiles with equal DHT/DQT
-/// bytes share one) and the segments' order (thread-decoded first, then warp-decoded). The tiles' streams are uploaded separately, from wherever they lie in the
-/// host staging buffer. Built with offsets ([`Packed::new`]), turned into device
-/// addresses once the allocations exist ([`Packed::place`]), and written into host staging
-/// ([`Packed::write`]).
+/// bytes share one), the segments' order (thread-decoded first, then warp-decoded) and each
+/// tile's IDCT window (`idct_window`: 4 `int`s, the MCUs of the part its call needs). The
+/// tiles' streams are uploaded separately, from wherever they lie in the host staging buffer.
+/// Built with offsets ([`Packed::new`]), turned into device addresses once the allocations
+/// exist ([`Packed::place`]), and written into host staging ([`Packed::write`]).
 pub(crate) struct Packed {
     pub(crate) segs_at: usize,
     pub(crate) tabs_at: usize,
@@ -40,16 +42,21 @@ pub(crate) struct Packed {
     pub(crate) order: Vec<i32>,
     pub(crate) n_thread: usize,
     pub(crate) order_at: usize,
+    /// Each tile's IDCT window: MCU columns and rows `[col0, row0, col1, row1)`.
+    pub(crate) wins: Vec<[i32; 4]>,
+    pub(crate) wins_at: usize,
 }
 
 impl Packed {
-    /// The layout of `items`: each tile's stream offset in the data upload and its
-    /// [`prepare`](crate::codec::jpeg_sm::prepare) result.
-    pub(crate) fn new(items: &[(usize, &SmPrepared)]) -> Packed {
+    /// The layout of `items`: each tile's stream offset in the data upload, its
+    /// [`prepare`](crate::codec::jpeg_sm::prepare) result, and the part of it its call needs
+    /// (tile pixels; `None`: the whole tile).
+    pub(crate) fn new(items: &[(usize, &SmPrepared, Option<PartRect>)]) -> Packed {
         let mut sets: std::collections::HashMap<&[u8], i32> = Default::default();
         let (mut tables, mut descs, mut segs) = (Vec::new(), Vec::with_capacity(items.len()), Vec::new());
         let mut coef_total = 0u64;
-        for (k, &(at, p)) in items.iter().enumerate() {
+        let mut wins = Vec::with_capacity(items.len());
+        for (k, &(at, p, part)) in items.iter().enumerate() {
             let set = *sets.entry(p.table_key.as_slice()).or_insert_with(|| {
                 tables.push(*p.tables);
                 tables.len() as i32 - 1
@@ -58,6 +65,7 @@ impl Packed {
             t.tables = set;
             t.coef = coef_total;
             t.pix = coef_total;
+            wins.push(idct_window(&t, part));
             coef_total += t.coefficients().next_multiple_of(64);
             descs.push(t);
             for g in &p.segments {
@@ -70,8 +78,9 @@ impl Packed {
         let segs_at = (descs.len() * size_of::<SmjTile>()).next_multiple_of(256);
         let tabs_at = (segs_at + segs.len() * size_of::<SmjSegment>()).next_multiple_of(256);
         let order_at = (tabs_at + tables.len() * size_of::<SmjTables>()).next_multiple_of(256);
-        let total = order_at + order.len() * 4;
-        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables, order, n_thread, order_at }
+        let wins_at = (order_at + order.len() * 4).next_multiple_of(256);
+        let total = wins_at + wins.len() * 16;
+        Packed { segs_at, tabs_at, total, coef_total, descs, segs, tables, order, n_thread, order_at, wins, wins_at }
     }
 
     /// Turn offsets into device addresses: the streams uploaded at `data`, the descriptors at
@@ -95,6 +104,7 @@ impl Packed {
             order: descs + self.order_at as u64,
             n_thread: self.n_thread,
             n_warp: self.order.len() - self.n_thread,
+            wins: descs + self.wins_at as u64,
         }
     }
 
@@ -104,6 +114,7 @@ impl Packed {
         host[..tiles.len()].copy_from_slice(tiles);
         host[self.segs_at..self.segs_at + self.segs.len() * size_of::<SmjSegment>()].copy_from_slice(as_bytes(&self.segs));
         host[self.tabs_at..self.tabs_at + self.tables.len() * size_of::<SmjTables>()].copy_from_slice(as_bytes(&self.tables));
-        host[self.order_at..self.total].copy_from_slice(as_bytes(&self.order));
+        host[self.order_at..self.order_at + self.order.len() * 4].copy_from_slice(as_bytes(&self.order));
+        host[self.wins_at..self.total].copy_from_slice(as_bytes(&self.wins));
     }
 }

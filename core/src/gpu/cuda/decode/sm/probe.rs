@@ -104,7 +104,8 @@ pub fn probe(device: usize, streams: &[Vec<u8>], rounds: usize, verify: bool) ->
     }
     let data: Vec<u8> = items.iter().flat_map(|(b, _)| b.iter().copied()).collect();
     let (at, _) = back_to_back(items.iter().map(|(b, _)| b.len()));
-    let placed: Vec<(usize, &SmPrepared)> = at.into_iter().zip(items.iter().map(|(_, p)| *p)).collect();
+    let placed: Vec<(usize, &SmPrepared, Option<crate::codec::PartRect>)> =
+        at.into_iter().zip(items.iter().map(|(_, p)| *p)).map(|(a, p)| (a, p, None)).collect();
     let mut pk = Packed::new(&placed);
     (r.tiles, r.segments, r.table_sets, r.blocks) = (pk.descs.len(), pk.segs.len(), pk.tables.len(), pk.coef_total / 64);
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::codec::jpeg_sm::{prepare, SmjTables};
+use crate::codec::PartRect;
 
 fn stream(w: usize, h: usize, sub: turbojpeg::Subsamp, quality: i32) -> Vec<u8> {
     let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 % 251) as u8).collect();
@@ -17,7 +18,9 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     // The streams where the batch driver frames them: each in its own place, with gaps.
     let (at, data_len) = back_to_back(streams.iter().map(|s| s.len() + 100));
     assert_eq!((at[0], at[1], data_len), (0, streams[0].len() + 100, streams.iter().map(|s| s.len() + 100).sum()));
-    let items: Vec<(usize, &SmPrepared)> = at.iter().copied().zip(&prepared).collect();
+    // The second tile is needed only in part (region-aware: its IDCT window).
+    let parts = [None, Some(PartRect { x: 10, y: 5, w: 20, h: 3 }), None];
+    let items: Vec<(usize, &SmPrepared, Option<PartRect>)> = at.iter().copied().zip(&prepared).zip(parts).map(|((a, p), r)| (a, p, r)).collect();
     let mut pk = Packed::new(&items);
     // Equal DHT/DQT bytes share one table set: quality 80 twice, 50 once.
     assert_eq!(pk.tables.len(), 2);
@@ -27,7 +30,10 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
         assert_eq!(at % 256, 0);
     }
     assert_eq!(pk.order_at, (pk.tabs_at + 2 * size_of::<SmjTables>()).next_multiple_of(256));
-    assert_eq!(pk.total, pk.order_at + 4 * pk.segs.len());
+    assert_eq!(pk.wins_at, (pk.order_at + 4 * pk.segs.len()).next_multiple_of(256));
+    assert_eq!(pk.total, pk.wins_at + 16 * 3);
+    // Whole tiles: their whole MCU grid; 100 × 37 4:4:4 needed at (10..30, 5..8): MCUs 1..4, 0..1.
+    assert_eq!(pk.wins, vec![[0, 0, 15, 15], [1, 0, 4, 1], [0, 0, 4, 8]]);
     // Every segment once: the short ones (one thread each) first, then the long ones (a warp).
     let mut seen = pk.order.clone();
     seen.sort();
@@ -39,7 +45,7 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     let offsets: Vec<u64> = pk.descs.iter().map(|t| t.coef).collect();
     let args = pk.place(data, descs, coef, pix, status);
     assert_eq!((args.tiles, args.segs, args.tabs, args.status), (descs, descs + pk.segs_at as u64, descs + pk.tabs_at as u64, status));
-    assert_eq!((args.ntiles, args.nsegs), (3, pk.segs.len()));
+    assert_eq!((args.ntiles, args.nsegs, args.wins), (3, pk.segs.len(), descs + pk.wins_at as u64));
     // The 240² 4:2:0 tile has the most blocks: 30 × 30 luma + 2 × 15 × 15 chroma.
     assert_eq!(args.max_blocks, 900 + 2 * 225);
     let mut next = 0u64;
@@ -51,6 +57,7 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     assert_eq!(next, pk.coef_total);
     let mut host = vec![0u8; pk.total];
     pk.write(&mut host);
+    assert_eq!(&host[pk.wins_at + 16..pk.wins_at + 32], as_bytes(&[[1i32, 0, 4, 1]]));
     for (k, s) in streams.iter().enumerate() {
         // Every segment of tile k points at its stream's bytes in the data upload.
         for g in pk.segs.iter().filter(|g| g.tile == k as i32) {
@@ -62,7 +69,7 @@ fn a_launch_packs_descriptors_and_shared_tables_for_one_upload_beside_its_stream
     assert_eq!(&host[..3 * size_of::<SmjTile>()], as_bytes(&pk.descs));
     assert_eq!(&host[pk.segs_at..pk.segs_at + pk.segs.len() * size_of::<SmjSegment>()], as_bytes(&pk.segs));
     assert_eq!(&host[pk.tabs_at..pk.tabs_at + 2 * size_of::<SmjTables>()], as_bytes(&pk.tables));
-    assert_eq!(&host[pk.order_at..pk.total], as_bytes(&pk.order));
+    assert_eq!(&host[pk.order_at..pk.order_at + 4 * pk.order.len()], as_bytes(&pk.order));
     assert_eq!(args.order, descs + pk.order_at as u64);
     assert_eq!((args.n_thread, args.n_warp), (pk.n_thread, pk.segs.len() - pk.n_thread));
 }
@@ -114,4 +121,17 @@ fn waves_split_into_bounded_launches_in_order() {
     let cols: Vec<u64> = launches.iter().flatten().map(|t| t.miss.col).collect();
     assert_eq!(cols, (0..n as u64).collect::<Vec<_>>());
     assert!(split_launches(Vec::new()).is_empty());
+}
+
+#[test]
+fn a_tile_is_converted_in_the_part_its_call_needs_when_that_part_lies_inside() {
+    let whole = PartRect { x: 0, y: 0, w: 240, h: 200 };
+    let part = PartRect { x: 230, y: 10, w: 10, h: 190 };
+    assert_eq!(converted_rect(None, 240, 200), whole);
+    assert_eq!(converted_rect(Some(part), 240, 200), part);
+    // A part reaching past the valid tile, or empty, is not trusted: the whole tile.
+    assert_eq!(converted_rect(Some(PartRect { w: 11, ..part }), 240, 200), whole);
+    assert_eq!(converted_rect(Some(PartRect { h: 191, ..part }), 240, 200), whole);
+    assert_eq!(converted_rect(Some(PartRect { w: 0, ..part }), 240, 200), whole);
+    assert_eq!(converted_rect(Some(PartRect { x: u32::MAX, ..part }), 240, 200), whole);
 }
