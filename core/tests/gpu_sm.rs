@@ -88,8 +88,8 @@ fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
         // One patch across the right edge of every tile (and past the image's right and
         // bottom edges for the last column and row), at odd offsets.
         let mut locs = Vec::new();
-        for r in 0..(h as i64).div_ceil(th) {
-            for c in 0..(w as i64).div_ceil(tw) {
+        for r in 0..h.div_ceil(th as u64) as i64 {
+            for c in 0..w.div_ceil(tw as u64) as i64 {
                 locs.push((c * tw + tw - 13, r * th + 3 + (c * 7) % (th - 25)));
             }
         }
