@@ -30,7 +30,7 @@ Rows ("N" = the number of slides given, 8 for the issue):
                       batch, then waiting for that stream only); reports the rate and the
                       ratio rate ÷ min(no-step rate, batch / step) (the target is ≥ 0.9)
   loader-device-N-readers2, loader-device-N-step-readers2  the same two with readers=2 (two
-                      batches read at once)
+                      batches read at once); loader-device-N-readers3: three
   loader-cpu-N, loader-cpu-N-step  slidestream.PatchBatches on the CPU path (numpy; the step is
                       a time.sleep(--step-ms), standing in for a model step on another device)
   dataloader-device-N torch DataLoader over slidestream.torch.PatchDataset(device="cuda"),
@@ -530,6 +530,7 @@ def row_specs(n: int):
         (f"loader-device-{N}-step", "loader-device", {"step": True}),
         (f"loader-device-{N}-readers2", "loader-device", {"readers": 2}),
         (f"loader-device-{N}-step-readers2", "loader-device", {"step": True, "readers": 2}),
+        (f"loader-device-{N}-readers3", "loader-device", {"readers": 3}),
         (f"loader-cpu-{N}", "loader-cpu", {}),
         (f"loader-cpu-{N}-step", "loader-cpu", {"step": True}),
         (f"dataloader-device-{N}", "dataloader-device", {}),

@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::jpeg::ycbcr_jpeg_tiff;
+use common::jpeg::{corrupt_copy, ycbcr_jpeg_tiff};
 use common::tiffwriter::Rng;
 use common::{gpu_present, max_abs_diff, testdata};
 use slidestream::gpu::{self, DeviceOptions};
@@ -149,17 +149,6 @@ fn generated_jpeg_pyramids_match_the_cpu_for_every_subsampling() {
         assert!(worst <= TOLERANCE, "{name}: max abs diff {worst}");
         assert!(gpu_decoded(&after) > gpu_decoded(&before), "{name}: the GPU decoded nothing");
     }
-}
-
-/// A copy of `src` with the bytes of tile (`col`, `row`) of level 0 overwritten by `f`.
-fn corrupt_copy(src: &Path, col: u64, row: u64, f: impl Fn(&mut [u8])) -> common::tiffwriter::TempPath {
-    let slide = Slide::open(src).expect("open");
-    let loc = slide.index().levels[0].image.tile_locs(col, row).next().expect("tile");
-    let mut bytes = std::fs::read(src).expect("read");
-    f(&mut bytes[loc.offset as usize..(loc.offset + loc.length) as usize]);
-    let out = common::tiffwriter::TempPath::new("corrupt.tif");
-    std::fs::write(out.path(), bytes).expect("write");
-    out
 }
 
 #[test]

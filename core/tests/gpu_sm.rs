@@ -10,7 +10,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::jpeg::ycbcr_jpeg_tiff;
+use common::jpeg::{corrupt_copy, ycbcr_jpeg_tiff};
+use common::tiffwriter::Rng;
 use common::{gpu_present, max_abs_diff, testdata};
 use slidestream::gpu::{self, DeviceOptions};
 use slidestream::Slide;
@@ -117,4 +118,91 @@ fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
             after.cpu_fallback_reason
         );
     }
+}
+
+/// Damaged tiles through the SM decoder, with `SLIDESTREAM_GPU_SM_DECODER=on`: one tile of a
+/// 96-tile call (enough for the SM decoder to take it) is damaged in its scan (a run of 1-bits,
+/// an invalid Huffman code), cut short (its second half zeroed, EOI gone), in its header, or by
+/// single flipped bits; every patch's outcome equals the CPU path's (the same error, or equal
+/// pixels where libjpeg-turbo decodes the stream), the other patches are unaffected, and the
+/// next batch on the same engine is exact. Run under compute-sanitizer memcheck by
+/// benches/h200_issue32_cores.sh. Skipped (passing) without the setting or a GPU.
+#[test]
+fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
+    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
+        eprintln!("sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+        return;
+    }
+    if !gpu_present("sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest") {
+        return;
+    }
+    let (file, _) = ycbcr_jpeg_tiff(1517, 989, 128, turbojpeg::Subsamp::Sub2x2, 5);
+    // Where the scan starts in a tile: after the SOS segment.
+    let scan = |t: &[u8]| {
+        let sos = t.windows(2).position(|w| w == [0xFF, 0xDA]).expect("SOS");
+        sos + 2 + usize::from(t[sos + 2]) * 256 + usize::from(t[sos + 3])
+    };
+    let mut damaged: Vec<(String, common::tiffwriter::TempPath)> = vec![
+        (
+            "a run of 1-bits mid-scan".into(),
+            corrupt_copy(file.path(), 2, 1, |t| {
+                let at = scan(t) + (t.len() - scan(t)) * 2 / 5;
+                for k in 0..12 {
+                    t[at + 2 * k] = 0xFF;
+                    t[at + 2 * k + 1] = 0x00;
+                }
+            }),
+        ),
+        ("second half zeroed".into(), corrupt_copy(file.path(), 2, 1, |t| {
+            let n = t.len();
+            t[n / 2..].fill(0)
+        })),
+        ("no SOI".into(), corrupt_copy(file.path(), 2, 1, |t| t[1] = 0x00)),
+    ];
+    let mut rng = Rng::new(32);
+    for k in 0..6 {
+        let r = rng.next_u64();
+        damaged.push((
+            format!("bit flip {k}"),
+            corrupt_copy(file.path(), 2, 1, move |t| {
+                let s0 = scan(t);
+                let at = s0 + (r as usize >> 8) % (t.len() - 2 - s0);
+                t[at] ^= 1 << (r & 7);
+            }),
+        ));
+    }
+    let (p, step) = (100u64, 100i64);
+    let mut failed = 0;
+    for (what, bad) in &damaged {
+        let slide = Slide::open(bad.path()).expect("open");
+        let (w, h) = slide.dimensions();
+        let locs: Vec<(i64, i64)> = (0..h as i64).step_by(step as usize).flat_map(|y| (0..w as i64).step_by(step as usize).map(move |x| (x, y))).collect();
+        let before = gpu::stats(0);
+        let batch = slide.read_regions_device(&locs, 0, (p, p), &RGB).expect("batch call");
+        let dev = batch.array.to_host().expect("download");
+        let after = gpu::stats(0);
+        assert!(after.decoded_sm > before.decoded_sm, "{what}: the SM decoder took no tile ({})", after.sm_decoder);
+        let n = (p * p * 3) as usize;
+        for (i, &loc) in locs.iter().enumerate() {
+            let mut cpu = vec![0u8; n];
+            match (slide.read_regions_rgb_into(&[loc], 0, (p, p), RGB.background, &mut cpu), &batch.errors[i]) {
+                (Ok(()), None) => assert_eq!(max_abs_diff(&dev[i * n..(i + 1) * n], &cpu), 0, "{what}: patch {i} at {loc:?}"),
+                (Err(c), Some(d)) => {
+                    assert_eq!(c.kind_name(), d.kind_name(), "{what}: patch {i}: CPU {c} / device {d}");
+                    assert!(d.to_string().contains("tile (2, 1)"), "{what}: {d}");
+                    failed += 1;
+                }
+                (c, d) => panic!("{what}: patch {i} at {loc:?}: CPU {c:?}, device {d:?}"),
+            }
+        }
+        eprintln!("SM decoder, damaged tile ({what}): {} patches, device outcome == CPU outcome; {} SM tiles", locs.len(), after.decoded_sm - before.decoded_sm);
+    }
+    assert!(failed > 0, "no damage made the tile fail");
+    // The engine is intact: a clean batch after the damaged ones is exact.
+    let slide = Slide::open(file.path()).expect("open");
+    let locs: Vec<(i64, i64)> = (0..9).flat_map(|y| (0..14).map(move |x| (x * 107, y * 109))).collect();
+    let batch = slide.read_regions_device(&locs, 0, (p, p), &RGB).expect("clean batch");
+    let mut cpu = vec![0u8; locs.len() * (p * p * 3) as usize];
+    slide.read_regions_rgb_into(&locs, 0, (p, p), RGB.background, &mut cpu).expect("CPU");
+    assert_eq!(max_abs_diff(&batch.array.to_host().expect("download"), &cpu), 0);
 }

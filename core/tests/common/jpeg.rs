@@ -202,3 +202,15 @@ pub fn ycbcr_jpeg_tiff(width: u32, height: u32, tile: u32, subsamp: turbojpeg::S
     let expected = (0..h).flat_map(|y| grid_rgba[y * gw * 4..(y * gw + w) * 4].to_vec()).collect();
     (file, expected)
 }
+
+/// A copy of `src` with the bytes of tile (`col`, `row`) of level 0 overwritten by `f` (a
+/// damaged tile for the error-path tests).
+pub fn corrupt_copy(src: &std::path::Path, col: u64, row: u64, f: impl Fn(&mut [u8])) -> TempPath {
+    let slide = slidestream::Slide::open(src).expect("open");
+    let loc = slide.index().levels[0].image.tile_locs(col, row).next().expect("tile");
+    let mut bytes = std::fs::read(src).expect("read");
+    f(&mut bytes[loc.offset as usize..(loc.offset + loc.length) as usize]);
+    let out = TempPath::new("corrupt.tif");
+    std::fs::write(out.path(), bytes).expect("write");
+    out
+}
