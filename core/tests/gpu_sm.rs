@@ -153,10 +153,13 @@ fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
                 }
             }),
         ),
-        ("second half zeroed".into(), corrupt_copy(file.path(), 2, 1, |t| {
-            let n = t.len();
-            t[n / 2..].fill(0)
-        })),
+        (
+            "second half zeroed".into(),
+            corrupt_copy(file.path(), 2, 1, |t| {
+                let n = t.len();
+                t[n / 2..].fill(0)
+            }),
+        ),
         ("no SOI".into(), corrupt_copy(file.path(), 2, 1, |t| t[1] = 0x00)),
     ];
     let mut rng = Rng::new(32);
@@ -195,7 +198,11 @@ fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
                 (c, d) => panic!("{what}: patch {i} at {loc:?}: CPU {c:?}, device {d:?}"),
             }
         }
-        eprintln!("SM decoder, damaged tile ({what}): {} patches, device outcome == CPU outcome; {} SM tiles", locs.len(), after.decoded_sm - before.decoded_sm);
+        eprintln!(
+            "SM decoder, damaged tile ({what}): {} patches, device outcome == CPU outcome; {} SM tiles",
+            locs.len(),
+            after.decoded_sm - before.decoded_sm
+        );
     }
     assert!(failed > 0, "no damage made the tile fail");
     // The engine is intact: a clean batch after the damaged ones is exact.

@@ -70,9 +70,11 @@ pub(crate) enum Route<A> {
 /// Fewest JPEG tiles of a call that the SM decoder takes when it is on; a smaller call goes to
 /// the lanes and CPU workers. The SM decoder's kernels wait for a call's slowest tile: one
 /// 256² region a call (~4 tiles) ran at 248 regions/s with it and ~2.7k/s on the hardware
-/// engines (lent H100, docs/gpu.md), while a batch of 256 patches (~900 tiles) ran faster
-/// with it. 64 tiles (16 such patches) keeps single regions and small calls off it; the
-/// crossover between the two is not measured yet.
+/// engines (lent H100, docs/gpu.md). Measured by call size (random 256² patches): ~70 and ~135
+/// tiles a call ran 9–12 % slower with it than on the engines with CPU workers, but with 0.7–0.9
+/// host cores busy instead of 1.4–4.9; ~270 tiles ran 1.6× faster. Since the SM decoder is
+/// turned on to spare host cores, 64 tiles (16 such patches) keeps only single regions and the
+/// smallest calls off it.
 pub(crate) const SM_SMALLEST_CALL_TILES: usize = 64;
 
 /// Whether the SM decoder (when on) takes a call with `tiles` GPU-decodable JPEG tiles.
