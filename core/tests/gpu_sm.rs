@@ -121,7 +121,7 @@ fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
 }
 
 /// Damaged tiles through the SM decoder, with `SLIDESTREAM_GPU_SM_DECODER=on`: one tile of a
-/// 96-tile call (enough for the SM decoder to take it) is damaged in its scan (a run of 1-bits,
+/// 96-tile call (enough for the SM decoder to take it), needed whole and in part, is damaged in its scan (a run of 1-bits,
 /// an invalid Huffman code), cut short (its second half zeroed, EOI gone), in its header, or by
 /// single flipped bits; every patch's outcome equals the CPU path's (the same error, or equal
 /// pixels where libjpeg-turbo decodes the stream), the other patches are unaffected, and the
@@ -174,21 +174,29 @@ fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
             }),
         ));
     }
-    let (p, step) = (100u64, 100i64);
+    let p = 100u64;
     let mut failed = 0;
-    for (what, bad) in &damaged {
+    // Whole tiles (100² patches on a 100-pixel grid cover every tile), then parts (29 × 21
+    // patches across each tile's right edge, the damaged tile's included).
+    for ((what, bad), parts) in damaged.iter().flat_map(|d| [(d, false), (d, true)]) {
         let slide = Slide::open(bad.path()).expect("open");
         let (w, h) = slide.dimensions();
-        let locs: Vec<(i64, i64)> = (0..h as i64).step_by(step as usize).flat_map(|y| (0..w as i64).step_by(step as usize).map(move |x| (x, y))).collect();
+        let (pw, ph) = if parts { (29u64, 21u64) } else { (p, p) };
+        let locs: Vec<(i64, i64)> = if parts {
+            (0..8i64).flat_map(|r| (0..12i64).map(move |c| (c * 128 + 115, r * 128 + 3 + (c * 7) % 100))).collect()
+        } else {
+            (0..h as i64).step_by(p as usize).flat_map(|y| (0..w as i64).step_by(p as usize).map(move |x| (x, y))).collect()
+        };
         let before = gpu::stats(0);
-        let batch = slide.read_regions_device(&locs, 0, (p, p), &RGB).expect("batch call");
+        let batch = slide.read_regions_device(&locs, 0, (pw, ph), &RGB).expect("batch call");
         let dev = batch.array.to_host().expect("download");
         let after = gpu::stats(0);
         assert!(after.decoded_sm > before.decoded_sm, "{what}: the SM decoder took no tile ({})", after.sm_decoder);
-        let n = (p * p * 3) as usize;
+        assert!(!parts || after.decoded_sm_partial > before.decoded_sm_partial, "{what}: no tile decoded in part");
+        let n = (pw * ph * 3) as usize;
         for (i, &loc) in locs.iter().enumerate() {
             let mut cpu = vec![0u8; n];
-            match (slide.read_regions_rgb_into(&[loc], 0, (p, p), RGB.background, &mut cpu), &batch.errors[i]) {
+            match (slide.read_regions_rgb_into(&[loc], 0, (pw, ph), RGB.background, &mut cpu), &batch.errors[i]) {
                 (Ok(()), None) => assert_eq!(max_abs_diff(&dev[i * n..(i + 1) * n], &cpu), 0, "{what}: patch {i} at {loc:?}"),
                 (Err(c), Some(d)) => {
                     assert_eq!(c.kind_name(), d.kind_name(), "{what}: patch {i}: CPU {c} / device {d}");
@@ -199,9 +207,11 @@ fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
             }
         }
         eprintln!(
-            "SM decoder, damaged tile ({what}): {} patches, device outcome == CPU outcome; {} SM tiles",
+            "SM decoder, damaged tile ({what}, {}): {} patches, device outcome == CPU outcome; {} SM tiles, {} in part",
+            if parts { "parts" } else { "whole tiles" },
             locs.len(),
-            after.decoded_sm - before.decoded_sm
+            after.decoded_sm - before.decoded_sm,
+            after.decoded_sm_partial - before.decoded_sm_partial
         );
     }
     assert!(failed > 0, "no damage made the tile fail");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::decode::cpu_worker::{cpu_decode, cpu_worker, CpuSlot};
 use super::decode::slot::Slot;
-use super::decode::sm::{sm_accepts, split_launches, SmFlight, SmJpeg, SmKernels, SmTile};
+use super::decode::sm::{sm_accepts, sm_part, split_launches, SmFlight, SmJpeg, SmKernels, SmTile};
 use super::decode::{ChunkOut, Declined};
 use super::engine::Engine;
 use super::io::posix::plans_by_source;
@@ -264,7 +264,7 @@ impl Engine {
         let (mut tiles, mut settled, mut declined) = (Vec::with_capacity(routed.len()), read.failed, Vec::new());
         for (m, at, len, route) in routed {
             match route {
-                Route::Decoder(p) => tiles.push(SmTile { miss: m, at, len, prepared: p }),
+                Route::Decoder(p) => tiles.push(SmTile { miss: m, at, len, prepared: p, part: sm_part(&srcs[m.src as usize], &m) }),
                 Route::Cpu(_) => declined.push(m),
                 Route::Failed(e) => settled.push((m, Err(Some(e)))),
             }

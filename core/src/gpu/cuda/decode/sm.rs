@@ -268,7 +268,11 @@ impl TileDecoder for SmJpeg<'_> {
             // slot's arena (TileDecoder; this decoder's documented contract).
             arena[a..a + b.len].copy_from_slice(unsafe { std::slice::from_raw_parts(b.ptr, b.len) });
         }
-        let placed = tiles.into_iter().zip(at).map(|((m, b, p), a)| SmTile { miss: m, at: a, len: b.len, prepared: p }).collect();
+        let placed = tiles
+            .into_iter()
+            .zip(at)
+            .map(|((m, b, p), a)| SmTile { miss: m, at: a, len: b.len, prepared: p, part: sm_part(&srcs[m.src as usize], &m) })
+            .collect();
         let (mut done, mut settled) = (Vec::new(), Vec::new());
         for launch in split_launches(placed) {
             let f = self.submit(slot, launch)?;
@@ -280,22 +284,34 @@ impl TileDecoder for SmJpeg<'_> {
     }
 }
 
-/// The pixels of a tile of valid size `vw × vh` the SM decoder converts: the part its call
-/// needs (`Miss::part`, the CPU path's rule for partial decodes), or the whole valid tile when
-/// there is none or it does not lie inside.
-pub(crate) fn converted_rect(part: Option<PartRect>, vw: u32, vh: u32) -> PartRect {
-    match part {
-        Some(p) if p.w > 0 && p.h > 0 && u64::from(p.x) + u64::from(p.w) <= u64::from(vw) && u64::from(p.y) + u64::from(p.h) <= u64::from(vh) => p,
-        _ => PartRect { x: 0, y: 0, w: vw, h: vh },
-    }
+/// The part of a tile of valid size `vw × vh` the SM decoder decodes (IDCT window and
+/// conversion alike): the part its call needs (`Miss::part`, the CPU path's rule for partial
+/// decodes) when it is not empty and lies inside the valid tile and is not all of it; `None`
+/// (the whole tile, cached) otherwise.
+pub(crate) fn decoded_part(part: Option<PartRect>, vw: u32, vh: u32) -> Option<PartRect> {
+    part.filter(|p| {
+        p.w > 0
+            && p.h > 0
+            && u64::from(p.x) + u64::from(p.w) <= u64::from(vw)
+            && u64::from(p.y) + u64::from(p.h) <= u64::from(vh)
+            && *p != PartRect { x: 0, y: 0, w: vw, h: vh }
+    })
 }
 
-/// One accepted tile of a launch: its stream is `len` bytes at `at` in the slot's arena.
+/// The part of tile `m` (of `src`) the SM decoder decodes: [`decoded_part`].
+pub(crate) fn sm_part(src: &Src<'_>, m: &Miss) -> Option<PartRect> {
+    let (vw, vh) = src.img.valid_tile_size(m.col, m.row);
+    decoded_part(m.part, vw, vh)
+}
+
+/// One accepted tile of a launch: its stream is `len` bytes at `at` in the slot's arena; only
+/// `part` of it is inverse-DCT'd and converted ([`sm_part`]; `None`: the whole tile).
 pub(crate) struct SmTile {
     pub(crate) miss: Miss,
     pub(crate) at: usize,
     pub(crate) len: usize,
     pub(crate) prepared: SmPrepared,
+    pub(crate) part: Option<PartRect>,
 }
 
 /// `tiles` (in arena order) cut into launches by [`launch_len`]: each at most
@@ -314,6 +330,8 @@ pub(crate) fn split_launches(mut tiles: Vec<SmTile>) -> Vec<Vec<SmTile>> {
 /// when it is finished or dropped.
 pub(crate) struct SmFlight {
     misses: Vec<Miss>,
+    /// Each tile's decoded part (the window its IDCT ran over), as submitted.
+    parts: Vec<Option<PartRect>>,
     descs: Vec<SmjTile>,
     segs: Vec<SmjSegment>,
     /// Where the segments' statuses land in the slot's pinned buffer.
@@ -332,7 +350,7 @@ impl SmJpeg<'_> {
         let stream = slot.stream.raw();
         let base = tiles.iter().map(|t| t.at).min().unwrap_or(0);
         let end = tiles.iter().map(|t| t.at + t.len).max().unwrap_or(0);
-        let items: Vec<(usize, &SmPrepared, Option<PartRect>)> = tiles.iter().map(|t| (t.at - base, &t.prepared, t.miss.part)).collect();
+        let items: Vec<(usize, &SmPrepared, Option<PartRect>)> = tiles.iter().map(|t| (t.at - base, &t.prepared, t.part)).collect();
         let mut pk = Packed::new(&items);
         let (total, segs_n) = (pk.total, pk.segs.len());
         let status_at = total.next_multiple_of(256);
@@ -365,7 +383,14 @@ impl SmJpeg<'_> {
             "cuMemcpyDtoHAsync",
         )?;
         let Packed { descs: d, segs, .. } = pk;
-        Ok(SmFlight { misses: tiles.iter().map(|t| t.miss).collect(), descs: d, segs, status_at, _buffers: [data, descs, coef, pix, status] })
+        Ok(SmFlight {
+            misses: tiles.iter().map(|t| t.miss).collect(),
+            parts: tiles.iter().map(|t| t.part).collect(),
+            descs: d,
+            segs,
+            status_at,
+            _buffers: [data, descs, coef, pix, status],
+        })
     }
 
     /// Wait for launch `f` on `slot`'s stream, read its statuses, and enqueue the `convert`
@@ -375,7 +400,7 @@ impl SmJpeg<'_> {
     pub(crate) fn finish(&self, slot: &mut Slot, srcs: &[Src<'_>], f: SmFlight) -> Res<ChunkOut> {
         let stream = slot.stream.raw();
         slot.stream.sync()?;
-        let SmFlight { misses, descs, segs, status_at, _buffers } = f;
+        let SmFlight { misses, parts, descs, segs, status_at, _buffers } = f;
         let raw = &slot.pinned.as_mut_slice(status_at + segs.len() * 4)[status_at..];
         let st: Vec<i32> = raw.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
         let mut ok = vec![true; misses.len()];
@@ -403,7 +428,7 @@ impl SmJpeg<'_> {
             };
             let img = srcs[m.src as usize].img;
             let (vw, vh) = img.valid_tile_size(m.col, m.row);
-            let r = converted_rect(m.part, vw, vh);
+            let r = parts[k].unwrap_or(PartRect { x: 0, y: 0, w: vw, h: vh });
             let mut planes = [0u64; 3];
             let (mut pitch, mut pw, mut ph) = ([0 as c_int; 3], [0 as c_int; 3], [0 as c_int; 3]);
             for c in 0..3 {
@@ -426,7 +451,7 @@ impl SmJpeg<'_> {
                 y0: r.y as c_int,
                 out: 0,
             });
-            good.push((*m, r != PartRect { x: 0, y: 0, w: vw, h: vh }));
+            good.push((*m, parts[k].is_some()));
         }
         let mut done = Vec::with_capacity(good.len());
         if !conv.is_empty() {
@@ -440,8 +465,6 @@ impl SmJpeg<'_> {
                 done.push((m, Arc::new(DevTile { ptr: d.out, x, y, w, h, pitch: w, partial, _block: block.clone() })));
                 off += *size as u64;
             }
-            let parts = good.iter().filter(|g| g.1).count() as u64;
-            self.env.counters.sm_partial.fetch_add(parts, Relaxed);
             let (mw, mh) = conv.iter().fold((1, 1), |(a, b), d| (a.max(d.w), b.max(d.h)));
             let d_conv = StreamAlloc::upload(as_bytes(&conv), stream)?;
             let mut a = d_conv.ptr();
@@ -453,7 +476,10 @@ impl SmJpeg<'_> {
                 &mut [arg(&mut a)],
                 "cuLaunchKernel(convert)",
             )?;
+            // `sm` first, `sm_partial` after (read in the other order by `stats`): a snapshot
+            // never counts more partial tiles than SM tiles.
             self.env.counters.sm.fetch_add(conv.len() as u64, Relaxed);
+            self.env.counters.sm_partial.fetch_add(good.iter().filter(|g| g.1).count() as u64, Relaxed);
         }
         // The launch's buffers are freed stream-ordered after their last use (the convert
         // kernel reads `pix`).

@@ -114,6 +114,7 @@ fn waves_split_into_bounded_launches_in_order() {
             at: i * 10,
             len: 10,
             prepared: p.clone(),
+            part: None,
         })
         .collect();
     let launches = split_launches(tiles);
@@ -124,14 +125,15 @@ fn waves_split_into_bounded_launches_in_order() {
 }
 
 #[test]
-fn a_tile_is_converted_in_the_part_its_call_needs_when_that_part_lies_inside() {
-    let whole = PartRect { x: 0, y: 0, w: 240, h: 200 };
+fn a_tile_is_decoded_in_the_part_its_call_needs_when_that_part_lies_inside() {
     let part = PartRect { x: 230, y: 10, w: 10, h: 190 };
-    assert_eq!(converted_rect(None, 240, 200), whole);
-    assert_eq!(converted_rect(Some(part), 240, 200), part);
-    // A part reaching past the valid tile, or empty, is not trusted: the whole tile.
-    assert_eq!(converted_rect(Some(PartRect { w: 11, ..part }), 240, 200), whole);
-    assert_eq!(converted_rect(Some(PartRect { h: 191, ..part }), 240, 200), whole);
-    assert_eq!(converted_rect(Some(PartRect { w: 0, ..part }), 240, 200), whole);
-    assert_eq!(converted_rect(Some(PartRect { x: u32::MAX, ..part }), 240, 200), whole);
+    assert_eq!(decoded_part(None, 240, 200), None);
+    assert_eq!(decoded_part(Some(part), 240, 200), Some(part));
+    // A part reaching past the valid tile, or empty, is not trusted (the whole tile, whose
+    // IDCT window and conversion then agree); the whole valid tile is not a part (cached).
+    assert_eq!(decoded_part(Some(PartRect { w: 11, ..part }), 240, 200), None);
+    assert_eq!(decoded_part(Some(PartRect { h: 191, ..part }), 240, 200), None);
+    assert_eq!(decoded_part(Some(PartRect { w: 0, ..part }), 240, 200), None);
+    assert_eq!(decoded_part(Some(PartRect { x: u32::MAX, ..part }), 240, 200), None);
+    assert_eq!(decoded_part(Some(PartRect { x: 0, y: 0, w: 240, h: 200 }), 240, 200), None);
 }
