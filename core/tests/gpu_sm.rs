@@ -1,9 +1,9 @@
 //! The SM JPEG decoder inside the GPU engine (feature `cuda`): run with
 //! `SLIDESTREAM_GPU_SM_DECODER=on` on a GPU host (`benches/sm_probe.sh` with `GPU_TESTS=`), its
 //! batches equal the CPU path byte for byte. `core/tests/gpu.rs`, run with the same setting,
-//! covers every other device read with the decoder in the route; the second test, region-aware
-//! decoding (only the parts of tiles small patches need). Without a GPU, or with the
-//! setting off, the test says why and returns.
+//! covers every other device read with the decoder in the route; here also region-aware
+//! decoding (only the parts of tiles small patches need) and damaged tiles. Without a GPU, or
+//! with the setting off, each test says why and returns.
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -18,31 +18,66 @@ use slidestream::Slide;
 
 const RGB: DeviceOptions = DeviceOptions { device: 0, channels: 3, background: [255, 255, 255] };
 
+/// Whether `test` runs: `SLIDESTREAM_GPU_SM_DECODER=on` and a GPU present (else it says why).
+fn sm_on(test: &str) -> bool {
+    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
+        eprintln!("{test}: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+        return false;
+    }
+    gpu_present(test)
+}
+
+/// Generated YCbCr pyramids (4:4:4, 4:2:2, 4:2:0, 4:4:0; 1517 × 989, tiles of 128, odd edges)
+/// and the shared Aperio slide: the files (kept alive) and their paths.
+fn sampling_slides() -> (Vec<common::tiffwriter::TempPath>, Vec<PathBuf>) {
+    use turbojpeg::Subsamp;
+    let files: Vec<_> =
+        [Subsamp::None, Subsamp::Sub2x1, Subsamp::Sub2x2, Subsamp::Sub1x2].into_iter().map(|sub| ycbcr_jpeg_tiff(1517, 989, 128, sub, 5).0).collect();
+    let mut paths: Vec<PathBuf> = files.iter().map(|f| f.path().to_path_buf()).collect();
+    paths.extend(testdata().map(|d| d.join("CMU-1-Small-Region.svs")));
+    (files, paths)
+}
+
+/// Patches of [`EDGE_PATCH`] across the right edge of every tile of `slide`'s level 0 (and past
+/// the image's right and bottom edges for the last column and row), at odd offsets: each
+/// needs small parts of two tiles.
+fn edge_patches(slide: &Slide) -> Vec<(i64, i64)> {
+    let (w, h) = slide.dimensions();
+    let (tw, th) = slide.level_tile_sizes()[0];
+    let (tw, th) = (tw as i64, th as i64);
+    let mut locs = Vec::new();
+    for r in 0..h.div_ceil(th as u64) as i64 {
+        for c in 0..w.div_ceil(tw as u64) as i64 {
+            locs.push((c * tw + tw - 13, r * th + 3 + (c * 7) % (th - 25)));
+        }
+    }
+    locs.push((w as i64 - 11, h as i64 - 5));
+    locs
+}
+
+/// Size of [`edge_patches`].
+const EDGE_PATCH: (u64, u64) = (29, 21);
+
+/// Patches of `p × p` on a `p`-pixel grid over `slide`'s level 0 (every tile needed whole).
+fn grid_patches(slide: &Slide, p: u64) -> Vec<(i64, i64)> {
+    let (w, h) = slide.dimensions();
+    (0..h as i64).step_by(p as usize).flat_map(|y| (0..w as i64).step_by(p as usize).map(move |x| (x, y))).collect()
+}
+
 /// With `SLIDESTREAM_GPU_SM_DECODER=on`: whole
 /// level-0 tiles of generated YCbCr pyramids (4:4:4, 4:2:2, 4:2:0, 4:4:0, with odd edges) and
 /// of the shared Aperio slide, in one batch each, are decoded by the SM decoder and equal the
 /// CPU path byte for byte. Skipped (passing) otherwise.
 #[test]
 fn sm_decoder_when_on_decodes_batches_equal_to_the_cpu() {
-    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
-        eprintln!("sm_decoder_when_on_decodes_batches_equal_to_the_cpu: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+    if !sm_on("sm_decoder_when_on_decodes_batches_equal_to_the_cpu") {
         return;
     }
-    if !gpu_present("sm_decoder_when_on_decodes_batches_equal_to_the_cpu") {
-        return;
-    }
-    use turbojpeg::Subsamp;
-    let mut files = Vec::new();
-    for sub in [Subsamp::None, Subsamp::Sub2x1, Subsamp::Sub2x2, Subsamp::Sub1x2] {
-        files.push(ycbcr_jpeg_tiff(1517, 989, 128, sub, 5).0);
-    }
-    let mut paths: Vec<PathBuf> = files.iter().map(|f| f.path().to_path_buf()).collect();
-    paths.extend(testdata().map(|d| d.join("CMU-1-Small-Region.svs")));
+    let (_files, paths) = sampling_slides();
     for path in paths {
         let slide = Slide::open(&path).expect("open");
-        let (w, h) = slide.dimensions();
         let t = 100i64;
-        let locs: Vec<(i64, i64)> = (0..h as i64).step_by(t as usize).flat_map(|y| (0..w as i64).step_by(t as usize).map(move |x| (x, y))).collect();
+        let locs = grid_patches(&slide, t as u64);
         let before = gpu::stats(0);
         let batch = slide.read_regions_device(&locs, 0, (t as u64, t as u64), &RGB).expect("read");
         assert!(batch.errors.iter().all(Option::is_none));
@@ -66,35 +101,14 @@ fn sm_decoder_when_on_decodes_batches_equal_to_the_cpu() {
 /// Skipped (passing) otherwise.
 #[test]
 fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
-    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
-        eprintln!("sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
+    if !sm_on("sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu") {
         return;
     }
-    if !gpu_present("sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu") {
-        return;
-    }
-    use turbojpeg::Subsamp;
-    let mut files = Vec::new();
-    for sub in [Subsamp::None, Subsamp::Sub2x1, Subsamp::Sub2x2, Subsamp::Sub1x2] {
-        files.push(ycbcr_jpeg_tiff(1517, 989, 128, sub, 5).0);
-    }
-    let mut paths: Vec<PathBuf> = files.iter().map(|f| f.path().to_path_buf()).collect();
-    paths.extend(testdata().map(|d| d.join("CMU-1-Small-Region.svs")));
+    let (_files, paths) = sampling_slides();
     for path in paths {
         let slide = Slide::open(&path).expect("open");
-        let (w, h) = slide.dimensions();
-        let (tw, th) = slide.level_tile_sizes()[0];
-        let (tw, th) = (tw as i64, th as i64);
-        let (pw, ph) = (29u64, 21u64);
-        // One patch across the right edge of every tile (and past the image's right and
-        // bottom edges for the last column and row), at odd offsets.
-        let mut locs = Vec::new();
-        for r in 0..h.div_ceil(th as u64) as i64 {
-            for c in 0..w.div_ceil(tw as u64) as i64 {
-                locs.push((c * tw + tw - 13, r * th + 3 + (c * 7) % (th - 25)));
-            }
-        }
-        locs.push((w as i64 - 11, h as i64 - 5));
+        let (pw, ph) = EDGE_PATCH;
+        let locs = edge_patches(&slide);
         let before = gpu::stats(0);
         let batch = slide.read_regions_device(&locs, 0, (pw, ph), &RGB).expect("read");
         assert!(batch.errors.iter().all(Option::is_none));
@@ -129,11 +143,7 @@ fn sm_decoder_decodes_only_the_parts_small_patches_need_and_equals_the_cpu() {
 /// benches/h200_issue32_cores.sh. Skipped (passing) without the setting or a GPU.
 #[test]
 fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
-    if std::env::var("SLIDESTREAM_GPU_SM_DECODER").map_or(true, |v| v != "on") {
-        eprintln!("sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest: SLIDESTREAM_GPU_SM_DECODER is not on; skipped");
-        return;
-    }
-    if !gpu_present("sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest") {
+    if !sm_on("sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest") {
         return;
     }
     let (file, _) = ycbcr_jpeg_tiff(1517, 989, 128, turbojpeg::Subsamp::Sub2x2, 5);
@@ -176,17 +186,11 @@ fn sm_decoder_gives_damaged_tiles_the_cpu_outcome_and_spares_the_rest() {
     }
     let p = 100u64;
     let mut failed = 0;
-    // Whole tiles (100² patches on a 100-pixel grid cover every tile), then parts (29 × 21
-    // patches across each tile's right edge, the damaged tile's included).
+    // Whole tiles (100² patches on a 100-pixel grid cover every tile), then parts (patches
+    // across each tile's right edge, the damaged tile's included).
     for ((what, bad), parts) in damaged.iter().flat_map(|d| [(d, false), (d, true)]) {
         let slide = Slide::open(bad.path()).expect("open");
-        let (w, h) = slide.dimensions();
-        let (pw, ph) = if parts { (29u64, 21u64) } else { (p, p) };
-        let locs: Vec<(i64, i64)> = if parts {
-            (0..8i64).flat_map(|r| (0..12i64).map(move |c| (c * 128 + 115, r * 128 + 3 + (c * 7) % 100))).collect()
-        } else {
-            (0..h as i64).step_by(p as usize).flat_map(|y| (0..w as i64).step_by(p as usize).map(move |x| (x, y))).collect()
-        };
+        let ((pw, ph), locs) = if parts { (EDGE_PATCH, edge_patches(&slide)) } else { ((p, p), grid_patches(&slide, p)) };
         let before = gpu::stats(0);
         let batch = slide.read_regions_device(&locs, 0, (pw, ph), &RGB).expect("batch call");
         let dev = batch.array.to_host().expect("download");
